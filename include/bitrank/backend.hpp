@@ -1,0 +1,78 @@
+// A backend: one implementation of every op family over one kind of memory.
+//
+//   ref   Backend<double>  f64 plain loops — the oracle of every test
+//   cpu   Backend<float>   f32, threads, OpenBLAS for the GEMMs
+//   cuda  Backend<float>   f32 on the GPU, cuBLASLt for the GEMMs
+//
+// All three have identical op semantics (the contracts in ops/*.hpp); the
+// model and the trainer are written once over Backend<float>. A family a
+// backend does not provide is null, and asking for it throws.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bitrank/memory.hpp"
+#include "bitrank/ops/act.hpp"
+#include "bitrank/ops/adam.hpp"
+#include "bitrank/ops/attention.hpp"
+#include "bitrank/ops/bitmap.hpp"
+#include "bitrank/ops/blr.hpp"
+#include "bitrank/ops/dense.hpp"
+#include "bitrank/ops/gdn.hpp"
+#include "bitrank/ops/gemm.hpp"
+#include "bitrank/ops/norm.hpp"
+#include "bitrank/ops/reduce.hpp"
+#include "bitrank/ops/rope.hpp"
+#include "bitrank/ops/sign.hpp"
+#include "bitrank/thread_pool.hpp"
+
+namespace bitrank {
+
+template <class T>
+struct Backend {
+  std::string name;
+  Memory* memory = nullptr;
+
+  std::unique_ptr<GemmOps<T>> gemm_ops;
+  std::unique_ptr<BitmapOps<T>> bitmap_ops;
+  std::unique_ptr<ReduceOps<T>> reduce_ops;
+  std::unique_ptr<DenseOps<T>> dense_ops;
+  std::unique_ptr<AdamOps<T>> adam_ops;
+  std::unique_ptr<SignOps<T>> sign_ops;
+  std::unique_ptr<BlrOps<T>> blr_ops;
+  std::unique_ptr<NormOps<T>> norm_ops;
+  std::unique_ptr<ActOps<T>> act_ops;
+  std::unique_ptr<RopeOps<T>> rope_ops;
+  std::unique_ptr<AttentionOps<T>> attention_ops;
+  std::unique_ptr<GdnOps<T>> gdn_ops;
+
+  // The op families; a family this backend lacks is a bitrank::Error.
+  GemmOps<T>& gemm() const { return family(gemm_ops, "gemm"); }
+  BitmapOps<T>& bitmap() const { return family(bitmap_ops, "bitmap"); }
+  ReduceOps<T>& reduce() const { return family(reduce_ops, "reduce"); }
+  DenseOps<T>& dense() const { return family(dense_ops, "dense"); }
+  AdamOps<T>& adam() const { return family(adam_ops, "adam"); }
+  SignOps<T>& sign() const { return family(sign_ops, "sign"); }
+  BlrOps<T>& blr() const { return family(blr_ops, "blr"); }
+  NormOps<T>& norm() const { return family(norm_ops, "norm"); }
+  ActOps<T>& act() const { return family(act_ops, "act"); }
+  RopeOps<T>& rope() const { return family(rope_ops, "rope"); }
+  AttentionOps<T>& attention() const { return family(attention_ops, "attention"); }
+  GdnOps<T>& gdn() const { return family(gdn_ops, "gdn"); }
+
+  // Waits until all queued work is done (a no-op on host backends).
+  void synchronize() const { memory->synchronize(); }
+
+ private:
+  template <class F>
+  F& family(const std::unique_ptr<F>& f, const char* what) const {
+    if (!f) fail("backend {} has no {} ops", name, what);
+    return *f;
+  }
+};
+
+std::unique_ptr<Backend<double>> make_ref_backend();
+std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool = ThreadPool::global());
+
+}  // namespace bitrank

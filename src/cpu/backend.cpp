@@ -1,0 +1,24 @@
+#include "cpu/ops.hpp"
+
+namespace bitrank {
+
+std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool) {
+  auto b = std::make_unique<Backend<float>>();
+  b->name = "cpu";
+  b->memory = &host_memory();
+  b->gemm_ops = cpu::make_gemm_ops(pool);
+  b->bitmap_ops = cpu::make_bitmap_ops(pool);
+  b->reduce_ops = cpu::make_reduce_ops(pool);
+  b->dense_ops = cpu::make_dense_ops(pool);
+  b->adam_ops = cpu::make_adam_ops(pool);
+  b->sign_ops = cpu::make_sign_ops(pool);
+  b->blr_ops = cpu::make_blr_ops(pool);
+  b->norm_ops = cpu::make_norm_ops(pool);
+  b->act_ops = cpu::make_act_ops(pool);
+  b->rope_ops = cpu::make_rope_ops(pool);
+  b->attention_ops = cpu::make_attention_ops(pool);
+  b->gdn_ops = cpu::make_gdn_ops(pool);
+  return b;
+}
+
+}  // namespace bitrank

@@ -1,0 +1,38 @@
+// Building blocks shared by the CPU op families: the OpenBLAS sgemm call,
+// f16-rounded staging into f32, and bitmap expansion.
+//
+// The CPU backend keeps the GEMM semantics of the seeds (f16 operands, f32
+// accumulation, power-of-two staging scale, output multiplier) while running
+// OpenBLAS sgemm: operands are rounded to f16 *values* but stored as f32
+// (every f16 is exact in f32), so sgemm multiplies exactly the numbers the
+// f16 GEMM would. ±1 sign planes are exact in either type.
+#pragma once
+
+#include <cstdint>
+
+#include "bitrank/dtype.hpp"
+#include "bitrank/tensor.hpp"
+#include "bitrank/thread_pool.hpp"
+
+namespace bitrank::cpu {
+
+// Row-major C[m][n] (row stride ldc) = alpha·op(A)·op(B) + beta·C, where
+// op(A) is m×k (A stored [m][k] with lda, or [k][m] when trans_a) and op(B)
+// is k×n (B stored [k][n] with ldb, or [n][k] when trans_b). OpenBLAS threads.
+void sgemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, float alpha, const float* a, index_t lda,
+           const float* b, index_t ldb, float beta, float* c, index_t ldc);
+
+// dst[t][j] = round_f16(f32(src[t][j]·col[j])·scale) for t < rows, j < k
+// (col may be null), stored as f32. src row stride lds, dst row stride ldd.
+void stage_rounded(const float* src, index_t lds, const float* col, float scale, index_t rows, index_t k, float* dst,
+                   index_t ldd, ThreadPool& pool);
+
+// The staging value of one element, identical on every backend.
+inline float staged_value(float src, float col, float scale) { return round_f16((src * col) * scale); }
+
+// ±1 plane [rows][r] and/or its transpose [r][rows] from a sign bitmap
+// [rows][ceil(r/32)]; either output may be null. Out is float or f16.
+template <class Out>
+void expand_sign_planes(const std::uint32_t* bits, index_t rows, index_t r, Out* plane, Out* plane_t, ThreadPool& pool);
+
+}  // namespace bitrank::cpu
