@@ -1,15 +1,34 @@
-// The `bitrank` command.
+// The `bitrank` command: subcommands parse their options here and call the
+// library; every error reaches the user as one line, never a crash.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <exception>
 
 #include "bitrank/error.hpp"
+#include "cli/bench.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bitrank: compress LLMs to about one bit per weight with binary low-rank layers"};
   app.set_version_flag("--version", "bitrank 0.1.0");
   app.require_subcommand(1);
+
+  bitrank::cli::BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand("bench", "time the ops at fixed shapes, next to their anchors (sgemm, …)");
+  bench_cmd->add_option("--device", bench.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
+  bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case")->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
+  try {
+    if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
+  } catch (const bitrank::Error& e) {
+    std::fprintf(stderr, "bitrank: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bitrank: unexpected error: %s\n", e.what());
+    return 2;
+  }
   return 0;
 }

@@ -1,0 +1,102 @@
+#include "cli/bench.hpp"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "bitrank/error.hpp"
+
+namespace bitrank::cli {
+namespace {
+
+// Collects the per-case real time (seconds per iteration) instead of printing.
+class CollectingReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      if (r.error_occurred) {
+        errors[r.run_name.function_name] = r.error_message;
+        continue;
+      }
+      seconds[r.run_name.function_name] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
+    }
+  }
+  std::map<std::string, double> seconds;
+  std::map<std::string, std::string> errors;
+};
+
+std::string human_rate(double per_s, const char* unit) {
+  if (per_s >= 1e12) return fmt::format("{:.2f} T{}/s", per_s / 1e12, unit);
+  if (per_s >= 1e9) return fmt::format("{:.2f} G{}/s", per_s / 1e9, unit);
+  return fmt::format("{:.2f} M{}/s", per_s / 1e6, unit);
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& opt) {
+  if (opt.device != "cpu") fail("bench: device '{}' is not available in this build (cpu only)", opt.device);
+  if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
+  auto be = make_cpu_backend();
+  std::vector<BenchCase> cases = cpu_bench_cases(*be);
+
+  // Keep the filtered cases and every anchor they name.
+  std::map<std::string, const BenchCase*> by_name;
+  for (const auto& c : cases) by_name[c.name] = &c;
+  std::vector<const BenchCase*> selected;
+  std::map<std::string, bool> chosen;
+  for (const auto& c : cases) {
+    if (!opt.op_filter.empty() && c.name.find(opt.op_filter) == std::string::npos) continue;
+    if (!c.anchor.empty() && !chosen[c.anchor]) {
+      auto it = by_name.find(c.anchor);
+      BR_ASSERT(it != by_name.end(), "bench case {} names unknown anchor {}", c.name, c.anchor);
+      selected.push_back(it->second);
+      chosen[c.anchor] = true;
+    }
+    if (!chosen[c.name]) selected.push_back(&c), chosen[c.name] = true;
+  }
+  if (selected.empty()) fail("bench: no case matches --op '{}'", opt.op_filter);
+
+  int argc = 1;
+  std::string min_time = fmt::format("--benchmark_min_time={}", opt.min_time_s);
+  char arg0[] = "bitrank";
+  char* argv[] = {arg0, min_time.data(), nullptr};
+  argc = 2;
+  benchmark::Initialize(&argc, argv);
+  for (const BenchCase* c : selected) {
+    benchmark::RegisterBenchmark(c->name.c_str(), [c](benchmark::State& st) {
+      c->body();  // warm-up: first-touch allocations and caches
+      for (auto _ : st) c->body();
+    })->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  fmt::print("bitrank bench: device {}, {} threads, {} cases (min time {:.2f} s each)\n", opt.device,
+             std::thread::hardware_concurrency(), selected.size(), opt.min_time_s);
+  CollectingReporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  benchmark::ClearRegisteredBenchmarks();
+
+  fmt::print("\n{:<28} {:<36} {:>10} {:>14} {:>22}\n", "op", "shape", "ms", "rate", "vs anchor");
+  fmt::print("{:-<114}\n", "");
+  for (const BenchCase* c : selected) {
+    auto err = rep.errors.find(c->name);
+    if (err != rep.errors.end()) {
+      fmt::print("{:<28} {:<36} error: {}\n", c->name, c->shape, err->second);
+      continue;
+    }
+    const double s = rep.seconds.at(c->name);
+    std::string rate = c->flops > 0 ? human_rate(c->flops / s, "FLOP") : c->bytes > 0 ? human_rate(c->bytes / s, "B") : "";
+    std::string vs;
+    if (!c->anchor.empty() && rep.seconds.count(c->anchor)) {
+      const BenchCase& a = *by_name.at(c->anchor);
+      const double ours = c->flops / s, theirs = a.flops / rep.seconds.at(c->anchor);
+      vs = fmt::format("{:.0f}% of {}", 100.0 * ours / theirs, a.name);
+    }
+    fmt::print("{:<28} {:<36} {:>10.3f} {:>14} {:>22}\n", c->name, c->shape, s * 1e3, rate, vs);
+  }
+  return 0;
+}
+
+}  // namespace bitrank::cli

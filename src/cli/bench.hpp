@@ -1,0 +1,39 @@
+// `bitrank bench`: timings of the ops at fixed shapes, each next to the
+// anchor of the same work measured in the same run.
+//
+// A BenchCase is one timed body (Google Benchmark runs it until its timing
+// is stable) with the FLOPs it does; a case may name an anchor case (e.g.
+// OpenBLAS sgemm of the same shapes) and the table reports our rate as a
+// fraction of the anchor's.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bitrank/backend.hpp"
+
+namespace bitrank::cli {
+
+struct BenchCase {
+  std::string name;    // "blr fwd+bwd"
+  std::string shape;   // "m=n=576 r=256 T=512 P=2"
+  double flops = 0;    // per iteration (0: not a FLOP-bound op; bytes then)
+  double bytes = 0;    // per iteration, moved at least once (for memory-bound ops)
+  std::string anchor;  // name of the anchor case, "" for none
+  std::function<void()> body;
+};
+
+struct BenchOptions {
+  std::string device = "cpu";
+  std::string op_filter;  // substring of the case name; empty = all
+  double min_time_s = 0.3;
+};
+
+// The CPU cases (src/cli/bench_cpu.cpp).
+std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
+
+// Runs the cases through Google Benchmark and prints the table; returns 0.
+int run_bench(const BenchOptions& opt);
+
+}  // namespace bitrank::cli

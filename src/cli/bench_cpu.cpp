@@ -1,0 +1,67 @@
+// CPU benchmark cases: SmolLM2-135M-sized shapes (hidden 576, 512 tokens),
+// each GEMM-shaped op next to OpenBLAS sgemm doing the same FLOPs.
+#include <memory>
+
+#include "bitrank/rng.hpp"
+#include "cli/bench.hpp"
+#include "cpu/kernels.hpp"
+
+namespace bitrank::cli {
+namespace {
+
+// A host buffer of random values that lives as long as the case's lambda.
+template <class T>
+std::shared_ptr<Buffer<T>> random_buffer(std::size_t n, std::uint64_t seed, float scale) {
+  auto b = std::make_shared<Buffer<T>>(host_memory(), n);
+  auto v = rnd(n, seed, scale);
+  if constexpr (std::is_same_v<T, f16>) {
+    for (std::size_t i = 0; i < n; ++i) b->data()[i] = to_f16(v[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) b->data()[i] = static_cast<T>(v[i]);
+  }
+  return b;
+}
+
+// sgemm of out[m][n] = a[m][k]·b[n][k]ᵀ, the anchor of GEMM-shaped work.
+BenchCase sgemm_case(std::string name, index_t m, index_t n, index_t k) {
+  auto a = random_buffer<float>(static_cast<std::size_t>(m * k), 1, 1.0f);
+  auto b = random_buffer<float>(static_cast<std::size_t>(n * k), 2, 1.0f);
+  auto c = random_buffer<float>(static_cast<std::size_t>(m * n), 3, 1.0f);
+  return {std::move(name), fmt::format("{}x{}x{}", m, n, k), 2.0 * m * n * k, 0, "",
+          [=] { cpu::sgemm(false, true, m, n, k, 1.0f, a->data(), k, b->data(), k, 0.0f, c->data(), n); }};
+}
+
+}  // namespace
+
+std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
+  std::vector<BenchCase> cases;
+  const index_t T = 512, d = 576, r = 256;
+
+  cases.push_back(sgemm_case("sgemm 512x576x576", T, d, d));
+  {  // staged f16 GEMM: stage the activation, multiply by an f16 plane
+    auto x = random_buffer<float>(static_cast<std::size_t>(T * d), 4, 1.0f);
+    auto act = std::make_shared<Buffer<f16>>(host_memory(), static_cast<std::size_t>(pad_rows(T) * d));
+    auto plane = random_buffer<f16>(static_cast<std::size_t>(d * d), 5, 1.0f);
+    auto out = random_buffer<float>(static_cast<std::size_t>(T * d), 6, 1.0f);
+    Backend<float>* b = &be;
+    if (be.gemm_ops)
+      cases.push_back({"stage+gemm (f16 operands)", fmt::format("{}x{}x{}", T, d, d), 2.0 * T * d * d, 0,
+                       "sgemm 512x576x576", [=] {
+                         b->gemm().stage(x->view({T, d}), {}, 1.0f, act->view({pad_rows(T), d}));
+                         b->gemm().gemm(act->view({pad_rows(T), d}), plane->view({d, d}), 1.0f, out->view({T, d}));
+                       }});
+  }
+  {  // sign bitmap → ±1 planes (memory-bound)
+    auto bits = std::make_shared<Buffer<std::uint32_t>>(host_memory(), static_cast<std::size_t>(d * sign_words(r)));
+    for (std::size_t i = 0; i < bits->size(); ++i) bits->data()[i] = static_cast<std::uint32_t>(i * 2654435761u);
+    auto pl = std::make_shared<Buffer<f16>>(host_memory(), static_cast<std::size_t>(d * r));
+    auto pt = std::make_shared<Buffer<f16>>(host_memory(), static_cast<std::size_t>(d * r));
+    Backend<float>* b = &be;
+    cases.push_back({"expand_signs", fmt::format("{}x{}", d, r), 0, 2.0 * 2 * d * r, "", [=] {
+                       b->bitmap().expand_signs(bits->view({d, sign_words(r)}), r, pl->view({d, r}), pt->view({r, d}));
+                     }});
+  }
+  return cases;
+}
+
+}  // namespace bitrank::cli
