@@ -31,6 +31,9 @@ namespace bitrank {
 
 template <class T>
 struct Backend {
+  // Backend-wide state (the CUDA context); declared first, so it is
+  // destroyed after the families that use it.
+  std::shared_ptr<void> resources;
   std::string name;
   Memory* memory = nullptr;
 
@@ -74,5 +77,9 @@ struct Backend {
 
 std::unique_ptr<Backend<double>> make_ref_backend();
 std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool = ThreadPool::global());
+
+// The CUDA backend (defined only in builds with BITRANK_HAS_CUDA).
+int cuda_device_count();  // GPUs visible to this process, 0 without a driver
+std::unique_ptr<Backend<float>> make_cuda_backend(int device = 0);
 
 }  // namespace bitrank

@@ -1,7 +1,7 @@
 // Logging to stderr with a level set once (BITRANK_LOG=debug|info|warn|error).
 #pragma once
 
-#include <fmt/format.h>
+#include "bitrank/error.hpp"
 
 #include <string_view>
 
@@ -14,8 +14,8 @@ void set_log_level(LogLevel l);
 void log_line(LogLevel l, std::string_view msg);
 
 template <class... Args>
-void log(LogLevel l, fmt::format_string<Args...> f, Args&&... args) {
-  if (l >= log_level()) log_line(l, fmt::format(f, std::forward<Args>(args)...));
+void log(LogLevel l, format_string<Args...> f, Args&&... args) {
+  if (l >= log_level()) log_line(l, ::bitrank::format(f, std::forward<Args>(args)...));
 }
 #define BR_LOG_DEBUG(...) ::bitrank::log(::bitrank::LogLevel::debug, __VA_ARGS__)
 #define BR_LOG_INFO(...) ::bitrank::log(::bitrank::LogLevel::info, __VA_ARGS__)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "bitrank/error.hpp"
 
@@ -52,8 +53,9 @@ struct View {
     return v;
   }
   // Mutable → const conversion.
-  operator View<const T>() const {  // NOLINT(google-explicit-constructor)
-    View<const T> v;
+  template <class U = T, std::enable_if_t<!std::is_const_v<U>, int> = 0>
+  operator View<const U>() const {  // NOLINT(google-explicit-constructor)
+    View<const U> v;
     v.data = data;
     v.shape = shape;
     v.strides = strides;

@@ -44,8 +44,8 @@ inline void positive(std::string_view op, std::string_view what, index_t v) {
 }
 
 template <class... Args>
-void require(bool cond, std::string_view op, fmt::format_string<Args...> f, Args&&... args) {
-  if (!cond) fail("{}: {}", op, fmt::format(f, std::forward<Args>(args)...));
+void require(bool cond, std::string_view op, format_string<Args...> f, Args&&... args) {
+  if (!cond) fail("{}: {}", op, ::bitrank::format(f, std::forward<Args>(args)...));
 }
 
 // A finite float option (learning rates, eps, scales).

@@ -1,0 +1,21 @@
+#include "cuda/device_info.hpp"
+#include "cuda/ops.hpp"
+
+namespace bitrank {
+
+int cuda_device_count() { return cuda::visible_device_count(); }
+
+std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
+  const int n = cuda::visible_device_count();
+  if (device < 0 || device >= n) fail("cuda: device {} requested, {} visible", device, n);
+  auto ctx = std::make_shared<cuda::Context>(device);
+  auto b = std::make_unique<Backend<float>>();
+  b->resources = ctx;
+  b->name = "cuda";
+  b->memory = &ctx->memory;
+  b->gemm_ops = cuda::make_gemm_ops(*ctx);
+  b->bitmap_ops = cuda::make_bitmap_ops(*ctx);
+  return b;
+}
+
+}  // namespace bitrank

@@ -1,0 +1,77 @@
+// CUDA sign bitmaps (contract: include/bitrank/ops/bitmap.hpp).
+//
+// expand: one thread per (row, rank) element writes the plane coalesced;
+// the transpose goes through a 32×32 shared tile so both writes coalesce.
+// pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
+#include <cuda_fp16.h>
+
+#include "cuda/ops.hpp"
+
+namespace bitrank::cuda {
+namespace {
+
+constexpr unsigned short kPlus = 0x3c00, kMinus = 0xbc00;
+
+__global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
+                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t) {
+  __shared__ unsigned short tile[32][33];
+  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, i0 = static_cast<index_t>(blockIdx.y) * 32;
+  const int tx = threadIdx.x, ty = threadIdx.y;  // 32 × 8
+  for (int j = ty; j < 32; j += 8) {
+    const index_t i = i0 + j, k = k0 + tx;
+    if (i < rows && k < r) {
+      const bool bit = (bits[i * words + k / 32] >> (k % 32)) & 1u;
+      const unsigned short v = bit ? kPlus : kMinus;
+      plane[i * r + k] = v;
+      tile[j][tx] = v;
+    }
+  }
+  __syncthreads();
+  for (int j = ty; j < 32; j += 8) {
+    const index_t k = k0 + j, i = i0 + tx;
+    if (i < rows && k < r) plane_t[k * rows + i] = tile[tx][j];
+  }
+}
+
+template <class T>
+__global__ void pack_kernel(const T* __restrict__ signs, index_t rows, index_t r, index_t words,
+                            std::uint32_t* __restrict__ bits) {
+  const index_t warp = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= rows * words) return;
+  const index_t i = warp / words, w = warp % words, k = w * 32 + lane;
+  const bool plus = k < r && signs[i * r + k] >= 0;
+  const unsigned word = __ballot_sync(0xffffffffu, plus);
+  if (lane == 0) bits[warp] = word;
+}
+
+class CudaBitmapOps final : public BitmapOps<float> {
+ public:
+  explicit CudaBitmapOps(Context& ctx) : ctx_(ctx) {}
+
+ protected:
+  void expand_signs_impl(CView<std::uint32_t> bits, index_t r, View<f16> plane, View<f16> plane_t) override {
+    const index_t rows = bits.dim(0);
+    const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+    expand_kernel<<<grid, dim3(32, 8), 0, ctx_.stream.get()>>>(bits.data, rows, r, bits.dim(1),
+                                                                reinterpret_cast<unsigned short*>(plane.data),
+                                                                reinterpret_cast<unsigned short*>(plane_t.data));
+    BR_CUDA_LAUNCHED();
+  }
+
+  void pack_signs_impl(CView<float> signs, View<std::uint32_t> bits) override {
+    const index_t rows = signs.dim(0), r = signs.dim(1), words = bits.dim(1);
+    const std::size_t threads = static_cast<std::size_t>(rows * words) * 32;
+    pack_kernel<<<blocks_for(threads, 256), 256, 0, ctx_.stream.get()>>>(signs.data, rows, r, words, bits.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx) { return std::make_unique<CudaBitmapOps>(ctx); }
+
+}  // namespace bitrank::cuda

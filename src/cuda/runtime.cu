@@ -1,0 +1,118 @@
+#include <cstdio>
+
+#include "bitrank/log.hpp"
+#include "cuda/runtime.hpp"
+
+namespace bitrank::cuda {
+
+Stream::Stream() { BR_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (s_ && cudaStreamDestroy(s_) != cudaSuccess) BR_LOG_WARN("cudaStreamDestroy failed");
+}
+void Stream::synchronize() const { BR_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+Event::Event() { BR_CUDA_CHECK(cudaEventCreate(&e_)); }
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+void Event::record(cudaStream_t s) { BR_CUDA_CHECK(cudaEventRecord(e_, s)); }
+float Event::elapsed_ms_since(const Event& start) const {
+  float ms = 0;
+  BR_CUDA_CHECK(cudaEventSynchronize(e_));
+  BR_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
+  return ms;
+}
+
+BlasLtHandle::BlasLtHandle() { BR_CUBLAS_CHECK(cublasLtCreate(&h_)); }
+BlasLtHandle::~BlasLtHandle() {
+  if (h_) cublasLtDestroy(h_);
+}
+
+std::size_t DeviceMemory::size_class(std::size_t bytes) {
+  if (bytes <= 512) return 512;
+  if (bytes <= (1u << 20)) {  // next power of two below 1 MiB
+    std::size_t c = 512;
+    while (c < bytes) c <<= 1;
+    return c;
+  }
+  const std::size_t mb2 = 2u << 20;  // above: whole 2 MiB pages
+  return (bytes + mb2 - 1) / mb2 * mb2;
+}
+
+void* DeviceMemory::allocate(std::size_t bytes) {
+  const std::size_t c = size_class(bytes);
+  std::lock_guard<std::mutex> lk(mu_);
+  void* p = nullptr;
+  auto it = cache_.find(c);
+  if (it != cache_.end()) {
+    p = it->second;
+    cache_.erase(it);
+  } else {
+    cudaError_t e = cudaMalloc(&p, c);
+    if (e == cudaErrorMemoryAllocation) {  // give the cache back and try once more
+      cudaGetLastError();
+      for (auto& [sz, q] : cache_) cudaFree(q);
+      cache_.clear();
+      e = cudaMalloc(&p, c);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      fail("out of device memory: cannot allocate {} bytes ({} in use)", c, in_use_);
+    }
+  }
+  live_[p] = c;
+  in_use_ += c;
+  if (in_use_ > peak_) peak_ = in_use_;
+  return p;
+}
+
+void DeviceMemory::release(void* p) noexcept {
+  if (!p) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end()) {
+    std::fprintf(stderr, "bitrank: releasing an unknown device pointer\n");
+    return;
+  }
+  in_use_ -= it->second;
+  cache_.emplace(it->second, p);  // reused in stream order: safe for work on this stream
+  live_.erase(it);
+}
+
+void DeviceMemory::trim() noexcept {
+  std::lock_guard<std::mutex> lk(mu_);
+  cudaStreamSynchronize(stream_);
+  for (auto& [c, p] : cache_) cudaFree(p);
+  cache_.clear();
+}
+
+DeviceMemory::~DeviceMemory() {
+  trim();
+  if (!live_.empty()) BR_LOG_WARN("{} device blocks still live at shutdown", live_.size());
+}
+
+void DeviceMemory::upload(void* dst, const void* src, std::size_t bytes) {
+  BR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  BR_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host source may go away
+}
+
+void DeviceMemory::download(void* dst, const void* src, std::size_t bytes) {
+  BR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  BR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void DeviceMemory::synchronize() { BR_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+namespace {
+int select_device(int dev) {
+  BR_CUDA_CHECK(cudaSetDevice(dev));
+  return dev;
+}
+}  // namespace
+
+Context::Context(int dev) : device(select_device(dev)), memory(stream.get()) {
+  workspace = memory.allocate(workspace_bytes);
+}
+Context::~Context() { memory.release(workspace); }
+
+}  // namespace bitrank::cuda
