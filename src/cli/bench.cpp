@@ -12,14 +12,25 @@
 namespace bitrank::cli {
 namespace {
 
+// The error text of a run, across Google Benchmark versions (1.7 reports
+// error_occurred, 1.8+ reports skipped).
+template <class R>
+auto run_error(const R& r, int) -> decltype(r.error_occurred, std::string()) {
+  return r.error_occurred ? std::string(r.error_message) : std::string();
+}
+template <class R>
+auto run_error(const R& r, long) -> decltype(r.skipped, std::string()) {
+  return r.skipped ? std::string(r.skip_message) : std::string();
+}
+
 // Collects the per-case real time (seconds per iteration) instead of printing.
 class CollectingReporter : public benchmark::BenchmarkReporter {
  public:
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
-      if (r.error_occurred) {
-        errors[r.run_name.function_name] = r.error_message;
+      if (std::string e = run_error(r, 0); !e.empty()) {
+        errors[r.run_name.function_name] = e;
         continue;
       }
       seconds[r.run_name.function_name] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);

@@ -9,6 +9,7 @@
 // h = 1e-5 leaves ~1e-9 of truncation and rounding error for smooth ops.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string_view>
 #include <vector>
