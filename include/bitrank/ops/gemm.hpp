@@ -9,9 +9,16 @@
 // it back out. `plane` is a ±1 sign plane or a frozen dense weight in f16.
 //
 // Staging value of element (t, j): f16( f32( f32(src·col) · scale ) ) — the
-// products are formed in f32 in that order (the f64 reference does the same
-// f32 arithmetic, so staging is bit-exact across backends). Transposed
-// staging writes the same f16 values transposed, tokens padded to 32.
+// products are formed in f32 in that order, from src and col as f32 (the f64
+// reference rounds its operands to f32 and does the same f32 arithmetic, so
+// staging is bit-exact across backends; round to nearest even, overflow to
+// ±inf, NaN stays NaN). Without a column factor the value is f16(f32(src·scale)),
+// which is the same number. Transposed staging writes the same f16 values
+// transposed, tokens padded to 32.
+//
+// GEMM numerics: f16 × f16 products are exact in f32, so backends differ only
+// in how they sum: f32 accumulation (cpu, cuda), f64 (ref); oscale is applied
+// once to the sum.
 //
 // Overwrite/accumulate: every op overwrites its output (stage: all
 // pad_rows(m)·k elements including the zero rows; gemm: the m×n block of
@@ -35,13 +42,13 @@ class GemmOps {
   virtual ~GemmOps() = default;
 
   // dst[pad_rows(m)][k] = f16(src[m][k] · col[k] · scale); rows ≥ m are 0.
-  // `col` may be empty (no column factor).
+  // `col` may be absent: a view without data (a default-constructed CView).
   void stage(CView<T> src, CView<T> col, float scale, View<f16> dst) {
     constexpr std::string_view op = "stage";
     check::rank(op, "src", src, 2);
     check::contiguous(op, "src", src);
     const index_t m = src.dim(0), k = src.dim(1);
-    if (!col.empty()) check::dense(op, "col", col, Shape{k});
+    if (has_col(col)) check::dense(op, "col", col, Shape{k});
     check::dense(op, "dst", dst, Shape{pad_rows(m), k});
     check::finite(op, "scale", scale);
     stage_impl(src, col, scale, dst);
@@ -63,13 +70,13 @@ class GemmOps {
   }
 
   // dst[pad_rows(k)][pad_tokens(ntok)] = the transpose of stage(src, col, scale)
-  // for src [ntok][k]; padded tokens and rows are 0.
+  // for src [ntok][k]; padded tokens and rows are 0. `col` as in stage.
   void stage_transposed(CView<T> src, CView<T> col, float scale, View<f16> dst) {
     constexpr std::string_view op = "stage_transposed";
     check::rank(op, "src", src, 2);
     check::contiguous(op, "src", src);
     const index_t ntok = src.dim(0), k = src.dim(1);
-    if (!col.empty()) check::dense(op, "col", col, Shape{k});
+    if (has_col(col)) check::dense(op, "col", col, Shape{k});
     check::dense(op, "dst", dst, Shape{pad_rows(k), pad_tokens(ntok)});
     check::finite(op, "scale", scale);
     stage_transposed_impl(src, col, scale, dst);
@@ -94,6 +101,9 @@ class GemmOps {
   }
 
  protected:
+  // Whether a column factor was given (an absent one has no data).
+  static bool has_col(CView<T> col) { return col.data != nullptr; }
+
   virtual void stage_impl(CView<T> src, CView<T> col, float scale, View<f16> dst) = 0;
   virtual void stage_cols_impl(CView<T> src, index_t col0, float scale, View<f16> dst) = 0;
   virtual void stage_transposed_impl(CView<T> src, CView<T> col, float scale, View<f16> dst) = 0;
