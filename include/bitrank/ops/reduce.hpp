@@ -1,4 +1,19 @@
-// Placeholder: the ReduceOps family is not written yet.
+// Column reductions and scalings of the BLR layer and the trainer (seed 000).
+//
+//   col_sum_prod   out[j] += Σ_t a[t][j]·b[t][j]       a, b [rows][cols], out [cols]
+//                  ACCUMULATES (it forms parameter gradients: dh = Σ_t dy⊙c,
+//                  dℓ = Σ_t a⊙b, dg = Σ_t x⊙dx').
+//   scale_cols     out[t][j] = a[t][j]·col[j]          a, out [rows][cols], col [cols]
+//                  overwrites, or adds into out with `accumulate` (y += h⊙c
+//                  of a second path). out may be a itself (in place).
+//   sum_squares    Σ a² over every element of a (any rank), returned as a
+//                  host double. A NaN or ±inf anywhere gives NaN or +inf: the
+//                  trainer's skip-the-step check relies on it, so no backend
+//                  may filter non-finite values.
+//
+// Numerics: the reference sums in f64; the CPU backend sums col_sum_prod and
+// sum_squares in f64 from the f32 values (fixed blocks, so the result does
+// not depend on the thread count) and rounds once into f32. Tolerance 1e-6.
 #pragma once
 
 #include "bitrank/ops/check.hpp"
@@ -9,6 +24,35 @@ template <class T>
 class ReduceOps {
  public:
   virtual ~ReduceOps() = default;
+
+  void col_sum_prod(CView<T> a, CView<T> b, View<T> out) {
+    constexpr std::string_view op = "col_sum_prod";
+    check::rank(op, "a", a, 2);
+    check::contiguous(op, "a", a);
+    check::dense(op, "b", b, a.shape);
+    check::dense(op, "out", out, Shape{a.dim(1)});
+    col_sum_prod_impl(a, b, out);
+  }
+
+  void scale_cols(CView<T> a, CView<T> col, View<T> out, bool accumulate) {
+    constexpr std::string_view op = "scale_cols";
+    check::rank(op, "a", a, 2);
+    check::contiguous(op, "a", a);
+    check::dense(op, "col", col, Shape{a.dim(1)});
+    check::dense(op, "out", out, a.shape);
+    scale_cols_impl(a, col, out, accumulate);
+  }
+
+  double sum_squares(CView<T> a) {
+    constexpr std::string_view op = "sum_squares";
+    check::dense(op, "a", a, a.shape);
+    return sum_squares_impl(a);
+  }
+
+ protected:
+  virtual void col_sum_prod_impl(CView<T> a, CView<T> b, View<T> out) = 0;
+  virtual void scale_cols_impl(CView<T> a, CView<T> col, View<T> out, bool accumulate) = 0;
+  virtual double sum_squares_impl(CView<T> a) = 0;
 };
 
 }  // namespace bitrank

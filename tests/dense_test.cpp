@@ -1,0 +1,147 @@
+// Small dense layers: gradient checks of the ref, the adjoint identity on
+// every backend, the [q | gate] layout, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "bitrank/rng.hpp"
+#include "support/backends.hpp"
+#include "support/gradcheck.hpp"
+
+namespace bitrank {
+namespace {
+
+View<double> view_of(std::vector<double>& v, Shape s) { return View<double>(v.data(), s); }
+
+// L = Σ dy ⊙ dense_forward(x, w): dense_backward(dy, w) is ∂L/∂x (it
+// accumulates, so it starts from random values that are subtracted after).
+TEST(Dense, ForwardInputGradient) {
+  auto& ops = test::ref_backend().dense();
+  const index_t m = 4, k = 13, r = 5;
+  auto x = test::rnd64(static_cast<std::size_t>(m * k), 71, 1.0);
+  auto w = test::rnd64(static_cast<std::size_t>(r * k), 72, 0.5);
+  auto dy = test::rnd64(static_cast<std::size_t>(m * r), 73, 1.0);
+  // The accumulate flag must not change the gradient: take L from both forms.
+  for (const bool accumulate : {false, true}) {
+    const auto start = test::rnd64(static_cast<std::size_t>(m * r), 74, 1.0);
+    auto loss = [&] {
+      std::vector<double> y = start;
+      ops.dense_forward(view_of(x, {m, k}), view_of(w, {r, k}), view_of(y, {m, r}), accumulate);
+      return test::dot(dy, y);
+    };
+    auto dx = test::rnd64(static_cast<std::size_t>(m * k), 75, 1.0);
+    const auto dx0 = dx;
+    ops.dense_backward(view_of(dy, {m, r}), view_of(w, {r, k}), view_of(dx, {m, k}));
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];
+    test::grad_check(accumulate ? "dense_forward (accumulate) d/dx" : "dense_forward d/dx", x, dx, loss);
+  }
+}
+
+// split and merge are each other's adjoint: with L = Σ dq⊙q + dgate⊙gate,
+// ∂L/∂qg = merge_q_gate(dq, dgate).
+TEST(Dense, SplitGradientIsMerge) {
+  auto& ops = test::ref_backend().dense();
+  const index_t m = 3, heads = 2, hd = 5, width = heads * hd;
+  auto qg = test::rnd64(static_cast<std::size_t>(m * 2 * width), 81, 1.0);
+  auto dq = test::rnd64(static_cast<std::size_t>(m * width), 82, 1.0);
+  auto dgate = test::rnd64(static_cast<std::size_t>(m * width), 83, 1.0);
+  auto loss = [&] {
+    std::vector<double> q(dq.size()), gate(dgate.size());
+    ops.split_q_gate(view_of(qg, {m, 2 * width}), heads, view_of(q, {m, width}), view_of(gate, {m, width}));
+    return test::dot(dq, q) + test::dot(dgate, gate);
+  };
+  std::vector<double> dqg(qg.size());
+  ops.merge_q_gate(view_of(dq, {m, width}), view_of(dgate, {m, width}), heads, view_of(dqg, {m, 2 * width}));
+  test::grad_check("split_q_gate d/dqg", qg, dqg, loss);
+}
+
+// dense_backward is the adjoint of dense_forward on every backend:
+// ⟨dy, x·wᵀ⟩ = ⟨dy·w, x⟩ up to f32 rounding.
+TEST(Dense, BackwardIsAdjointOfForward) {
+  const index_t m = 33, k = 300, r = 17;
+  const auto xv = rnd(static_cast<std::size_t>(m * k), 91, 1.0f), wv = rnd(static_cast<std::size_t>(r * k), 92, 0.1f);
+  const auto dyv = rnd(static_cast<std::size_t>(m * r), 93, 1.0f);
+  for (const auto& name : test::available_backends()) {
+    auto& be = test::backend(name);
+    Buffer<float> x(*be.memory, xv.size()), w(*be.memory, wv.size()), dy(*be.memory, dyv.size());
+    Buffer<float> y(*be.memory, dyv.size()), dx(*be.memory, xv.size());
+    x.upload(xv);
+    w.upload(wv);
+    dy.upload(dyv);
+    dx.upload(std::vector<float>(xv.size(), 0.0f));
+    be.dense().dense_forward(x.view({m, k}), w.view({r, k}), y.view({m, r}), false);
+    be.dense().dense_backward(dy.view({m, r}), w.view({r, k}), dx.view({m, k}));
+    be.synchronize();
+    const auto yv = y.download(), dxv = dx.download();
+    double lhs = 0, rhs = 0, scale = 0;
+    for (std::size_t i = 0; i < yv.size(); ++i) lhs += static_cast<double>(dyv[i]) * yv[i];
+    for (std::size_t i = 0; i < dxv.size(); ++i) {
+      rhs += static_cast<double>(dxv[i]) * xv[i];
+      scale += std::fabs(static_cast<double>(dxv[i]) * xv[i]);
+    }
+    std::printf("  [adjoint] dense on %s: <dy, fwd(x)> %.9e  <bwd(dy), x> %.9e\n", name.c_str(), lhs, rhs);
+    EXPECT_LE(std::fabs(lhs - rhs), 1e-6 * scale) << name;
+  }
+}
+
+// The layout: per row and head, [q (hd) | gate (hd)]; merge(split(qg)) = qg
+// bit for bit on every backend.
+TEST(Dense, SplitLayoutAndRoundTrip) {
+  const index_t m = 4, heads = 3, hd = 6, width = heads * hd;
+  const auto v = rnd(static_cast<std::size_t>(m * 2 * width), 94, 1.0f);
+  for (const auto& name : test::available_backends()) {
+    auto& be = test::backend(name);
+    Buffer<float> qg(*be.memory, v.size()), q(*be.memory, v.size() / 2), gate(*be.memory, v.size() / 2), back(*be.memory, v.size());
+    qg.upload(v);
+    be.dense().split_q_gate(qg.view({m, 2 * width}), heads, q.view({m, width}), gate.view({m, width}));
+    be.dense().merge_q_gate(q.view({m, width}), gate.view({m, width}), heads, back.view({m, 2 * width}));
+    be.synchronize();
+    const auto qv = q.download(), gv = gate.download();
+    int bad = 0;
+    for (index_t t = 0; t < m; ++t)
+      for (index_t h = 0; h < heads; ++h)
+        for (index_t d = 0; d < hd; ++d) {
+          const auto src = static_cast<std::size_t>(t * 2 * width + h * 2 * hd + d);
+          const auto dst = static_cast<std::size_t>(t * width + h * hd + d);
+          bad += qv[dst] != v[src];
+          bad += gv[dst] != v[src + static_cast<std::size_t>(hd)];
+        }
+    EXPECT_EQ(bad, 0) << name;
+    EXPECT_EQ(back.download(), v) << name;
+  }
+}
+
+template <class F>
+void expect_error(const F& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(Dense, BadInputIsAnError) {
+  auto& ops = test::cpu_backend().dense();
+  Buffer<float> a(host_memory(), 8192), w(host_memory(), 8192), out(host_memory(), 8192);
+  expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 63}), out.view({70, 48}), false); },
+               "dense_forward: w [48, 63] has 63 inputs, x [70, 64] has 64");
+  expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 64}), out.view({48, 70}), true); },
+               "dense_forward: out has shape [48, 70], expected [70, 48]");
+  expect_error([&] { ops.dense_forward(a.view({0, 64}), w.view({48, 64}), out.view({0, 48}), false); }, "dense_forward: x is empty");
+  expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({47, 64}), out.view({70, 64})); },
+               "dense_backward: w [47, 64] has 47 outputs, dy [70, 48] has 48");
+  expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({48, 64}), out.view({70, 63})); },
+               "dense_backward: dx has shape [70, 63], expected [70, 64]");
+  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 4, w.view({4, 15}), out.view({4, 15})); },
+               "split_q_gate: qg [4, 30] does not split into 4 heads");
+  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 0, w.view({4, 15}), out.view({4, 15})); }, "split_q_gate: heads must be positive");
+  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 3, w.view({4, 16}), out.view({4, 15})); },
+               "split_q_gate: q has shape [4, 16], expected [4, 15]");
+  expect_error([&] { ops.merge_q_gate(a.view({4, 15}), w.view({4, 15}), 3, out.view({5, 30})); },
+               "merge_q_gate: q has shape [4, 15], expected [5, 15]");
+}
+
+}  // namespace
+}  // namespace bitrank
