@@ -1,5 +1,6 @@
 // CPU benchmark cases: SmolLM2-135M-sized shapes (hidden 576, 512 tokens),
 // each GEMM-shaped op next to OpenBLAS sgemm doing the same FLOPs.
+#include <algorithm>
 #include <memory>
 
 #include "bitrank/rng.hpp"
@@ -59,6 +60,50 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
     Backend<float>* b = &be;
     cases.push_back({"expand_signs", fmt::format("{}x{}", d, r), 0, 2.0 * 2 * d * r, "", [=] {
                        b->bitmap().expand_signs(bits->view({d, sign_words(r)}), r, pl->view({d, r}), pt->view({r, d}));
+                     }});
+  }
+  {  // RMSNorm forward + backward + gain gradient over [T][d]
+    auto x = random_buffer<float>(static_cast<std::size_t>(T * d), 7, 1.0f);
+    auto w = random_buffer<float>(static_cast<std::size_t>(d), 8, 1.0f);
+    auto y = random_buffer<float>(static_cast<std::size_t>(T * d), 9, 1.0f);
+    auto inv = random_buffer<float>(static_cast<std::size_t>(T), 10, 1.0f);
+    auto dw = random_buffer<float>(static_cast<std::size_t>(d), 11, 1.0f);
+    Backend<float>* b = &be;
+    cases.push_back({"rmsnorm fwd+bwd+dw", fmt::format("{}x{}", T, d), 0, 4.0 * 5 * T * d, "", [=] {
+                       auto& n = b->norm();
+                       n.rmsnorm_forward(x->view({T, d}), w->view({d}), GainStyle::zero_centred, 1e-6f, y->view({T, d}),
+                                         inv->view({T}));
+                       n.rmsnorm_backward(x->view({T, d}), w->view({d}), inv->view({T}), y->view({T, d}),
+                                          GainStyle::zero_centred, y->view({T, d}));
+                       n.rmsnorm_gain_grad(x->view({T, d}), inv->view({T}), y->view({T, d}), dw->view({d}));
+                     }});
+  }
+  {  // SwiGLU forward + backward at the MLP width of SmolLM2-135M (1536)
+    const index_t n = T * 1536;
+    auto g = random_buffer<float>(static_cast<std::size_t>(n), 12, 3.0f);
+    auto u = random_buffer<float>(static_cast<std::size_t>(n), 13, 1.0f);
+    auto o = random_buffer<float>(static_cast<std::size_t>(n), 14, 1.0f);
+    auto dg = random_buffer<float>(static_cast<std::size_t>(n), 15, 1.0f);
+    auto du = random_buffer<float>(static_cast<std::size_t>(n), 16, 1.0f);
+    Backend<float>* b = &be;
+    cases.push_back({"swiglu fwd+bwd", fmt::format("{}x1536", T), 0, 4.0 * 8 * n, "", [=] {
+                       b->act().swiglu_forward(g->view({n}), u->view({n}), o->view({n}));
+                       b->act().swiglu_backward(g->view({n}), u->view({n}), o->view({n}), dg->view({n}), du->view({n}));
+                     }});
+  }
+  {  // Adam over the scales of one 576×576 BLR layer's two paths, sized up to 1M entries
+    const index_t n = 1 << 20;
+    auto w = random_buffer<float>(static_cast<std::size_t>(n), 17, 1.0f);
+    auto gr = random_buffer<float>(static_cast<std::size_t>(n), 18, 1e-3f);
+    auto m = std::make_shared<Buffer<float>>(host_memory(), static_cast<std::size_t>(n));
+    auto v = std::make_shared<Buffer<float>>(host_memory(), static_cast<std::size_t>(n));
+    std::fill(m->data(), m->data() + n, 0.0f);
+    std::fill(v->data(), v->data() + n, 0.0f);
+    Backend<float>* b = &be;
+    cases.push_back({"adam", fmt::format("{}", n), 0, 4.0 * 7 * n, "", [=] {
+                       AdamOptions opt;
+                       opt.step = 3;
+                       b->adam().adam_update(w->view({n}), gr->view({n}), m->view({n}), v->view({n}), {}, opt);
                      }});
   }
   return cases;
