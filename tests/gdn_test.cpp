@@ -192,6 +192,9 @@ TEST(Gdn, TapeSize) {
   const index_t n = 20, fwd = n * 16 + 2 * n * 4 + 2 * n + 3 * n * 2 + n * 8 + n * 2;
   EXPECT_EQ(gdn_tape_size(cfg, n, false), fwd);
   EXPECT_EQ(gdn_tape_size(cfg, n, true), fwd + n * 8 + 2 * 2 * 2 * 16 + 2 * 2 * 4 * 16 + 2 * n * 8);
+  GdnConfig bad = cfg;
+  bad.ckpt_every = 0;
+  EXPECT_THROW(gdn_tape_size(bad, n), Error);
 }
 
 TEST(Gdn, BadInputIsAnError) {

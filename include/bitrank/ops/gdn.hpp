@@ -104,8 +104,13 @@ struct GdnTapeLayout {
 };
 
 inline GdnTapeLayout gdn_tape_layout(const GdnConfig& cfg, index_t rows) {
-  const index_t n = rows, d = cfg.head_dim, hk = cfg.k_heads, hv = cfg.v_heads;
-  const index_t nb = cfg.window > 0 ? rows / cfg.window : 0;
+  constexpr std::string_view op = "gdn_tape_size";
+  check::positive(op, "window", cfg.window);
+  check::positive(op, "ckpt_every", cfg.ckpt_every);
+  check::require(rows >= 0 && cfg.k_heads >= 0 && cfg.v_heads >= 0 && cfg.head_dim >= 0, op,
+                 "negative size (rows {}, k_heads {}, v_heads {}, head_dim {})", rows, cfg.k_heads, cfg.v_heads,
+                 cfg.head_dim);
+  const index_t n = rows, d = cfg.head_dim, hk = cfg.k_heads, hv = cfg.v_heads, nb = rows / cfg.window;
   GdnTapeLayout l;
   index_t at = 0;
   auto take = [&at](index_t& off, index_t size) {
