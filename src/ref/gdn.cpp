@@ -1,8 +1,291 @@
-// Placeholder: the f64 reference of the GdnOps family is not written yet.
+// f64 reference of the Gated DeltaNet core (contract: include/bitrank/ops/gdn.hpp).
+//
+// Plain loops in the order of the formulas. The forward fills the whole tape
+// layout (checkpoints and kv included when recording) like every backend;
+// the backward reads the forward part of the tape and rebuilds the full
+// state history S_0..S_T of each (window, v-head) from zero, so its results
+// cannot depend on ckpt_every.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "ref/ops.hpp"
 
 namespace bitrank::ref {
+namespace {
 
-std::unique_ptr<GdnOps<double>> make_gdn_ops() { return nullptr; }
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+double silu_grad(double x) {
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+
+// Index helpers over the tape sections and the row-major tensors.
+struct Geometry {
+  index_t n, nb, T, hk, hv, group, d, K, C, cs, nseg;
+  explicit Geometry(const GdnConfig& cfg, index_t rows)
+      : n(rows), nb(rows / cfg.window), T(cfg.window), hk(cfg.k_heads), hv(cfg.v_heads),
+        group(cfg.v_heads / cfg.k_heads), d(cfg.head_dim), K(cfg.conv_kernel), C(cfg.channels()),
+        cs(cfg.ckpt_every), nseg(cfg.segments()) {}
+  index_t q_col(index_t kh, index_t i) const { return kh * d + i; }
+  index_t k_col(index_t kh, index_t i) const { return hk * d + kh * d + i; }
+  index_t v_col(index_t h, index_t j) const { return 2 * hk * d + h * d + j; }
+};
+
+// Pre-activation of the causal depthwise conv at row t (position p in its window).
+double conv_pre(const Geometry& g, CView<double> qkv, CView<double> w, index_t t, index_t p, index_t c) {
+  double acc = 0;
+  for (index_t j = 0; j < g.K; ++j) {
+    const index_t back = g.K - 1 - j;
+    if (p - back >= 0) acc += qkv[(t - back) * g.C + c] * w[c * g.K + j];
+  }
+  return acc;
+}
+
+class RefGdnOps final : public GdnOps<double> {
+ protected:
+  void gdn_forward_impl(const GdnConfig& cfg, const GdnParams<double>& prm, CView<double> qkv, CView<double> z,
+                        CView<double> a, CView<double> b, View<double> out, View<double> tape,
+                        bool record_tape) override {
+    const Geometry g(cfg, qkv.dim(0));
+    const GdnTapeLayout L = gdn_tape_layout(cfg, g.n);
+    double* cq = tape.data + L.conv_out;
+    double* qh = tape.data + L.qk_hat;                  // q̂ [n][Hk][d]
+    double* kh_ = tape.data + L.qk_hat + g.n * g.hk * g.d;  // k̂
+    double* sq = tape.data + L.qk_sumsq;                // Σq² + ε [n][Hk]
+    double* sk = tape.data + L.qk_sumsq + g.n * g.hk;   // Σk² + ε
+    double* decay = tape.data + L.gates;
+    double* beta = tape.data + L.gates + g.n * g.hv;
+    double* gate_in = tape.data + L.gates + 2 * g.n * g.hv;
+    double* o_pre = tape.data + L.o_pre;
+    double* inv_rms = tape.data + L.inv_rms;
+    double* kv_rec = tape.data + L.kv;
+    double* ckpt = tape.data + L.ckpt;
+
+    // Conv + SiLU.
+    for (index_t t = 0; t < g.n; ++t)
+      for (index_t c = 0; c < g.C; ++c) cq[t * g.C + c] = silu(conv_pre(g, qkv, prm.conv_weight, t, t % g.T, c));
+
+    // l2 norms of q and k per k-head; q also scaled by 1/√d.
+    const double eps = cfg.l2_eps;
+    for (index_t t = 0; t < g.n; ++t)
+      for (index_t kh = 0; kh < g.hk; ++kh) {
+        double ssq = eps, ssk = eps;
+        for (index_t i = 0; i < g.d; ++i) {
+          ssq += cq[t * g.C + g.q_col(kh, i)] * cq[t * g.C + g.q_col(kh, i)];
+          ssk += cq[t * g.C + g.k_col(kh, i)] * cq[t * g.C + g.k_col(kh, i)];
+        }
+        sq[t * g.hk + kh] = ssq;
+        sk[t * g.hk + kh] = ssk;
+        for (index_t i = 0; i < g.d; ++i) {
+          qh[(t * g.hk + kh) * g.d + i] = cq[t * g.C + g.q_col(kh, i)] / (std::sqrt(ssq) * std::sqrt(double(g.d)));
+          kh_[(t * g.hk + kh) * g.d + i] = cq[t * g.C + g.k_col(kh, i)] / std::sqrt(ssk);
+        }
+      }
+
+    // Gates.
+    for (index_t t = 0; t < g.n; ++t)
+      for (index_t h = 0; h < g.hv; ++h) {
+        const double x = a[t * g.hv + h] + prm.dt_bias[h];
+        gate_in[t * g.hv + h] = x;
+        decay[t * g.hv + h] = std::exp(-std::exp(prm.a_log[h]) * softplus(x));
+        beta[t * g.hv + h] = sigmoid(b[t * g.hv + h]);
+      }
+
+    // Delta-rule recurrence per (window, v-head), then the gated RMSNorm.
+    std::vector<double> S(static_cast<std::size_t>(g.d * g.d)), kv(g.d), u(g.d), o(g.d);
+    for (index_t w = 0; w < g.nb; ++w)
+      for (index_t h = 0; h < g.hv; ++h) {
+        const index_t kh = h / g.group;
+        std::fill(S.begin(), S.end(), 0.0);
+        for (index_t p = 0; p < g.T; ++p) {
+          const index_t t = w * g.T + p;
+          const double* q = qh + (t * g.hk + kh) * g.d;
+          const double* k = kh_ + (t * g.hk + kh) * g.d;
+          const double gam = decay[t * g.hv + h], bet = beta[t * g.hv + h];
+          for (auto& s : S) s *= gam;
+          for (index_t j = 0; j < g.d; ++j) {
+            kv[j] = 0;
+            for (index_t i = 0; i < g.d; ++i) kv[j] += S[i * g.d + j] * k[i];
+            u[j] = bet * (cq[t * g.C + g.v_col(h, j)] - kv[j]);
+          }
+          for (index_t i = 0; i < g.d; ++i)
+            for (index_t j = 0; j < g.d; ++j) S[i * g.d + j] += k[i] * u[j];
+          for (index_t j = 0; j < g.d; ++j) {
+            o[j] = 0;
+            for (index_t i = 0; i < g.d; ++i) o[j] += S[i * g.d + j] * q[i];
+          }
+          double ms = 0;
+          for (index_t j = 0; j < g.d; ++j) ms += o[j] * o[j];
+          const double inv = 1.0 / std::sqrt(ms / g.d + cfg.norm_eps);
+          inv_rms[t * g.hv + h] = inv;
+          for (index_t j = 0; j < g.d; ++j) {
+            const index_t e = t * g.hv * g.d + h * g.d + j;
+            o_pre[e] = o[j];
+            out[e] = o[j] * inv * prm.norm_gain[j] * silu(z[e]);
+          }
+          if (record_tape) {
+            for (index_t j = 0; j < g.d; ++j) kv_rec[(t * g.hv + h) * g.d + j] = kv[j];
+            const index_t steps = p + 1;
+            if (steps % g.cs == 0 && steps < g.T) {
+              double* dst = ckpt + ((w * g.hv + h) * (g.nseg - 1) + (steps / g.cs - 1)) * g.d * g.d;
+              std::copy(S.begin(), S.end(), dst);
+            }
+          }
+        }
+      }
+  }
+
+  void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<double>& prm, CView<double> qkv, CView<double> z,
+                         View<double> tape, CView<double> d_out, View<double> d_qkv, View<double> d_z,
+                         View<double> d_a, View<double> d_b) override {
+    const Geometry g(cfg, qkv.dim(0));
+    const GdnTapeLayout L = gdn_tape_layout(cfg, g.n);
+    const double* cq = tape.data + L.conv_out;
+    const double* qh = tape.data + L.qk_hat;
+    const double* kh_ = tape.data + L.qk_hat + g.n * g.hk * g.d;
+    const double* sq = tape.data + L.qk_sumsq;
+    const double* sk = tape.data + L.qk_sumsq + g.n * g.hk;
+    const double* decay = tape.data + L.gates;
+    const double* beta = tape.data + L.gates + g.n * g.hv;
+    const double* gate_in = tape.data + L.gates + 2 * g.n * g.hv;
+    const double* o_pre = tape.data + L.o_pre;
+    const double* inv_rms = tape.data + L.inv_rms;
+    const index_t dd = g.d * g.d;
+
+    // Gradients of the normalised q̂, k̂ summed over the v-heads of a group,
+    // and of the conv output cq.
+    std::vector<double> dqh(static_cast<std::size_t>(g.n * g.hk * g.d), 0.0), dkh(dqh.size(), 0.0);
+    std::vector<double> dcq(static_cast<std::size_t>(g.n * g.C), 0.0);
+
+    std::vector<double> hist(static_cast<std::size_t>((g.T + 1) * dd));  // S_0 .. S_T
+    std::vector<double> dS(static_cast<std::size_t>(dd)), dO(g.d), du(g.d), kv(g.d), u(g.d);
+    for (index_t w = 0; w < g.nb; ++w)
+      for (index_t h = 0; h < g.hv; ++h) {
+        const index_t kh = h / g.group;
+        const double ea = std::exp(prm.a_log[h]);
+        auto row = [&](index_t p) { return w * g.T + p; };
+        // The state history from zero.
+        std::fill(hist.begin(), hist.begin() + dd, 0.0);
+        for (index_t p = 0; p < g.T; ++p) {
+          const index_t t = row(p);
+          const double* k = kh_ + (t * g.hk + kh) * g.d;
+          const double* Sp = hist.data() + p * dd;
+          double* St = hist.data() + (p + 1) * dd;
+          const double gam = decay[t * g.hv + h], bet = beta[t * g.hv + h];
+          for (index_t e = 0; e < dd; ++e) St[e] = gam * Sp[e];
+          for (index_t j = 0; j < g.d; ++j) {
+            kv[j] = 0;
+            for (index_t i = 0; i < g.d; ++i) kv[j] += St[i * g.d + j] * k[i];
+            u[j] = bet * (cq[t * g.C + g.v_col(h, j)] - kv[j]);
+          }
+          for (index_t i = 0; i < g.d; ++i)
+            for (index_t j = 0; j < g.d; ++j) St[i * g.d + j] += k[i] * u[j];
+        }
+        // Reverse sweep with dS = ∂L/∂S_t carried backwards.
+        std::fill(dS.begin(), dS.end(), 0.0);
+        for (index_t p = g.T - 1; p >= 0; --p) {
+          const index_t t = row(p);
+          const double* q = qh + (t * g.hk + kh) * g.d;
+          const double* k = kh_ + (t * g.hk + kh) * g.d;
+          const double* Sp = hist.data() + p * dd;
+          const double* St = hist.data() + (p + 1) * dd;
+          const double gam = decay[t * g.hv + h], bet = beta[t * g.hv + h];
+          const double inv = inv_rms[t * g.hv + h];
+
+          // Gated RMSNorm: out = o·inv·w·silu(z).
+          double aw = 0;  // Σ_j (w·silu(z)·dy)_j · o_j
+          for (index_t j = 0; j < g.d; ++j) {
+            const index_t e = t * g.hv * g.d + h * g.d + j;
+            aw += prm.norm_gain[j] * silu(z[e]) * d_out[e] * o_pre[e];
+          }
+          for (index_t j = 0; j < g.d; ++j) {
+            const index_t e = t * g.hv * g.d + h * g.d + j;
+            const double wj = prm.norm_gain[j];
+            d_z[e] = d_out[e] * o_pre[e] * inv * wj * silu_grad(z[e]);
+            dO[j] = inv * wj * silu(z[e]) * d_out[e] - o_pre[e] * aw / g.d * inv * inv * inv;
+          }
+
+          // o = S_tᵀ q̂.
+          for (index_t i = 0; i < g.d; ++i) {
+            double acc = 0;
+            for (index_t j = 0; j < g.d; ++j) {
+              dS[i * g.d + j] += q[i] * dO[j];
+              acc += St[i * g.d + j] * dO[j];
+            }
+            dqh[(t * g.hk + kh) * g.d + i] += acc;
+          }
+
+          // S_t = γS_{t−1} + k̂uᵀ, u = β(v − kv), kv = (γS_{t−1})ᵀk̂.
+          for (index_t j = 0; j < g.d; ++j) {
+            kv[j] = 0;
+            for (index_t i = 0; i < g.d; ++i) kv[j] += gam * Sp[i * g.d + j] * k[i];
+            u[j] = bet * (cq[t * g.C + g.v_col(h, j)] - kv[j]);
+            du[j] = 0;
+            for (index_t i = 0; i < g.d; ++i) du[j] += dS[i * g.d + j] * k[i];
+          }
+          double dbeta = 0;
+          for (index_t j = 0; j < g.d; ++j) {
+            dbeta += du[j] * (cq[t * g.C + g.v_col(h, j)] - kv[j]);
+            dcq[t * g.C + g.v_col(h, j)] = bet * du[j];
+          }
+          double dgam = 0;
+          for (index_t i = 0; i < g.d; ++i) {
+            double dk = 0;
+            for (index_t j = 0; j < g.d; ++j) {
+              const double dkv = -bet * du[j];
+              dk += dS[i * g.d + j] * u[j] + gam * Sp[i * g.d + j] * dkv;
+              const double dpre = dS[i * g.d + j] + k[i] * dkv;  // ∂L/∂(γS_{t−1})
+              dgam += dpre * Sp[i * g.d + j];
+              dS[i * g.d + j] = gam * dpre;
+            }
+            dkh[(t * g.hk + kh) * g.d + i] += dk;
+          }
+          d_a[t * g.hv + h] = dgam * gam * (-ea) * sigmoid(gate_in[t * g.hv + h]);
+          d_b[t * g.hv + h] = dbeta * bet * (1.0 - bet);
+        }
+      }
+
+    // l2 norms: x̂ = x·c/√(Σx² + ε) → dx = c/√s·dx̂ − x·(dx̂·x)·c/s^{3/2}.
+    for (index_t t = 0; t < g.n; ++t)
+      for (index_t kh = 0; kh < g.hk; ++kh) {
+        const double s_q = sq[t * g.hk + kh], s_k = sk[t * g.hk + kh];
+        const double cq_ = 1.0 / (std::sqrt(s_q) * std::sqrt(double(g.d))), ck = 1.0 / std::sqrt(s_k);
+        double dot_q = 0, dot_k = 0;
+        for (index_t i = 0; i < g.d; ++i) {
+          dot_q += dqh[(t * g.hk + kh) * g.d + i] * cq[t * g.C + g.q_col(kh, i)];
+          dot_k += dkh[(t * g.hk + kh) * g.d + i] * cq[t * g.C + g.k_col(kh, i)];
+        }
+        for (index_t i = 0; i < g.d; ++i) {
+          dcq[t * g.C + g.q_col(kh, i)] =
+              cq_ * dqh[(t * g.hk + kh) * g.d + i] - cq[t * g.C + g.q_col(kh, i)] * dot_q * cq_ / s_q;
+          dcq[t * g.C + g.k_col(kh, i)] =
+              ck * dkh[(t * g.hk + kh) * g.d + i] - cq[t * g.C + g.k_col(kh, i)] * dot_k * ck / s_k;
+        }
+      }
+
+    // SiLU and the causal conv: raw row t feeds conv rows t + back.
+    for (index_t t = 0; t < g.n; ++t) {
+      const index_t p = t % g.T;
+      for (index_t c = 0; c < g.C; ++c) {
+        double acc = 0;
+        for (index_t j = 0; j < g.K; ++j) {
+          const index_t back = g.K - 1 - j;
+          if (p + back < g.T) {
+            const double pre = conv_pre(g, qkv, prm.conv_weight, t + back, p + back, c);
+            acc += dcq[(t + back) * g.C + c] * silu_grad(pre) * prm.conv_weight[c * g.K + j];
+          }
+        }
+        d_qkv[t * g.C + c] = acc;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GdnOps<double>> make_gdn_ops() { return std::make_unique<RefGdnOps>(); }
 
 }  // namespace bitrank::ref

@@ -1,0 +1,82 @@
+// Parity cases of the Gated DeltaNet core: forward output and every input
+// gradient of the backward against the f64 reference.
+//
+// Tolerance 2e-4 (DESIGN §4, the seed's own): the outputs come out of a
+// T-step recurrence of d×d f32 state updates (each step a d-long f32 sum for
+// kv and o, the decay compounding earlier rounding), then a norm, and the
+// backward runs the recurrence once more in reverse through the l2 norms and
+// the gated RMSNorm, whose backward subtracts nearly equal terms.
+#include <vector>
+
+#include "support/parity.hpp"
+
+namespace bitrank::test {
+namespace {
+
+// Inputs at the scales of the seed's host-reference test: conv weights
+// ±0.5, A_log = −0.5 + 0.3h, dt_bias ±0.5, norm gain 1 ± 0.3, projections
+// and the output gradient ±1.
+void gdn_case(ParityRun& p, const GdnConfig& cfg, index_t windows, double tol) {
+  const index_t n = windows * cfg.window, C = cfg.channels(), V = cfg.value_width(), hv = cfg.v_heads;
+  auto conv = p.input({C, cfg.conv_kernel}, 0.5f);
+  std::vector<float> a_log_values(static_cast<std::size_t>(hv));
+  for (index_t h = 0; h < hv; ++h) a_log_values[static_cast<std::size_t>(h)] = -0.5f + 0.3f * static_cast<float>(h);
+  auto a_log = p.input({hv}, a_log_values);
+  auto dt_bias = p.input({hv}, 0.5f);
+  auto gain = p.input({cfg.head_dim}, 0.3f, 1.0f);
+  auto qkv = p.input({n, C}, 1.0f);
+  auto z = p.input({n, V}, 1.0f);
+  auto a = p.input({n, hv}, 1.0f);
+  auto b = p.input({n, hv}, 1.0f);
+  auto d_out = p.input({n, V}, 1.0f);
+  auto out = p.output({n, V});
+  auto tape = p.output({gdn_tape_size(cfg, n)});  // poisoned: a read of an unwritten element shows as NaN
+  auto d_qkv = p.output({n, C});
+  auto d_z = p.output({n, V});
+  auto d_a = p.output({n, hv});
+  auto d_b = p.output({n, hv});
+
+  const GdnParams<double> pr{conv.ref(), a_log.ref(), dt_bias.ref(), gain.ref()};
+  const GdnParams<float> pb{conv.be(), a_log.be(), dt_bias.be(), gain.be()};
+  p.ref.gdn().gdn_forward(cfg, pr, qkv.ref(), z.ref(), a.ref(), b.ref(), out.ref(), tape.ref());
+  p.be.gdn().gdn_forward(cfg, pb, qkv.be(), z.be(), a.be(), b.be(), out.be(), tape.be());
+  p.ref.gdn().gdn_backward(cfg, pr, qkv.ref(), z.ref(), tape.ref(), d_out.ref(), d_qkv.ref(), d_z.ref(), d_a.ref(),
+                           d_b.ref());
+  p.be.gdn().gdn_backward(cfg, pb, qkv.be(), z.be(), tape.be(), d_out.be(), d_qkv.be(), d_z.be(), d_a.be(), d_b.be());
+  p.expect_close("out", out, tol);
+  p.expect_close("d_qkv", d_qkv, tol);
+  p.expect_close("d_z", d_z, tol);
+  p.expect_close("d_a", d_a, tol);
+  p.expect_close("d_b", d_b, tol);
+}
+
+GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
+  GdnConfig c;
+  c.k_heads = hk;
+  c.v_heads = hv;
+  c.head_dim = d;
+  c.conv_kernel = K;
+  c.window = T;
+  c.ckpt_every = ckpt_every;
+  return c;
+}
+
+}  // namespace
+
+// The seed's shape: 6 v-heads on 2 k-heads of 128, conv 4, 2 windows of 45
+// tokens (not a multiple of the checkpoint interval 8).
+BR_PARITY_CASE(gdn_6v2k_d128_2x45_ckpt8) { gdn_case(p, config(2, 6, 128, 4, 45, 8), 2, 2e-4); }
+// One window of one token: no recurrence history, the conv sees only its last tap.
+BR_PARITY_CASE(gdn_1x1_token) { gdn_case(p, config(1, 2, 16, 4, 1, 8), 1, 2e-4); }
+// Hv = Hk: every k-head read by one v-head.
+BR_PARITY_CASE(gdn_hv_eq_hk_2x20) { gdn_case(p, config(3, 3, 32, 4, 20, 8), 2, 2e-4); }
+// A checkpoint after every step; head_dim 20 leaves tails in the 8-wide sums.
+BR_PARITY_CASE(gdn_ckpt1_d20_2x13) { gdn_case(p, config(2, 4, 20, 4, 13, 1), 2, 2e-4); }
+// Checkpoint interval longer than the window: one segment, no checkpoint.
+BR_PARITY_CASE(gdn_ckpt64_1x37) { gdn_case(p, config(1, 3, 64, 4, 37, 64), 1, 2e-4); }
+// T a multiple of the interval (the state after the last step is not kept); conv 3.
+BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, config(2, 4, 32, 3, 24, 8), 2, 2e-4); }
+// Windows shorter than the conv kernel; three windows.
+BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
+
+}  // namespace bitrank::test
