@@ -24,12 +24,11 @@ class CpuSignOps final : public SignOps<float> {
  protected:
   void sign_init_impl(const SignMatrix<float>& mat, const SignOptions& opt, float tau) override {
     const index_t rows = mat.latent.dim(0), r = mat.latent.dim(1);
-    const SignMatrix<float>* mp = &mat;
     struct Job {
       const SignMatrix<float>* mat;
       const SignOptions* opt;
       float tau;
-    } job{mp, &opt, tau};
+    } job{&mat, &opt, tau};
     pool_.parallel_for(
         rows,
         [&job](index_t i0, index_t i1) {
@@ -74,12 +73,10 @@ class CpuSignOps final : public SignOps<float> {
   }
 
   void sign_defer_impl(CView<float> grad, View<float> kept) override {
-    const float* g = grad.data;
-    float* k = kept.data;
     struct Job {
       const float* g;
       float* k;
-    } job{g, k};
+    } job{grad.data, kept.data};
     pool_.parallel_for(
         grad.numel(), [&job](index_t i0, index_t i1) {
           for (index_t i = i0; i < i1; ++i) job.k[i] += job.g[i];
