@@ -1,8 +1,312 @@
-// Placeholder: the CPU backend of the BlrOps family is not written yet.
+// CPU backend of the BLR layer (contract: include/bitrank/ops/blr.hpp).
+//
+// Each path runs its four GEMMs (two forward, two backward; two more for the
+// sign gradients) through OpenBLAS sgemm on f16 *values* held in f32 (see
+// cpu/kernels.hpp). The ±1 planes are expanded from the bitmaps once and
+// kept while the bitmaps are unchanged (compared word for word on each
+// call, so bits rewritten in place by the sign optimizer are always seen).
+// Everything between the GEMMs is one fused pass per GEMM operand:
+//
+//   forward   stage x⊙g → GEMM a → stage a⊙ℓ → GEMM c;  then y = Σ_p h⊙c
+//   backward  stage dy⊙h·gs with dh += Σ dy⊙c → GEMM b
+//             stage b⊙ℓ·gs with dℓ += Σ a⊙b  → GEMM dx'
+//             dg += Σ x⊙dx' with dx (=, +=) g⊙dx'
+//
+// Column sums are f32 partials over row blocks (one block per thread, fixed
+// for a given pool size, so results are deterministic), added in block
+// order. Staging uses the F16C conversion where the CPU has it (the same
+// round-to-nearest-even value as round_f16, checked bit for bit against it).
+// Scratch (planes, staged operands, partials) lives in the ops object and
+// only grows: a call in steady state allocates nothing. One ops object
+// serves one caller at a time.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "bitrank/memory.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
 namespace bitrank::cpu {
+namespace {
 
-std::unique_ptr<BlrOps<float>> make_blr_ops(ThreadPool&) { return nullptr; }
+// ---- f16 staging of one row segment -------------------------------------
+
+bool cpu_has_f16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// dst[j] = f16 value of f32(f32(src[j]·col[j])·scale), j < k.
+__attribute__((target("avx,f16c"))) void stage_f16c(const float* src, const float* col, float scale, float* dst,
+                                                      index_t k) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  index_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j), _mm256_loadu_ps(col + j)), vs);
+    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
+}
+
+void stage_segment(const float* src, const float* col, float scale, float* dst, index_t k) {
+  if (cpu_has_f16c()) return stage_f16c(src, col, scale, dst, k);
+  for (index_t j = 0; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
+}
+
+// ---- grow-only scratch --------------------------------------------------
+
+class Scratch {
+ public:
+  float* get(index_t n) {
+    if (static_cast<std::size_t>(n) > buf_.size()) buf_ = Buffer<float>(host_memory(), static_cast<std::size_t>(n));
+    return buf_.data();
+  }
+
+ private:
+  Buffer<float> buf_;
+};
+
+// The ±1 planes of one bitmap, kept with a copy of the bits they came from.
+class PlaneCache {
+ public:
+  const float* plane(CView<std::uint32_t> bits, index_t r, ThreadPool& pool) {
+    const index_t rows = bits.dim(0);
+    const std::size_t words = static_cast<std::size_t>(bits.numel());
+    const bool same = rows_ == rows && r_ == r && bits_.size() == words &&
+                      std::memcmp(bits_.data(), bits.data, words * sizeof(std::uint32_t)) == 0;
+    if (!same) {
+      bits_.assign(bits.data, bits.data + words);
+      rows_ = rows;
+      r_ = r;
+      float* p = plane_.get(rows * r);
+      expand_sign_planes<float>(bits.data, rows, r, p, nullptr, pool);
+    }
+    return plane_.get(rows * r);
+  }
+
+ private:
+  std::vector<std::uint32_t> bits_;
+  index_t rows_ = -1, r_ = -1;
+  Scratch plane_;
+};
+
+class CpuBlrOps final : public BlrOps<float> {
+ public:
+  explicit CpuBlrOps(ThreadPool& pool) : pool_(pool) {}
+
+ protected:
+  void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
+                        const BlrSaved<float>& saved) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    ensure_path_caches(paths);
+    float* xg = act_.get(ntok * std::max(m, n));
+    float* al = act_r_.get(ntok * r);
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
+      const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
+      float* a = saved.a.data + p * ntok * r;
+      float* c = saved.c.data + p * ntok * m;
+      stage_rows(x.data, path.g.data, 1.0f, ntok, n, xg);
+      sgemm(false, false, ntok, r, n, 1.0f, xg, n, sv, r, 0.0f, a, r);  // a = (x⊙g)·S_V
+      stage_rows(a, path.l.data, 1.0f, ntok, r, al);
+      sgemm(false, true, ntok, m, r, 1.0f, al, r, su, r, 0.0f, c, m);  // c = (a⊙ℓ)·S_Uᵀ
+    }
+    // y = Σ_p h⊙c
+    struct Job {
+      const BlrLayer<float>* layer;
+      const BlrSaved<float>* saved;
+      float* y;
+      index_t ntok;
+    } job{&layer, &saved, y.data, ntok};
+    pool_.parallel_for(
+        ntok,
+        [&job](index_t t0, index_t t1) {
+          const index_t m = job.layer->m, ntok = job.ntok;
+          for (index_t t = t0; t < t1; ++t) {
+            float* yt = job.y + t * m;
+            for (std::size_t p = 0; p < job.layer->paths.size(); ++p) {
+              const float* h = job.layer->paths[p].h.data;
+              const float* ct = job.saved->c.data + (static_cast<index_t>(p) * ntok + t) * m;
+              if (p == 0) {
+                for (index_t i = 0; i < m; ++i) yt[i] = h[i] * ct[i];
+              } else {
+                for (index_t i = 0; i < m; ++i) yt[i] += h[i] * ct[i];
+              }
+            }
+          }
+        },
+        row_grain(m));
+  }
+
+  void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
+                         View<float> dx, float grad_scale, View<float> b_out) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    ensure_path_caches(paths);
+    const float inv_scale = 1.0f / grad_scale;
+    float* dyh = act_.get(ntok * std::max(m, n));
+    float* bl = act_r_.get(ntok * r);
+    float* b_tmp = b_out.data ? nullptr : b_.get(ntok * r);
+    float* dxp = dxp_.get(ntok * n);
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
+      const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
+      const float* a = saved.a.data + p * ntok * r;
+      const float* c = saved.c.data + p * ntok * m;
+      float* b = b_out.data ? b_out.data + p * ntok * r : b_tmp;
+      // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
+      stage_and_colsum(dy.data, path.h.data, grad_scale, dyh, dy.data, c, ntok, m, path.dh.data);
+      sgemm(false, false, ntok, r, m, inv_scale, dyh, m, su, r, 0.0f, b, r);  // b = (dy⊙h)·S_U
+      // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
+      stage_and_colsum(b, path.l.data, grad_scale, bl, a, b, ntok, r, path.dl.data);
+      sgemm(false, true, ntok, n, r, inv_scale, bl, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
+      // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
+      input_grad(x.data, dxp, path.g.data, ntok, n, path.dg.data, dx.data, p > 0);
+    }
+  }
+
+  void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
+                          CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    const float inv_scale = 1.0f / grad_scale;
+    float* big = act_.get(ntok * std::max(m, n));
+    float* small = act_r_.get(ntok * r);
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      // G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
+      stage_rows(dy.data, path.h.data, grad_scale, ntok, m, big);
+      stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, small);
+      sgemm(true, false, m, r, ntok, inv_scale, big, m, small, r, 0.0f, g_u.data + p * m * r, r);
+      // G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
+      stage_rows(x.data, path.g.data, 1.0f, ntok, n, big);
+      stage_rows(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, small);
+      sgemm(true, false, n, r, ntok, inv_scale, big, n, small, r, 0.0f, g_v.data + p * n * r, r);
+    }
+  }
+
+ private:
+  // Rows per parallel chunk so that a chunk holds ≥ ~16k elements.
+  static index_t row_grain(index_t width) { return std::max<index_t>(1, 16384 / std::max<index_t>(width, 1)); }
+
+  // Row blocks for passes that also sum columns: one per thread at most.
+  index_t row_blocks(index_t rows, index_t width) const {
+    const index_t want = (rows * width + 16383) / 16384;
+    return std::clamp<index_t>(want, 1, std::min<index_t>(rows, pool_.size()));
+  }
+
+  void ensure_path_caches(index_t paths) {
+    if (planes_u_.size() < static_cast<std::size_t>(paths)) {
+      planes_u_.resize(static_cast<std::size_t>(paths));
+      planes_v_.resize(static_cast<std::size_t>(paths));
+    }
+  }
+
+  // dst[t][:] = f16(src[t][:]⊙col·scale), t < rows.
+  void stage_rows(const float* src, const float* col, float scale, index_t rows, index_t k, float* dst) {
+    struct Job {
+      const float *src, *col;
+      float scale;
+      index_t k;
+      float* dst;
+    } job{src, col, scale, k, dst};
+    pool_.parallel_for(
+        rows,
+        [&job](index_t t0, index_t t1) {
+          for (index_t t = t0; t < t1; ++t) stage_segment(job.src + t * job.k, job.col, job.scale, job.dst + t * job.k, job.k);
+        },
+        row_grain(k));
+  }
+
+  // dst = f16(src⊙col·scale) and sum[j] += Σ_t p[t][j]·q[t][j], all [rows][k].
+  void stage_and_colsum(const float* src, const float* col, float scale, float* dst, const float* p, const float* q,
+                        index_t rows, index_t k, float* sum) {
+    const index_t blocks = row_blocks(rows, k);
+    float* partial = partial_.get(blocks * k);
+    struct Job {
+      const float *src, *col;
+      float scale;
+      float* dst;
+      const float *p, *q;
+      index_t rows, k, blocks;
+      float* partial;
+    } job{src, col, scale, dst, p, q, rows, k, blocks, partial};
+    pool_.parallel_for(blocks, [&job](index_t b0, index_t b1) {
+      const index_t k = job.k;
+      for (index_t blk = b0; blk < b1; ++blk) {
+        float* acc = job.partial + blk * k;
+        std::fill(acc, acc + k, 0.0f);
+        const index_t t0 = job.rows * blk / job.blocks, t1 = job.rows * (blk + 1) / job.blocks;
+        for (index_t t = t0; t < t1; ++t) {
+          stage_segment(job.src + t * k, job.col, job.scale, job.dst + t * k, k);
+          const float* pt = job.p + t * k;
+          const float* qt = job.q + t * k;
+          for (index_t j = 0; j < k; ++j) acc[j] += pt[j] * qt[j];
+        }
+      }
+    });
+    add_partials(partial, blocks, k, sum);
+  }
+
+  // sum[j] += Σ_t x[t][j]·dxp[t][j]; dx[t][j] (= or +=) g[j]·dxp[t][j].
+  void input_grad(const float* x, const float* dxp, const float* g, index_t rows, index_t k, float* sum, float* dx,
+                  bool accumulate) {
+    const index_t blocks = row_blocks(rows, k);
+    float* partial = partial_.get(blocks * k);
+    struct Job {
+      const float *x, *dxp, *g;
+      float* dx;
+      index_t rows, k, blocks;
+      float* partial;
+      bool accumulate;
+    } job{x, dxp, g, dx, rows, k, blocks, partial, accumulate};
+    pool_.parallel_for(blocks, [&job](index_t b0, index_t b1) {
+      const index_t k = job.k;
+      for (index_t blk = b0; blk < b1; ++blk) {
+        float* acc = job.partial + blk * k;
+        std::fill(acc, acc + k, 0.0f);
+        const index_t t0 = job.rows * blk / job.blocks, t1 = job.rows * (blk + 1) / job.blocks;
+        for (index_t t = t0; t < t1; ++t) {
+          const float* xt = job.x + t * k;
+          const float* dt = job.dxp + t * k;
+          float* out = job.dx + t * k;
+          for (index_t j = 0; j < k; ++j) acc[j] += xt[j] * dt[j];
+          if (job.accumulate) {
+            for (index_t j = 0; j < k; ++j) out[j] += job.g[j] * dt[j];
+          } else {
+            for (index_t j = 0; j < k; ++j) out[j] = job.g[j] * dt[j];
+          }
+        }
+      }
+    });
+    add_partials(partial, blocks, k, sum);
+  }
+
+  static void add_partials(const float* partial, index_t blocks, index_t k, float* sum) {
+    for (index_t j = 0; j < k; ++j) {
+      float s = 0;
+      for (index_t blk = 0; blk < blocks; ++blk) s += partial[blk * k + j];
+      sum[j] += s;
+    }
+  }
+
+  ThreadPool& pool_;
+  std::vector<PlaneCache> planes_u_, planes_v_;  // per path
+  Scratch act_;      // staged [ntok][max(m, n)] operand: x⊙g or dy⊙h·gs
+  Scratch act_r_;    // staged [ntok][r] operand: a⊙ℓ or b⊙ℓ·gs
+  Scratch b_;        // b of one path when the caller does not keep it
+  Scratch dxp_;      // dx' of one path [ntok][n]
+  Scratch partial_;  // column-sum partials [blocks][width]
+};
+
+}  // namespace
+
+std::unique_ptr<BlrOps<float>> make_blr_ops(ThreadPool& pool) { return std::make_unique<CpuBlrOps>(pool); }
 
 }  // namespace bitrank::cpu

@@ -1,14 +1,172 @@
-// Placeholder: the BlrOps family is not written yet.
+// The binary low-rank (BLR) layer (DESIGN §1, seed 000): forward, backward
+// and the sign gradients.
+//
+// A layer of shape m×n is a sum of P paths, each
+//     Ŵ_p = diag(h)·S_U·diag(ℓ)·S_Vᵀ·diag(g)
+// with S_U [m][r], S_V [n][r] ±1 sign bitmaps (bitmap.hpp layout, r a
+// multiple of 32) and scales h[m], ℓ[r], g[n]. Activations are row-major
+// [ntok][features]; per-path tensors stack the paths on a leading dimension.
+//
+//   forward   a = (x⊙g)·S_V [ntok][r]     c = (a⊙ℓ)·S_Uᵀ [ntok][m]
+//             y = Σ_p h⊙c                                   (y overwritten)
+//   backward  dh += Σ_t dy⊙c     b = (dy⊙h)·S_U [ntok][r]   dℓ += Σ_t a⊙b
+//             dx' = (b⊙ℓ)·S_Vᵀ   dg += Σ_t x⊙dx'            dx = Σ_p g⊙dx'
+//   sign grad G_U = diag(h)·dyᵀ·a·diag(ℓ) [m][r]
+//             G_V = diag(g)·xᵀ·b·diag(ℓ) [n][r]              (overwritten)
+//
+// Overwrite/accumulate: y, dx, the saved a and c, the optional b and G_U,
+// G_V are overwritten; the parameter gradients dh, dℓ, dg accumulate.
+// The forward saves a and c of every path for the backward; the backward
+// can hand out b (G_V needs it).
+//
+// Numerics: the f64 reference is exact. The f32 backends follow the f16
+// GEMM of gemm.hpp: every GEMM operand that is an activation is staged to
+// f16 values — x⊙g, a⊙ℓ (scale 1), dy⊙h·grad_scale, b⊙ℓ·grad_scale, the
+// staging value f16(f32(src·col)·scale) — signs are ±1, sums are f32 and
+// the GEMM output is multiplied by 1/grad_scale. G_U reads the staged
+// dy⊙h·grad_scale and a⊙ℓ, G_V the staged x⊙g and b⊙ℓ·grad_scale (the
+// same values as the forward and backward GEMMs). grad_scale is a power of
+// two that keeps small gradients out of the f16 subnormals.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "bitrank/ops/bitmap.hpp"
 #include "bitrank/ops/check.hpp"
+#include "bitrank/tensor.hpp"
 
 namespace bitrank {
+
+// One path: signs, scales and (for the backward) their gradients.
+template <class T>
+struct BlrPath {
+  CView<std::uint32_t> sign_u;  // S_U bitmap [m][r/32]
+  CView<std::uint32_t> sign_v;  // S_V bitmap [n][r/32]
+  CView<T> h;                   // [m]
+  CView<T> l;                   // ℓ [r]
+  CView<T> g;                   // [n]
+  View<T> dh;                   // [m], accumulated by blr_backward (unused by the other ops)
+  View<T> dl;                   // [r]
+  View<T> dg;                   // [n]
+};
+
+// A layer of shape m×n and rank r per path.
+template <class T>
+struct BlrLayer {
+  index_t m = 0, n = 0, r = 0;
+  std::span<const BlrPath<T>> paths;
+};
+
+// What blr_forward keeps for blr_backward (P = number of paths).
+template <class T>
+struct BlrSaved {
+  View<T> a;  // [P][ntok][r]  (x⊙g)·S_V
+  View<T> c;  // [P][ntok][m]  (a⊙ℓ)·S_Uᵀ
+};
 
 template <class T>
 class BlrOps {
  public:
   virtual ~BlrOps() = default;
+
+  // y[ntok][m] = Σ_p h⊙c_p; saved.a, saved.c written for every path.
+  void blr_forward(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) {
+    constexpr std::string_view op = "blr_forward";
+    check_layer(op, layer, false);
+    const index_t ntok = tokens(op, x, layer.n);
+    check::dense(op, "y", y, Shape{ntok, layer.m});
+    check_saved(op, layer, ntok, saved);
+    blr_forward_impl(layer, x, y, saved);
+  }
+
+  // Parameter gradients of every path accumulate; dx[ntok][n] is
+  // overwritten. `b` ([P][ntok][r]) receives b of every path when given
+  // (a default-constructed view: not wanted). `saved` is what blr_forward
+  // wrote for the same layer and x.
+  void blr_backward(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved, View<T> dx,
+                    float grad_scale, View<T> b = {}) {
+    constexpr std::string_view op = "blr_backward";
+    check_layer(op, layer, true);
+    const index_t ntok = tokens(op, x, layer.n);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    check::dense(op, "dy", dy, Shape{ntok, layer.m});
+    check_saved(op, layer, ntok, saved);
+    check::dense(op, "dx", dx, Shape{ntok, layer.n});
+    if (b.data || b.rank() > 0) check::dense(op, "b", b, Shape{paths, ntok, layer.r});
+    check_grad_scale(op, grad_scale);
+    blr_backward_impl(layer, x, dy, saved, dx, grad_scale, b);
+  }
+
+  // Sign gradients of every path: g_u [P][m][r], g_v [P][n][r] (overwritten)
+  // from a (saved by blr_forward) and b (from blr_backward).
+  void blr_sign_grad(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, CView<T> a, CView<T> b, float grad_scale,
+                     View<T> g_u, View<T> g_v) {
+    constexpr std::string_view op = "blr_sign_grad";
+    check_layer(op, layer, false);
+    const index_t ntok = tokens(op, x, layer.n);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    check::dense(op, "dy", dy, Shape{ntok, layer.m});
+    check::dense(op, "a", a, Shape{paths, ntok, layer.r});
+    check::dense(op, "b", b, Shape{paths, ntok, layer.r});
+    check::dense(op, "g_u", g_u, Shape{paths, layer.m, layer.r});
+    check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
+    check_grad_scale(op, grad_scale);
+    blr_sign_grad_impl(layer, x, dy, a, b, grad_scale, g_u, g_v);
+  }
+
+ protected:
+  virtual void blr_forward_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) = 0;
+  virtual void blr_backward_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
+                                 View<T> dx, float grad_scale, View<T> b) = 0;
+  virtual void blr_sign_grad_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, CView<T> a, CView<T> b,
+                                  float grad_scale, View<T> g_u, View<T> g_v) = 0;
+
+ private:
+  static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads) {
+    check::positive(op, "layer m", layer.m);
+    check::positive(op, "layer n", layer.n);
+    check::positive(op, "layer r", layer.r);
+    check::require(layer.r % 32 == 0, op, "rank {} is not a multiple of 32", layer.r);
+    check::require(!layer.paths.empty(), op, "layer has no paths");
+    const index_t words = sign_words(layer.r);
+    for (std::size_t p = 0; p < layer.paths.size(); ++p) {
+      const BlrPath<T>& path = layer.paths[p];
+      const auto name = [p](const char* what) { return fmt::format("path {} {}", p, what); };
+      check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
+      check::dense(op, name("sign_v"), path.sign_v, Shape{layer.n, words});
+      check::dense(op, name("h"), path.h, Shape{layer.m});
+      check::dense(op, name("l"), path.l, Shape{layer.r});
+      check::dense(op, name("g"), path.g, Shape{layer.n});
+      if (grads) {
+        check::dense(op, name("dh"), path.dh, Shape{layer.m});
+        check::dense(op, name("dl"), path.dl, Shape{layer.r});
+        check::dense(op, name("dg"), path.dg, Shape{layer.n});
+      }
+    }
+  }
+
+  // The token count of x [ntok][n].
+  static index_t tokens(std::string_view op, CView<T> x, index_t n) {
+    check::rank(op, "x", x, 2);
+    check::dense(op, "x", x, Shape{x.dim(0), n});
+    return x.dim(0);
+  }
+
+  static void check_saved(std::string_view op, const BlrLayer<T>& layer, index_t ntok, const BlrSaved<T>& saved) {
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    check::dense(op, "saved a", saved.a, Shape{paths, ntok, layer.r});
+    check::dense(op, "saved c", saved.c, Shape{paths, ntok, layer.m});
+  }
+
+  static void check_grad_scale(std::string_view op, float grad_scale) {
+    check::finite(op, "grad_scale", grad_scale);
+    int e = 0;
+    const bool pow2 = grad_scale > 0 && std::frexp(static_cast<double>(grad_scale), &e) == 0.5;
+    check::require(pow2, op, "grad_scale must be a positive power of two, got {}", grad_scale);
+  }
 };
 
 }  // namespace bitrank

@@ -1,0 +1,113 @@
+// Parity cases of the BLR layer: forward, backward and sign gradients of a
+// multi-path layer against the f64 reference.
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "support/parity.hpp"
+
+namespace bitrank::test {
+namespace {
+
+// Per-layer data on both sides; each per-path tensor stacks the paths.
+struct LayerOperands {
+  Bits sign_u, sign_v;
+  Real h, l, g, dh, dl, dg;
+};
+
+// The data of an operand on the reference (T = double) or the backend (T = float).
+template <class T, class R, class B>
+auto side(const Operand<R, B>& o) {
+  if constexpr (std::is_same_v<T, double>) {
+    return o.ref().data;
+  } else {
+    return o.be().data;
+  }
+}
+
+template <class T>
+std::vector<BlrPath<T>> make_paths(const LayerOperands& o, index_t m, index_t n, index_t r, index_t paths) {
+  std::vector<BlrPath<T>> out;
+  const index_t words = sign_words(r);
+  for (index_t p = 0; p < paths; ++p) {
+    BlrPath<T> path;
+    path.sign_u = CView<std::uint32_t>(side<T>(o.sign_u) + p * m * words, Shape{m, words});
+    path.sign_v = CView<std::uint32_t>(side<T>(o.sign_v) + p * n * words, Shape{n, words});
+    path.h = CView<T>(side<T>(o.h) + p * m, Shape{m});
+    path.l = CView<T>(side<T>(o.l) + p * r, Shape{r});
+    path.g = CView<T>(side<T>(o.g) + p * n, Shape{n});
+    path.dh = View<T>(side<T>(o.dh) + p * m, Shape{m});
+    path.dl = View<T>(side<T>(o.dl) + p * r, Shape{r});
+    path.dg = View<T>(side<T>(o.dg) + p * n, Shape{n});
+    out.push_back(path);
+  }
+  return out;
+}
+
+// |v|·mul + add for fresh uniform v in (−scale, scale): the seed's positive scales.
+std::vector<float> positive(ParityRun& p, std::size_t count, float scale, float add, float mul) {
+  auto v = p.random(count, scale);
+  for (auto& e : v) e = add + std::fabs(e) * mul;
+  return v;
+}
+
+// Forward, backward (with b) and sign gradients of a layer of `paths`
+// paths at the seed's input scales (x 2, dy 1e-3, grad_scale 1024).
+void blr_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index_t paths) {
+  const auto P = static_cast<std::size_t>(paths);
+  LayerOperands o{
+      p.input_bits({paths * m, sign_words(r)}),
+      p.input_bits({paths * n, sign_words(r)}),
+      p.input({paths * m}, positive(p, P * static_cast<std::size_t>(m), 0.5f, 0.02f, 0.05f)),
+      p.input({paths * r}, positive(p, P * static_cast<std::size_t>(r), 0.5f, 0.5f, 1.0f)),
+      p.input({paths * n}, positive(p, P * static_cast<std::size_t>(n), 0.5f, 0.1f, 0.2f)),
+      // start values near the gradients' size (1e-4..1e-1), so a lost sum shows
+      p.accumulator({paths * m}, 1e-3f),
+      p.accumulator({paths * r}, 1e-3f),
+      p.accumulator({paths * n}, 1e-3f),
+  };
+  auto x = p.input({ntok, n}, 2.0f);
+  auto dy = p.input({ntok, m}, 1e-3f);
+  auto y = p.output({ntok, m});
+  auto a = p.output({paths, ntok, r});
+  auto c = p.output({paths, ntok, m});
+  auto dx = p.output({ntok, n});
+  auto b = p.output({paths, ntok, r});
+  auto g_u = p.output({paths, m, r});
+  auto g_v = p.output({paths, n, r});
+  const float grad_scale = 1024.0f;
+
+  const auto ref_paths = make_paths<double>(o, m, n, r, paths);
+  const BlrLayer<double> ref_layer{m, n, r, ref_paths};
+  p.ref.blr().blr_forward(ref_layer, x.ref(), y.ref(), {a.ref(), c.ref()});
+  p.ref.blr().blr_backward(ref_layer, x.ref(), dy.ref(), {a.ref(), c.ref()}, dx.ref(), grad_scale, b.ref());
+  p.ref.blr().blr_sign_grad(ref_layer, x.ref(), dy.ref(), a.ref(), b.ref(), grad_scale, g_u.ref(), g_v.ref());
+
+  const auto be_paths = make_paths<float>(o, m, n, r, paths);
+  const BlrLayer<float> be_layer{m, n, r, be_paths};
+  p.be.blr().blr_forward(be_layer, x.be(), y.be(), {a.be(), c.be()});
+  p.be.blr().blr_backward(be_layer, x.be(), dy.be(), {a.be(), c.be()}, dx.be(), grad_scale, b.be());
+  p.be.blr().blr_sign_grad(be_layer, x.be(), dy.be(), a.be(), b.be(), grad_scale, g_u.be(), g_v.be());
+
+  // Every output goes through at least one GEMM on f16-rounded operands
+  // (relative rounding 2^-11 per operand, f32 sums): 3e-3 as DESIGN §4.
+  const double tol = 3e-3;
+  p.expect_close("y", y, tol);
+  p.expect_close("a", a, tol);
+  p.expect_close("c", c, tol);
+  p.expect_close("dx", dx, tol);
+  p.expect_close("b", b, tol);
+  p.expect_close("dh", o.dh, tol);
+  p.expect_close("dl", o.dl, tol);
+  p.expect_close("dg", o.dg, tol);
+  p.expect_close("G_U", g_u, tol);
+  p.expect_close("G_V", g_v, tol);
+}
+
+}  // namespace
+
+BR_PARITY_CASE(blr_256x384_r128_t70_p2) { blr_case(p, 256, 384, 128, 70, 2); }  // the seed's shape
+BR_PARITY_CASE(blr_72x40_r32_t5_p1) { blr_case(p, 72, 40, 32, 5, 1); }        // odd sizes, one path
+BR_PARITY_CASE(blr_33x100_r96_t129_p3) { blr_case(p, 33, 100, 96, 129, 3); }  // three paths, ragged token blocks
+
+}  // namespace bitrank::test
