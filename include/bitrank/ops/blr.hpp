@@ -134,7 +134,7 @@ class BlrOps {
     const index_t words = sign_words(layer.r);
     for (std::size_t p = 0; p < layer.paths.size(); ++p) {
       const BlrPath<T>& path = layer.paths[p];
-      const auto name = [p](const char* what) { return fmt::format("path {} {}", p, what); };
+      const auto name = [p](const char* what) { return ::bitrank::format("path {} {}", p, what); };
       check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
       check::dense(op, name("sign_v"), path.sign_v, Shape{layer.n, words});
       check::dense(op, name("h"), path.h, Shape{layer.m});
