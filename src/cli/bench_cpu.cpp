@@ -32,6 +32,89 @@ BenchCase sgemm_case(std::string name, index_t m, index_t n, index_t k) {
           [=] { cpu::sgemm(false, true, m, n, k, 1.0f, a->data(), k, b->data(), k, 0.0f, c->data(), n); }};
 }
 
+// The BLR layer of one SmolLM2-sized projection, with the sgemm calls of the
+// same shapes as its anchor: per path the forward's two GEMMs (x·S_V,
+// a·S_Uᵀ) and the backward's two (dy·S_U, b·S_Vᵀ); sign gradients add two
+// more (dyᵀ·a, xᵀ·b).
+void add_blr_cases(std::vector<BenchCase>& cases, Backend<float>& be) {
+  const index_t m = 576, n = 576, r = 256, T = 512, P = 2;
+  const std::string shape = fmt::format("m=n={} r={} T={} P={}", m, r, T, P);
+  const double fwd_bwd_flops = P * 4 * 2.0 * T * r * (m + n) / 2;  // 4 GEMMs, each 2·T·r·(m or n)
+  const double sign_flops = P * 2 * 2.0 * T * r * (m + n) / 2;
+  {
+    auto xs = random_buffer<float>(static_cast<std::size_t>(T * std::max(m, n)), 20, 1.0f);
+    auto ws = random_buffer<float>(static_cast<std::size_t>(std::max(m, n) * r), 21, 1.0f);
+    auto as = random_buffer<float>(static_cast<std::size_t>(T * r), 22, 1.0f);
+    auto os = random_buffer<float>(static_cast<std::size_t>(T * std::max(m, n)), 23, 1.0f);
+    auto gs = random_buffer<float>(static_cast<std::size_t>(std::max(m, n) * r), 24, 1.0f);
+    auto run4 = [=] {
+      for (index_t p = 0; p < P; ++p) {
+        cpu::sgemm(false, false, T, r, n, 1.0f, xs->data(), n, ws->data(), r, 0.0f, as->data(), r);  // x·S_V
+        cpu::sgemm(false, true, T, m, r, 1.0f, as->data(), r, ws->data(), r, 0.0f, os->data(), m);   // a·S_Uᵀ
+        cpu::sgemm(false, false, T, r, m, 1.0f, xs->data(), m, ws->data(), r, 0.0f, as->data(), r);  // dy·S_U
+        cpu::sgemm(false, true, T, n, r, 1.0f, as->data(), r, ws->data(), r, 0.0f, os->data(), n);   // b·S_Vᵀ
+      }
+    };
+    cases.push_back({"sgemm, BLR fwd+bwd shapes", shape, fwd_bwd_flops, 0, "", run4});
+    cases.push_back({"sgemm, BLR sign-grad shapes", shape, sign_flops, 0, "", [=] {
+                       for (index_t p = 0; p < P; ++p) {
+                         cpu::sgemm(true, false, m, r, T, 1.0f, xs->data(), m, as->data(), r, 0.0f, gs->data(), r);
+                         cpu::sgemm(true, false, n, r, T, 1.0f, xs->data(), n, as->data(), r, 0.0f, gs->data(), r);
+                       }
+                     }});
+  }
+  if (!be.blr_ops) return;
+  struct State {
+    std::vector<Buffer<std::uint32_t>> su, sv;
+    std::vector<std::shared_ptr<Buffer<float>>> h, l, g, dh, dl, dg;
+    std::vector<BlrPath<float>> paths;
+    std::shared_ptr<Buffer<float>> x, y, dy, dx, a, c, b, gu, gv;
+  };
+  auto st = std::make_shared<State>();
+  for (index_t p = 0; p < P; ++p) {
+    for (auto [bits, rows] : {std::pair{&st->su, m}, std::pair{&st->sv, n}}) {
+      Buffer<std::uint32_t> w(host_memory(), static_cast<std::size_t>(rows * sign_words(r)));
+      XorShift rng(static_cast<std::uint64_t>(100 + p * 2 + (rows == n)));
+      for (std::size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<std::uint32_t>(rng.next_u64());
+      bits->push_back(std::move(w));
+    }
+    st->h.push_back(random_buffer<float>(static_cast<std::size_t>(m), 30 + p, 0.05f));
+    st->l.push_back(random_buffer<float>(static_cast<std::size_t>(r), 40 + p, 1.0f));
+    st->g.push_back(random_buffer<float>(static_cast<std::size_t>(n), 50 + p, 0.2f));
+    st->dh.push_back(random_buffer<float>(static_cast<std::size_t>(m), 60 + p, 1.0f));
+    st->dl.push_back(random_buffer<float>(static_cast<std::size_t>(r), 70 + p, 1.0f));
+    st->dg.push_back(random_buffer<float>(static_cast<std::size_t>(n), 80 + p, 1.0f));
+  }
+  for (index_t p = 0; p < P; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    st->paths.push_back({st->su[i].view({m, sign_words(r)}), st->sv[i].view({n, sign_words(r)}), st->h[i]->view({m}),
+                         st->l[i]->view({r}), st->g[i]->view({n}), st->dh[i]->view({m}), st->dl[i]->view({r}),
+                         st->dg[i]->view({n})});
+  }
+  st->x = random_buffer<float>(static_cast<std::size_t>(T * n), 90, 2.0f);
+  st->dy = random_buffer<float>(static_cast<std::size_t>(T * m), 91, 1e-3f);
+  st->y = random_buffer<float>(static_cast<std::size_t>(T * m), 92, 1.0f);
+  st->dx = random_buffer<float>(static_cast<std::size_t>(T * n), 93, 1.0f);
+  st->a = random_buffer<float>(static_cast<std::size_t>(P * T * r), 94, 1.0f);
+  st->b = random_buffer<float>(static_cast<std::size_t>(P * T * r), 95, 1.0f);
+  st->c = random_buffer<float>(static_cast<std::size_t>(P * T * m), 96, 1.0f);
+  st->gu = random_buffer<float>(static_cast<std::size_t>(P * m * r), 97, 1.0f);
+  st->gv = random_buffer<float>(static_cast<std::size_t>(P * n * r), 98, 1.0f);
+  Backend<float>* bp = &be;
+  auto layer = [st, m, n, r] { return BlrLayer<float>{m, n, r, st->paths}; };
+  auto saved = [st, P, T, m, r] { return BlrSaved<float>{st->a->view({P, T, r}), st->c->view({P, T, m})}; };
+  cases.push_back({"blr fwd+bwd", shape, fwd_bwd_flops, 0, "sgemm, BLR fwd+bwd shapes", [=] {
+                     bp->blr().blr_forward(layer(), st->x->view({T, n}), st->y->view({T, m}), saved());
+                     bp->blr().blr_backward(layer(), st->x->view({T, n}), st->dy->view({T, m}), saved(),
+                                            st->dx->view({T, n}), 1024.0f, st->b->view({P, T, r}));
+                   }});
+  cases.push_back({"blr sign grads", shape, sign_flops, 0, "sgemm, BLR sign-grad shapes", [=] {
+                     bp->blr().blr_sign_grad(layer(), st->x->view({T, n}), st->dy->view({T, m}), st->a->view({P, T, r}),
+                                             st->b->view({P, T, r}), 1024.0f, st->gu->view({P, m, r}),
+                                             st->gv->view({P, n, r}));
+                   }});
+}
+
 }  // namespace
 
 std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
@@ -106,6 +189,7 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
                        b->adam().adam_update(w->view({n}), gr->view({n}), m->view({n}), v->view({n}), {}, opt);
                      }});
   }
+  add_blr_cases(cases, be);
   return cases;
 }
 
