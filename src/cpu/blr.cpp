@@ -19,8 +19,6 @@
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -31,30 +29,6 @@
 
 namespace bitrank::cpu {
 namespace {
-
-// ---- f16 staging of one row segment -------------------------------------
-
-bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return has;
-}
-
-// dst[j] = f16 value of f32(f32(src[j]·col[j])·scale), j < k.
-__attribute__((target("avx,f16c"))) void stage_f16c(const float* src, const float* col, float scale, float* dst,
-                                                      index_t k) {
-  const __m256 vs = _mm256_set1_ps(scale);
-  index_t j = 0;
-  for (; j + 8 <= k; j += 8) {
-    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j), _mm256_loadu_ps(col + j)), vs);
-    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
-  }
-  for (; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
-}
-
-void stage_segment(const float* src, const float* col, float scale, float* dst, index_t k) {
-  if (cpu_has_f16c()) return stage_f16c(src, col, scale, dst, k);
-  for (index_t j = 0; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
-}
 
 // ---- grow-only scratch --------------------------------------------------
 
@@ -208,20 +182,9 @@ class CpuBlrOps final : public BlrOps<float> {
     }
   }
 
-  // dst[t][:] = f16(src[t][:]⊙col·scale), t < rows.
+  // dst[t][:] = f16(src[t][:]⊙col·scale), t < rows (contiguous rows of k).
   void stage_rows(const float* src, const float* col, float scale, index_t rows, index_t k, float* dst) {
-    struct Job {
-      const float *src, *col;
-      float scale;
-      index_t k;
-      float* dst;
-    } job{src, col, scale, k, dst};
-    pool_.parallel_for(
-        rows,
-        [&job](index_t t0, index_t t1) {
-          for (index_t t = t0; t < t1; ++t) stage_segment(job.src + t * job.k, job.col, job.scale, job.dst + t * job.k, job.k);
-        },
-        row_grain(k));
+    stage_rounded(src, k, col, scale, rows, k, dst, k, pool_);
   }
 
   // dst = f16(src⊙col·scale) and sum[j] += Σ_t p[t][j]·q[t][j], all [rows][k].
@@ -244,7 +207,7 @@ class CpuBlrOps final : public BlrOps<float> {
         std::fill(acc, acc + k, 0.0f);
         const index_t t0 = job.rows * blk / job.blocks, t1 = job.rows * (blk + 1) / job.blocks;
         for (index_t t = t0; t < t1; ++t) {
-          stage_segment(job.src + t * k, job.col, job.scale, job.dst + t * k, k);
+          stage_row(job.src + t * k, job.col, job.scale, job.dst + t * k, k);
           const float* pt = job.p + t * k;
           const float* qt = job.q + t * k;
           for (index_t j = 0; j < k; ++j) acc[j] += pt[j] * qt[j];

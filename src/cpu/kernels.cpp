@@ -1,6 +1,7 @@
 #include "cpu/kernels.hpp"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 
@@ -14,20 +15,56 @@ void sgemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, float al
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+namespace {
+
+bool cpu_has_f16c() {
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+__attribute__((target("avx,f16c"))) void stage_row_f16c(const float* src, const float* col, float scale, float* dst,
+                                                          index_t k) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  index_t j = 0;
+  if (col) {
+    for (; j + 8 <= k; j += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j), _mm256_loadu_ps(col + j)), vs);
+      _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    for (; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
+  } else {
+    for (; j + 8 <= k; j += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + j), vs);
+      _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+    }
+    for (; j < k; ++j) dst[j] = round_f16(src[j] * scale);
+  }
+}
+
+}  // namespace
+
+void stage_row(const float* src, const float* col, float scale, float* dst, index_t k) {
+  if (cpu_has_f16c()) return stage_row_f16c(src, col, scale, dst, k);
+  if (col) {
+    for (index_t j = 0; j < k; ++j) dst[j] = staged_value(src[j], col[j], scale);
+  } else {
+    for (index_t j = 0; j < k; ++j) dst[j] = round_f16(src[j] * scale);
+  }
+}
+
 void stage_rounded(const float* src, index_t lds, const float* col, float scale, index_t rows, index_t k, float* dst,
                    index_t ldd, ThreadPool& pool) {
+  // One captured pointer keeps the std::function inline: no allocation per call.
+  struct Job {
+    const float *src, *col;
+    float scale;
+    index_t lds, k, ldd;
+    float* dst;
+  } job{src, col, scale, lds, k, ldd, dst};
   pool.parallel_for(
       rows,
-      [&](index_t r0, index_t r1) {
-        for (index_t t = r0; t < r1; ++t) {
-          const float* s = src + t * lds;
-          float* d = dst + t * ldd;
-          if (col) {
-            for (index_t j = 0; j < k; ++j) d[j] = staged_value(s[j], col[j], scale);
-          } else {
-            for (index_t j = 0; j < k; ++j) d[j] = round_f16(s[j] * scale);
-          }
-        }
+      [&job](index_t r0, index_t r1) {
+        for (index_t t = r0; t < r1; ++t) stage_row(job.src + t * job.lds, job.col, job.scale, job.dst + t * job.ldd, job.k);
       },
       std::max<index_t>(1, 16384 / std::max<index_t>(k, 1)));
 }
@@ -47,21 +84,28 @@ f16 sign_value<f16>(bool plus) {
 
 template <class Out>
 void expand_sign_planes(const std::uint32_t* bits, index_t rows, index_t r, Out* plane, Out* plane_t, ThreadPool& pool) {
-  const index_t words = (r + 31) / 32;
+  struct Job {
+    const std::uint32_t* bits;
+    index_t rows, r, words;
+    Out *plane, *plane_t;
+  } job{bits, rows, r, (r + 31) / 32, plane, plane_t};
   if (plane) {
-    pool.parallel_for(rows, [&](index_t i0, index_t i1) {
-      for (index_t i = i0; i < i1; ++i)
-        for (index_t j = 0; j < r; ++j) plane[i * r + j] = sign_value<Out>((bits[i * words + j / 32] >> (j % 32)) & 1u);
+    pool.parallel_for(rows, [&job](index_t i0, index_t i1) {
+      for (index_t i = i0; i < i1; ++i) {
+        const std::uint32_t* row = job.bits + i * job.words;
+        Out* out = job.plane + i * job.r;
+        for (index_t j = 0; j < job.r; ++j) out[j] = sign_value<Out>((row[j / 32] >> (j % 32)) & 1u);
+      }
     });
   }
   if (plane_t) {
-    // Transposed output walks columns of the bitmap; tile rows for locality.
-    pool.parallel_for(r, [&](index_t j0, index_t j1) {
+    // The transpose walks a column of the bitmap per output row.
+    pool.parallel_for(r, [&job](index_t j0, index_t j1) {
       for (index_t j = j0; j < j1; ++j) {
         const index_t w = j / 32;
         const unsigned b = static_cast<unsigned>(j % 32);
-        Out* out = plane_t + j * rows;
-        for (index_t i = 0; i < rows; ++i) out[i] = sign_value<Out>((bits[i * words + w] >> b) & 1u);
+        Out* out = job.plane_t + j * job.rows;
+        for (index_t i = 0; i < job.rows; ++i) out[i] = sign_value<Out>((job.bits[i * job.words + w] >> b) & 1u);
       }
     });
   }

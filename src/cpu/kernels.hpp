@@ -22,6 +22,11 @@ namespace bitrank::cpu {
 void sgemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k, float alpha, const float* a, index_t lda,
            const float* b, index_t ldb, float beta, float* c, index_t ldc);
 
+// One row: dst[j] = staged_value(src[j], col[j], scale) for j < k (col may
+// be null: round_f16(src[j]·scale)); uses the F16C conversion where the CPU
+// has it (the same round-to-nearest-even value, checked against round_f16).
+void stage_row(const float* src, const float* col, float scale, float* dst, index_t k);
+
 // dst[t][j] = round_f16(f32(src[t][j]·col[j])·scale) for t < rows, j < k
 // (col may be null), stored as f32. src row stride lds, dst row stride ldd.
 void stage_rounded(const float* src, index_t lds, const float* col, float scale, index_t rows, index_t k, float* dst,
