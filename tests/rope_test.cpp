@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bitrank/backend.hpp"
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
@@ -109,6 +110,30 @@ void check_positions_restart(Backend<T>& be, const std::string& name) {
 TEST(Rope, PositionsRestartInEachWindow) {
   check_positions_restart(test::ref_backend(), "ref");
   for (const auto& name : test::available_backends()) check_positions_restart(test::backend(name), name);
+}
+
+// The CPU gain gradient (summed over row blocks) is the same bits for any
+// number of threads.
+TEST(Rope, CpuGainGradientDoesNotDependOnThreads) {
+  const index_t window = 50, heads = 3, hd = 64, half = 16, n = 4 * window, width = heads * hd;
+  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain_plus_one = true};
+  const auto x = rnd(static_cast<std::size_t>(n * width), 81, 2.0f);
+  const auto gain = rnd(static_cast<std::size_t>(hd), 82, 0.3f);
+  const auto dy = rnd(x.size(), 83, 1.0f);
+  const auto table = rope_table<float>(window, half, 1e6);
+  auto run = [&](ThreadPool& pool) {
+    auto be = make_cpu_backend(pool);
+    std::vector<float> y(x.size()), inv(static_cast<std::size_t>(n * heads)), dx(x.size()), dgain(gain.size(), 0.25f);
+    auto cv = [](const std::vector<float>& v, Shape s) { return CView<float>(v.data(), s); };
+    auto mv = [](std::vector<float>& v, Shape s) { return View<float>(v.data(), s); };
+    be->rope().qk_norm_rope_forward(cv(x, {n, width}), cv(gain, {hd}), cv(table, {window, half, 2}), opt,
+                                    mv(y, {n, width}), mv(inv, {n, heads}));
+    be->rope().qk_norm_rope_backward(cv(x, {n, width}), cv(gain, {hd}), cv(table, {window, half, 2}),
+                                     cv(inv, {n, heads}), cv(dy, {n, width}), opt, mv(dx, {n, width}), mv(dgain, {hd}));
+    return std::vector<std::vector<float>>{y, inv, dx, dgain};
+  };
+  ThreadPool one(1), three(3);
+  EXPECT_EQ(run(one), run(three));
 }
 
 TEST(Rope, BadInputIsAnError) {
