@@ -12,6 +12,7 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -267,16 +268,6 @@ TEST(Act, InPlaceMatchesOutOfPlace) {
   }
 }
 
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Act, BadInputIsAnError) {
   auto& act = test::cpu_backend().act();
   Buffer<float> buf(host_memory(), 4096);
@@ -286,52 +277,52 @@ TEST(Act, BadInputIsAnError) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const SwigluLimit lim{1.5f, 0.75f};
 
-  expect_error([&] { act.swiglu_forward(a, short_, c); }, "swiglu_forward: up has shape [59], expected [60]");
-  expect_error([&] { act.swiglu_forward(a, b, short_); }, "swiglu_forward: out has shape [59]");
-  expect_error([&] { act.swiglu_forward(empty, empty, empty); }, "swiglu_forward: gate is empty");
-  expect_error([&] { act.swiglu_forward(matrix, matrix, matrix); }, "swiglu_forward: gate has rank 2");
-  expect_error([&] { act.swiglu_backward(a, b, short_, d, e); }, "swiglu_backward: d_out");
-  expect_error([&] { act.swiglu_backward(a, b, c, short_, e); }, "swiglu_backward: d_gate");
-  expect_error([&] { act.swiglu_backward(a, b, c, d, short_); }, "swiglu_backward: d_up");
+  test::expect_error([&] { act.swiglu_forward(a, short_, c); }, "swiglu_forward: up has shape [59], expected [60]");
+  test::expect_error([&] { act.swiglu_forward(a, b, short_); }, "swiglu_forward: out has shape [59]");
+  test::expect_error([&] { act.swiglu_forward(empty, empty, empty); }, "swiglu_forward: gate is empty");
+  test::expect_error([&] { act.swiglu_forward(matrix, matrix, matrix); }, "swiglu_forward: gate has rank 2");
+  test::expect_error([&] { act.swiglu_backward(a, b, short_, d, e); }, "swiglu_backward: d_out");
+  test::expect_error([&] { act.swiglu_backward(a, b, c, short_, e); }, "swiglu_backward: d_gate");
+  test::expect_error([&] { act.swiglu_backward(a, b, c, d, short_); }, "swiglu_backward: d_up");
 
   for (float bad : {nan, inf, -inf}) {
-    expect_error([&] { act.swiglu_limit_forward(a, b, {bad, 1.0f}, c); }, "swiglu_limit_forward: limit must be finite");
-    expect_error([&] { act.swiglu_limit_forward(a, b, {1.5f, bad}, c); }, "swiglu_limit_forward: scale must be finite");
-    expect_error([&] { act.swiglu_limit_backward(a, b, c, {bad, 1.0f}, d, e); }, "swiglu_limit_backward: limit");
+    test::expect_error([&] { act.swiglu_limit_forward(a, b, {bad, 1.0f}, c); }, "swiglu_limit_forward: limit must be finite");
+    test::expect_error([&] { act.swiglu_limit_forward(a, b, {1.5f, bad}, c); }, "swiglu_limit_forward: scale must be finite");
+    test::expect_error([&] { act.swiglu_limit_backward(a, b, c, {bad, 1.0f}, d, e); }, "swiglu_limit_backward: limit");
   }
-  expect_error([&] { act.swiglu_limit_backward(a, short_, c, lim, d, e); }, "swiglu_limit_backward: up");
+  test::expect_error([&] { act.swiglu_limit_backward(a, short_, c, lim, d, e); }, "swiglu_limit_backward: up");
 
   auto rw = buf.view({5});
-  expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 7, lim, c); },
+  test::expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 7, lim, c); },
                "swiglu_limit_routed_forward: width 7 does not divide the 60 elements");
-  expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 0, lim, c); },
+  test::expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 0, lim, c); },
                "swiglu_limit_routed_forward: width must be positive");
-  expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 10, lim, c); },
+  test::expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 10, lim, c); },
                "swiglu_limit_routed_forward: route_weight has shape [5], expected [6]");
-  expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 12, {nan, 1.0f}, c); },
+  test::expect_error([&] { act.swiglu_limit_routed_forward(a, b, rw, 12, {nan, 1.0f}, c); },
                "swiglu_limit_routed_forward: limit must be finite");
-  expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, c, 12, lim, d, e, buf.view({6})); },
+  test::expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, c, 12, lim, d, e, buf.view({6})); },
                "swiglu_limit_routed_backward: d_route_weight has shape [6], expected [5]");
-  expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, c, 11, lim, d, e, buf.view({5})); },
+  test::expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, c, 11, lim, d, e, buf.view({5})); },
                "swiglu_limit_routed_backward: width 11 does not divide");
-  expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, short_, 12, lim, d, e, buf.view({5})); },
+  test::expect_error([&] { act.swiglu_limit_routed_backward(a, b, rw, short_, 12, lim, d, e, buf.view({5})); },
                "swiglu_limit_routed_backward: d_out");
 
-  expect_error([&] { act.swiglu_col_gate_forward(a, b, buf.view({7}), c); },
+  test::expect_error([&] { act.swiglu_col_gate_forward(a, b, buf.view({7}), c); },
                "swiglu_col_gate_forward: width 7 does not divide the 60 elements");
-  expect_error([&] { act.swiglu_col_gate_forward(a, b, empty, c); }, "swiglu_col_gate_forward: col_gate is empty");
-  expect_error([&] { act.swiglu_col_gate_forward(a, b, buf.view({2, 3}), c); },
+  test::expect_error([&] { act.swiglu_col_gate_forward(a, b, empty, c); }, "swiglu_col_gate_forward: col_gate is empty");
+  test::expect_error([&] { act.swiglu_col_gate_forward(a, b, buf.view({2, 3}), c); },
                "swiglu_col_gate_forward: col_gate has rank 2");
-  expect_error([&] { act.swiglu_col_gate_backward(a, b, buf.view({8}), c, d, e); },
+  test::expect_error([&] { act.swiglu_col_gate_backward(a, b, buf.view({8}), c, d, e); },
                "swiglu_col_gate_backward: width 8 does not divide");
-  expect_error([&] { act.swiglu_col_gate_backward(a, b, buf.view({6}), c, d, short_); },
+  test::expect_error([&] { act.swiglu_col_gate_backward(a, b, buf.view({6}), c, d, short_); },
                "swiglu_col_gate_backward: d_up");
 
-  expect_error([&] { act.sigmoid_gate_forward(a, short_, c); }, "sigmoid_gate_forward: gate has shape [59]");
-  expect_error([&] { act.sigmoid_gate_backward(a, b, c, d, short_); }, "sigmoid_gate_backward: d_gate");
-  expect_error([&] { act.sigmoid_gate_backward(empty, empty, empty, empty, empty); }, "sigmoid_gate_backward: x is empty");
-  expect_error([&] { act.add(a, b, short_); }, "add: out has shape [59], expected [60]");
-  expect_error([&] { act.add(a, matrix, c); }, "add: b has shape [6, 10], expected [60]");
+  test::expect_error([&] { act.sigmoid_gate_forward(a, short_, c); }, "sigmoid_gate_forward: gate has shape [59]");
+  test::expect_error([&] { act.sigmoid_gate_backward(a, b, c, d, short_); }, "sigmoid_gate_backward: d_gate");
+  test::expect_error([&] { act.sigmoid_gate_backward(empty, empty, empty, empty, empty); }, "sigmoid_gate_backward: x is empty");
+  test::expect_error([&] { act.add(a, b, short_); }, "add: out has shape [59], expected [60]");
+  test::expect_error([&] { act.add(a, matrix, c); }, "add: b has shape [6, 10], expected [60]");
 }
 
 }  // namespace

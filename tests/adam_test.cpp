@@ -8,6 +8,7 @@
 
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -106,16 +107,6 @@ TEST(Adam, FirstStepClosedForm) {
   }
 }
 
-template <class F>
-void expect_error(const F& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Adam, BadOptionsAreErrors) {
   auto& ops = test::cpu_backend().adam();
   Buffer<float> w(host_memory(), 64), g(host_memory(), 64), m(host_memory(), 64), v(host_memory(), 64), mask(host_memory(), 64);
@@ -126,28 +117,28 @@ TEST(Adam, BadOptionsAreErrors) {
     return o;
   };
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  expect_error([&] { run(with([&](AdamOptions& o) { o.lr = nan; })); }, "adam_update: lr must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.lr = inf; })); }, "adam_update: lr must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.lr = -1e-3f; })); }, "adam_update: lr must be ≥ 0");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.beta1 = 1.0f; })); }, "adam_update: beta1 must be in [0, 1), got 1");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.beta1 = -0.1f; })); }, "adam_update: beta1 must be in [0, 1)");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.beta2 = nan; })); }, "adam_update: beta2 must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.beta2 = 1.5f; })); }, "adam_update: beta2 must be in [0, 1)");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.eps = 0.0f; })); }, "adam_update: eps must be > 0");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.eps = inf; })); }, "adam_update: eps must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.grad_scale = -inf; })); }, "adam_update: grad_scale must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.relative_floor = -0.5f; })); }, "adam_update: relative_floor must be ≥ 0");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.relative_floor = nan; })); }, "adam_update: relative_floor must be finite");
-  expect_error([&] { run(with([&](AdamOptions& o) { o.step = 0; })); }, "adam_update: step must be ≥ 1 (1-based), got 0");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.lr = nan; })); }, "adam_update: lr must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.lr = inf; })); }, "adam_update: lr must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.lr = -1e-3f; })); }, "adam_update: lr must be ≥ 0");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.beta1 = 1.0f; })); }, "adam_update: beta1 must be in [0, 1), got 1");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.beta1 = -0.1f; })); }, "adam_update: beta1 must be in [0, 1)");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.beta2 = nan; })); }, "adam_update: beta2 must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.beta2 = 1.5f; })); }, "adam_update: beta2 must be in [0, 1)");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.eps = 0.0f; })); }, "adam_update: eps must be > 0");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.eps = inf; })); }, "adam_update: eps must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.grad_scale = -inf; })); }, "adam_update: grad_scale must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.relative_floor = -0.5f; })); }, "adam_update: relative_floor must be ≥ 0");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.relative_floor = nan; })); }, "adam_update: relative_floor must be finite");
+  test::expect_error([&] { run(with([&](AdamOptions& o) { o.step = 0; })); }, "adam_update: step must be ≥ 1 (1-based), got 0");
   // Shapes.
   const AdamOptions ok;
-  expect_error([&] { ops.adam_update(w.view({64}), g.view({63}), m.view({64}), v.view({64}), {}, ok); },
+  test::expect_error([&] { ops.adam_update(w.view({64}), g.view({63}), m.view({64}), v.view({64}), {}, ok); },
                "adam_update: grad has shape [63], expected [64]");
-  expect_error([&] { ops.adam_update(w.view({8, 8}), g.view({8, 8}), m.view({64}), v.view({8, 8}), {}, ok); },
+  test::expect_error([&] { ops.adam_update(w.view({8, 8}), g.view({8, 8}), m.view({64}), v.view({8, 8}), {}, ok); },
                "adam_update: m has shape [64], expected [8, 8]");
-  expect_error([&] { ops.adam_update(w.view({64}), g.view({64}), m.view({64}), v.view({64}), mask.view({32}), ok); },
+  test::expect_error([&] { ops.adam_update(w.view({64}), g.view({64}), m.view({64}), v.view({64}), mask.view({32}), ok); },
                "adam_update: mask has shape [32], expected [64]");
-  expect_error([&] { ops.adam_update(w.view({0}), g.view({0}), m.view({0}), v.view({0}), {}, ok); }, "adam_update: w would be empty");
+  test::expect_error([&] { ops.adam_update(w.view({0}), g.view({0}), m.view({0}), v.view({0}), {}, ok); }, "adam_update: w would be empty");
   // A valid call goes through.
   EXPECT_NO_THROW(ops.adam_update(w.view({64}), g.view({64}), m.view({64}), v.view({64}), mask.view({64}), ok));
 }

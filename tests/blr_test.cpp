@@ -11,6 +11,7 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -383,63 +384,53 @@ struct SmallLayer {
   View<float> yv() { return View<float>(y.data(), Shape{ntok, m}); }
 };
 
-template <class F>
-void expect_error(F&& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Blr, BadInputIsAnError) {
   auto& ops = test::cpu_backend().blr();
   SmallLayer s;
   ops.blr_forward(s.layer(), s.xv(), s.yv(), s.saved());  // the valid call works
   // y of the wrong shape
-  expect_error([&] { ops.blr_forward(s.layer(), s.xv(), View<float>(s.y.data(), Shape{s.ntok, s.m - 1}), s.saved()); },
+  test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), View<float>(s.y.data(), Shape{s.ntok, s.m - 1}), s.saved()); },
                "blr_forward: y has shape [4, 7], expected [4, 8]");
   // x with the wrong width, and empty x
-  expect_error([&] { ops.blr_forward(s.layer(), CView<float>(s.x.data(), Shape{3, 8}), s.yv(), s.saved()); }, "blr_forward: x has shape [3, 8], expected [3, 6]");
-  expect_error([&] { ops.blr_forward(s.layer(), CView<float>(s.x.data(), Shape{0, 6}), s.yv(), s.saved()); }, "blr_forward: x is empty");
+  test::expect_error([&] { ops.blr_forward(s.layer(), CView<float>(s.x.data(), Shape{3, 8}), s.yv(), s.saved()); }, "blr_forward: x has shape [3, 8], expected [3, 6]");
+  test::expect_error([&] { ops.blr_forward(s.layer(), CView<float>(s.x.data(), Shape{0, 6}), s.yv(), s.saved()); }, "blr_forward: x is empty");
   // rank not a multiple of 32
   {
     SmallLayer t;
     t.r = 48;
     t.paths[0].l = CView<float>(t.l.data(), Shape{48});
     t.paths[0].sign_u = CView<std::uint32_t>(t.bits_u.data(), Shape{4, 2});
-    expect_error([&] { ops.blr_forward(t.layer(), t.xv(), t.yv(), t.saved()); }, "blr_forward: rank 48 is not a multiple of 32");
+    test::expect_error([&] { ops.blr_forward(t.layer(), t.xv(), t.yv(), t.saved()); }, "blr_forward: rank 48 is not a multiple of 32");
   }
   // bitmap words do not match the rank
   {
     SmallLayer t;
     t.paths[0].sign_v = CView<std::uint32_t>(t.bits_v.data(), Shape{3, 2});
-    expect_error([&] { ops.blr_forward(t.layer(), t.xv(), t.yv(), t.saved()); }, "blr_forward: path 0 sign_v has shape [3, 2], expected [6, 1]");
+    test::expect_error([&] { ops.blr_forward(t.layer(), t.xv(), t.yv(), t.saved()); }, "blr_forward: path 0 sign_v has shape [3, 2], expected [6, 1]");
   }
   // no paths
-  expect_error([&] { ops.blr_forward(BlrLayer<float>{8, 6, 32, {}}, s.xv(), s.yv(), s.saved()); }, "blr_forward: layer has no paths");
+  test::expect_error([&] { ops.blr_forward(BlrLayer<float>{8, 6, 32, {}}, s.xv(), s.yv(), s.saved()); }, "blr_forward: layer has no paths");
   // saved tensors for the wrong number of paths
-  expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32}), View<float>(s.c.data(), Shape{1, 4, 8})}); },
+  test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32}), View<float>(s.c.data(), Shape{1, 4, 8})}); },
                "blr_forward: saved a has shape [2, 4, 32], expected [1, 4, 32]");
   // backward: grad_scale not a power of two, non-finite, missing gradients, wrong b
   const CView<float> dyv(s.dy.data(), Shape{s.ntok, s.m});
   const View<float> dxv(s.dx.data(), Shape{s.ntok, s.n});
   ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, 1024.0f);
-  expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, 1000.0f); }, "blr_backward: grad_scale must be a positive power of two");
-  expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, -2.0f); }, "blr_backward: grad_scale must be a positive power of two");
-  expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, INFINITY); }, "blr_backward: grad_scale must be finite");
+  test::expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, 1000.0f); }, "blr_backward: grad_scale must be a positive power of two");
+  test::expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, -2.0f); }, "blr_backward: grad_scale must be a positive power of two");
+  test::expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, INFINITY); }, "blr_backward: grad_scale must be finite");
   {
     SmallLayer t;
     t.paths[0].dl = View<float>();
-    expect_error([&] { ops.blr_backward(t.layer(), t.xv(), CView<float>(t.dy.data(), Shape{t.ntok, t.m}), t.saved(),
+    test::expect_error([&] { ops.blr_backward(t.layer(), t.xv(), CView<float>(t.dy.data(), Shape{t.ntok, t.m}), t.saved(),
                                         View<float>(t.dx.data(), Shape{t.ntok, t.n}), 1.0f); },
                  "blr_backward: path 0 dl has shape [], expected [32]");
   }
-  expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, 1.0f, View<float>(s.a.data(), Shape{4, 32})); },
+  test::expect_error([&] { ops.blr_backward(s.layer(), s.xv(), dyv, s.saved(), dxv, 1.0f, View<float>(s.a.data(), Shape{4, 32})); },
                "blr_backward: b has shape [4, 32], expected [1, 4, 32]");
   // sign gradients of the wrong shape
-  expect_error([&] { ops.blr_sign_grad(s.layer(), s.xv(), dyv, s.saved().a, s.saved().a, 1.0f, View<float>(s.g_u.data(), Shape{1, 6, 32}),
+  test::expect_error([&] { ops.blr_sign_grad(s.layer(), s.xv(), dyv, s.saved().a, s.saved().a, 1.0f, View<float>(s.g_u.data(), Shape{1, 6, 32}),
                                        View<float>(s.g_v.data(), Shape{1, 6, 32})); },
                "blr_sign_grad: g_u has shape [1, 6, 32], expected [1, 8, 32]");
 }

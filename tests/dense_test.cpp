@@ -8,6 +8,7 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -112,34 +113,24 @@ TEST(Dense, SplitLayoutAndRoundTrip) {
   }
 }
 
-template <class F>
-void expect_error(const F& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Dense, BadInputIsAnError) {
   auto& ops = test::cpu_backend().dense();
   Buffer<float> a(host_memory(), 8192), w(host_memory(), 8192), out(host_memory(), 8192);
-  expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 63}), out.view({70, 48}), false); },
+  test::expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 63}), out.view({70, 48}), false); },
                "dense_forward: w [48, 63] has 63 inputs, x [70, 64] has 64");
-  expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 64}), out.view({48, 70}), true); },
+  test::expect_error([&] { ops.dense_forward(a.view({70, 64}), w.view({48, 64}), out.view({48, 70}), true); },
                "dense_forward: out has shape [48, 70], expected [70, 48]");
-  expect_error([&] { ops.dense_forward(a.view({0, 64}), w.view({48, 64}), out.view({0, 48}), false); }, "dense_forward: x is empty");
-  expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({47, 64}), out.view({70, 64})); },
+  test::expect_error([&] { ops.dense_forward(a.view({0, 64}), w.view({48, 64}), out.view({0, 48}), false); }, "dense_forward: x is empty");
+  test::expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({47, 64}), out.view({70, 64})); },
                "dense_backward: w [47, 64] has 47 outputs, dy [70, 48] has 48");
-  expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({48, 64}), out.view({70, 63})); },
+  test::expect_error([&] { ops.dense_backward(a.view({70, 48}), w.view({48, 64}), out.view({70, 63})); },
                "dense_backward: dx has shape [70, 63], expected [70, 64]");
-  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 4, w.view({4, 15}), out.view({4, 15})); },
+  test::expect_error([&] { ops.split_q_gate(a.view({4, 30}), 4, w.view({4, 15}), out.view({4, 15})); },
                "split_q_gate: qg [4, 30] does not split into 4 heads");
-  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 0, w.view({4, 15}), out.view({4, 15})); }, "split_q_gate: heads must be positive");
-  expect_error([&] { ops.split_q_gate(a.view({4, 30}), 3, w.view({4, 16}), out.view({4, 15})); },
+  test::expect_error([&] { ops.split_q_gate(a.view({4, 30}), 0, w.view({4, 15}), out.view({4, 15})); }, "split_q_gate: heads must be positive");
+  test::expect_error([&] { ops.split_q_gate(a.view({4, 30}), 3, w.view({4, 16}), out.view({4, 15})); },
                "split_q_gate: q has shape [4, 16], expected [4, 15]");
-  expect_error([&] { ops.merge_q_gate(a.view({4, 15}), w.view({4, 15}), 3, out.view({5, 30})); },
+  test::expect_error([&] { ops.merge_q_gate(a.view({4, 15}), w.view({4, 15}), 3, out.view({5, 30})); },
                "merge_q_gate: q has shape [4, 15], expected [5, 15]");
 }
 

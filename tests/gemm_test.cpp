@@ -6,6 +6,7 @@
 
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -165,41 +166,31 @@ TEST(Gemm, ExactOnIntegers) {
   }
 }
 
-template <class F>
-void expect_error(const F& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Gemm, BadInputIsAnError) {
   auto& ops = test::cpu_backend().gemm();
   Buffer<float> src(host_memory(), 70 * 1000), col(host_memory(), 1000), out(host_memory(), 70 * 1000);
   Buffer<f16> dst(host_memory(), 256 * 1000), plane(host_memory(), 1000 * 64);
   // Staging: unpadded destination, wrong column factor, non-finite scale, empty source.
-  expect_error([&] { ops.stage(src.view({70, 200}), {}, 1.0f, dst.view({70, 200})); },
+  test::expect_error([&] { ops.stage(src.view({70, 200}), {}, 1.0f, dst.view({70, 200})); },
                "stage: dst has shape [70, 200], expected [128, 200]");
-  expect_error([&] { ops.stage(src.view({70, 200}), col.view({199}), 1.0f, dst.view({128, 200})); },
+  test::expect_error([&] { ops.stage(src.view({70, 200}), col.view({199}), 1.0f, dst.view({128, 200})); },
                "stage: col has shape [199], expected [200]");
-  expect_error([&] { ops.stage(src.view({70, 200}), {}, 1.0f / 0.0f, dst.view({128, 200})); }, "stage: scale must be finite");
-  expect_error([&] { ops.stage(src.view({0, 200}), {}, 1.0f, dst.view({0, 200})); }, "stage: src is empty");
-  expect_error([&] { ops.stage_cols(src.view({70, 1000}), 900, 1.0f, dst.view({128, 200})); },
+  test::expect_error([&] { ops.stage(src.view({70, 200}), {}, 1.0f / 0.0f, dst.view({128, 200})); }, "stage: scale must be finite");
+  test::expect_error([&] { ops.stage(src.view({0, 200}), {}, 1.0f, dst.view({0, 200})); }, "stage: src is empty");
+  test::expect_error([&] { ops.stage_cols(src.view({70, 1000}), 900, 1.0f, dst.view({128, 200})); },
                "stage_cols: columns [900, 1100) outside src [70, 1000]");
-  expect_error([&] { ops.stage_cols(src.view({70, 1000}), 0, 1.0f, dst.view({70, 200})); }, "stage_cols: dst has 70 rows");
-  expect_error([&] { ops.stage_transposed(src.view({70, 200}), {}, 1.0f, dst.view({256, 70})); },
+  test::expect_error([&] { ops.stage_cols(src.view({70, 1000}), 0, 1.0f, dst.view({70, 200})); }, "stage_cols: dst has 70 rows");
+  test::expect_error([&] { ops.stage_transposed(src.view({70, 200}), {}, 1.0f, dst.view({256, 70})); },
                "stage_transposed: dst has shape [256, 70], expected [256, 96]");
   // GEMM: inner sizes differ, too few act rows, non-finite oscale, non-unit column stride.
-  expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 63}), 1.0f, out.view({70, 32})); },
+  test::expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 63}), 1.0f, out.view({70, 32})); },
                "gemm: plane has shape [32, 63], expected [32, 64]");
-  expect_error([&] { ops.gemm(dst.view({64, 64}), plane.view({32, 64}), 1.0f, out.view({70, 32})); }, "gemm: act [64, 64] has fewer rows");
-  expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 0.0f / 0.0f, out.view({70, 32})); }, "gemm: oscale must be finite");
+  test::expect_error([&] { ops.gemm(dst.view({64, 64}), plane.view({32, 64}), 1.0f, out.view({70, 32})); }, "gemm: act [64, 64] has fewer rows");
+  test::expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 0.0f / 0.0f, out.view({70, 32})); }, "gemm: oscale must be finite");
   auto bad_stride = out.view({70, 32});
   bad_stride.strides[1] = 2;
-  expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 1.0f, bad_stride); }, "gemm: out [70, 32] must have unit column stride");
-  expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 1.0f, View<float>::strided(out.data(), 70, 32, 31)); },
+  test::expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 1.0f, bad_stride); }, "gemm: out [70, 32] must have unit column stride");
+  test::expect_error([&] { ops.gemm(dst.view({128, 64}), plane.view({32, 64}), 1.0f, View<float>::strided(out.data(), 70, 32, 31)); },
                "row stride ≥ 32");
 }
 

@@ -11,6 +11,7 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -94,16 +95,6 @@ TEST(Norm, RmsnormGradCheck) {
     }
 }
 
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Norm, BadInputIsAnError) {
   auto& norm = test::cpu_backend().norm();
   Buffer<float> buf(host_memory(), 4096);
@@ -111,35 +102,35 @@ TEST(Norm, BadInputIsAnError) {
   auto x = buf.view({n, d}), w = buf.view({d}), y = buf.view({n, d}), inv = buf.view({n});
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const auto P = GainStyle::plain;
-  expect_error([&] { norm.rmsnorm_forward(x, buf.view({d + 1}), P, 1e-6f, y, inv); },
+  test::expect_error([&] { norm.rmsnorm_forward(x, buf.view({d + 1}), P, 1e-6f, y, inv); },
                "rmsnorm_forward: w has shape [17], expected [16]");
-  expect_error([&] { norm.rmsnorm_forward(x, w, P, 1e-6f, buf.view({n, d - 1}), inv); }, "rmsnorm_forward: y");
-  expect_error([&] { norm.rmsnorm_forward(x, w, P, 1e-6f, y, buf.view({n + 1})); }, "rmsnorm_forward: inv");
-  expect_error([&] { norm.rmsnorm_forward(buf.view({n * d}), w, P, 1e-6f, y, inv); }, "rmsnorm_forward: x has rank 1");
-  expect_error([&] { norm.rmsnorm_forward(buf.view({0, d}), w, P, 1e-6f, buf.view({0, d}), buf.view({0})); },
+  test::expect_error([&] { norm.rmsnorm_forward(x, w, P, 1e-6f, buf.view({n, d - 1}), inv); }, "rmsnorm_forward: y");
+  test::expect_error([&] { norm.rmsnorm_forward(x, w, P, 1e-6f, y, buf.view({n + 1})); }, "rmsnorm_forward: inv");
+  test::expect_error([&] { norm.rmsnorm_forward(buf.view({n * d}), w, P, 1e-6f, y, inv); }, "rmsnorm_forward: x has rank 1");
+  test::expect_error([&] { norm.rmsnorm_forward(buf.view({0, d}), w, P, 1e-6f, buf.view({0, d}), buf.view({0})); },
                "rmsnorm_forward: x is empty");
   for (float eps : {0.0f, -1e-6f})
-    expect_error([&] { norm.rmsnorm_forward(x, w, P, eps, y, inv); }, "rmsnorm_forward: eps must be positive");
+    test::expect_error([&] { norm.rmsnorm_forward(x, w, P, eps, y, inv); }, "rmsnorm_forward: eps must be positive");
   for (float eps : {nan, inf})
-    expect_error([&] { norm.rmsnorm_forward(x, w, P, eps, y, inv); }, "rmsnorm_forward: eps must be finite");
-  expect_error([&] { norm.rmsnorm_forward(x, w, static_cast<GainStyle>(7), 1e-6f, y, inv); },
+    test::expect_error([&] { norm.rmsnorm_forward(x, w, P, eps, y, inv); }, "rmsnorm_forward: eps must be finite");
+  test::expect_error([&] { norm.rmsnorm_forward(x, w, static_cast<GainStyle>(7), 1e-6f, y, inv); },
                "rmsnorm_forward: unknown gain style");
   // A column slice is not a dense row block.
-  expect_error([&] { norm.rmsnorm_forward(View<float>::strided(buf.data(), n, d, d + 3), w, P, 1e-6f, y, inv); },
+  test::expect_error([&] { norm.rmsnorm_forward(View<float>::strided(buf.data(), n, d, d + 3), w, P, 1e-6f, y, inv); },
                "rmsnorm_forward: x must be contiguous");
 
   auto dx = buf.view({n, d}), dy = buf.view({n, d});
-  expect_error([&] { norm.rmsnorm_backward(x, w, inv, buf.view({n, d + 1}), P, dx); },
+  test::expect_error([&] { norm.rmsnorm_backward(x, w, inv, buf.view({n, d + 1}), P, dx); },
                "rmsnorm_backward: dy has shape [4, 17], expected [4, 16]");
-  expect_error([&] { norm.rmsnorm_backward(x, w, buf.view({n - 1}), dy, P, dx); }, "rmsnorm_backward: inv");
-  expect_error([&] { norm.rmsnorm_backward(x, w, inv, dy, P, buf.view({d, n})); }, "rmsnorm_backward: dx");
-  expect_error([&] { norm.rmsnorm_backward(x, buf.view({1, d}), inv, dy, P, dx); }, "rmsnorm_backward: w");
+  test::expect_error([&] { norm.rmsnorm_backward(x, w, buf.view({n - 1}), dy, P, dx); }, "rmsnorm_backward: inv");
+  test::expect_error([&] { norm.rmsnorm_backward(x, w, inv, dy, P, buf.view({d, n})); }, "rmsnorm_backward: dx");
+  test::expect_error([&] { norm.rmsnorm_backward(x, buf.view({1, d}), inv, dy, P, dx); }, "rmsnorm_backward: w");
 
-  expect_error([&] { norm.rmsnorm_gain_grad(x, inv, dy, buf.view({d - 1})); },
+  test::expect_error([&] { norm.rmsnorm_gain_grad(x, inv, dy, buf.view({d - 1})); },
                "rmsnorm_gain_grad: dw has shape [15], expected [16]");
-  expect_error([&] { norm.rmsnorm_gain_grad(x, inv, buf.view({n + 1, d}), w); }, "rmsnorm_gain_grad: dy");
-  expect_error([&] { norm.rmsnorm_gain_grad(x, buf.view({n, 1}), dy, w); }, "rmsnorm_gain_grad: inv");
-  expect_error([&] { norm.rmsnorm_gain_grad(buf.view({0, d}), buf.view({0}), buf.view({0, d}), w); },
+  test::expect_error([&] { norm.rmsnorm_gain_grad(x, inv, buf.view({n + 1, d}), w); }, "rmsnorm_gain_grad: dy");
+  test::expect_error([&] { norm.rmsnorm_gain_grad(x, buf.view({n, 1}), dy, w); }, "rmsnorm_gain_grad: inv");
+  test::expect_error([&] { norm.rmsnorm_gain_grad(buf.view({0, d}), buf.view({0}), buf.view({0, d}), w); },
                "rmsnorm_gain_grad: x is empty");
 }
 

@@ -9,6 +9,7 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/gradcheck.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -136,31 +137,21 @@ TEST(Reduce, ColSumProdGradient) {
   test::grad_check("col_sum_prod d/da", a, da, loss);
 }
 
-template <class F>
-void expect_error(const F& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Reduce, BadInputIsAnError) {
   auto& ops = test::cpu_backend().reduce();
   Buffer<float> a(host_memory(), 4096), b(host_memory(), 4096), out(host_memory(), 4096);
-  expect_error([&] { ops.col_sum_prod(a.view({70, 32}), b.view({70, 31}), out.view({32})); },
+  test::expect_error([&] { ops.col_sum_prod(a.view({70, 32}), b.view({70, 31}), out.view({32})); },
                "col_sum_prod: b has shape [70, 31], expected [70, 32]");
-  expect_error([&] { ops.col_sum_prod(a.view({70, 32}), b.view({70, 32}), out.view({70})); },
+  test::expect_error([&] { ops.col_sum_prod(a.view({70, 32}), b.view({70, 32}), out.view({70})); },
                "col_sum_prod: out has shape [70], expected [32]");
-  expect_error([&] { ops.col_sum_prod(a.view({0, 32}), b.view({0, 32}), out.view({32})); }, "col_sum_prod: a is empty");
-  expect_error([&] { ops.scale_cols(a.view({70, 32}), b.view({33}), out.view({70, 32}), false); },
+  test::expect_error([&] { ops.col_sum_prod(a.view({0, 32}), b.view({0, 32}), out.view({32})); }, "col_sum_prod: a is empty");
+  test::expect_error([&] { ops.scale_cols(a.view({70, 32}), b.view({33}), out.view({70, 32}), false); },
                "scale_cols: col has shape [33], expected [32]");
-  expect_error([&] { ops.scale_cols(a.view({70, 32}), b.view({32}), out.view({32, 70}), true); },
+  test::expect_error([&] { ops.scale_cols(a.view({70, 32}), b.view({32}), out.view({32, 70}), true); },
                "scale_cols: out has shape [32, 70], expected [70, 32]");
-  expect_error([&] { ops.scale_cols(a.view({70}), b.view({70}), out.view({70}), true); }, "scale_cols: a has rank 1");
-  expect_error([&] { ops.sum_squares(a.view({0})); }, "sum_squares: a would be empty");
-  expect_error([&] { ops.sum_squares(View<float>::strided(a.data(), 10, 10, 20)); }, "sum_squares: a must be contiguous");
+  test::expect_error([&] { ops.scale_cols(a.view({70}), b.view({70}), out.view({70}), true); }, "scale_cols: a has rank 1");
+  test::expect_error([&] { ops.sum_squares(a.view({0})); }, "sum_squares: a would be empty");
+  test::expect_error([&] { ops.sum_squares(View<float>::strided(a.data(), 10, 10, 20)); }, "sum_squares: a must be contiguous");
 }
 
 }  // namespace

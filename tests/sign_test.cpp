@@ -13,6 +13,7 @@
 
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
@@ -382,16 +383,6 @@ TEST(Sign, DeferredModeEqualsSummedGradients) {
 
 // ---- bad input --------------------------------------------------------------
 
-template <class F>
-void expect_error(F&& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(Sign, BadOptionsAndShapesAreErrors) {
   auto& ops = test::cpu_backend().sign();
   const index_t rows = 4, r = 32;
@@ -407,45 +398,45 @@ TEST(Sign, BadOptionsAndShapesAreErrors) {
     change(o);
     return o;
   };
-  expect_error([&] { step(with([](SignOptions& o) { o.lr = NAN; })); }, "sign_step: lr must be finite");
-  expect_error([&] { step(with([](SignOptions& o) { o.lr = INFINITY; })); }, "sign_step: lr must be finite");
-  expect_error([&] { step(with([](SignOptions& o) { o.eps = 0; })); }, "sign_step: eps must be > 0");
-  expect_error([&] { step(with([](SignOptions& o) { o.beta1 = 1; })); }, "sign_step: beta1 must be in [0, 1)");
-  expect_error([&] { step(with([](SignOptions& o) { o.beta2 = -0.1f; })); }, "sign_step: beta2 must be in [0, 1)");
-  expect_error([&] { step(with([](SignOptions& o) { o.beta2 = NAN; })); }, "sign_step: beta2 must be in [0, 1)");
-  expect_error([&] { step(with([](SignOptions& o) { o.clamp = 0; })); }, "sign_step: clamp must be > 0");
-  expect_error([&] { step(with([](SignOptions& o) { o.hysteresis = -0.01f; })); }, "sign_step: hysteresis must be ≥ 0");
-  expect_error([&] { step(with([](SignOptions& o) { o.hysteresis = INFINITY; })); }, "sign_step: hysteresis must be finite");
-  expect_error([&] { step(with([](SignOptions& o) { o.optimizer = static_cast<SignOptimizer>(7); })); }, "sign_step: unknown optimizer 7");
-  expect_error([&] { ops.sign_step(mat.view(), grad.view({rows, r}), good, 0); }, "sign_step: step must be in [1, 2^40), got 0");
-  expect_error([&] { ops.sign_init(mat.view(), good, NAN); }, "sign_init: tau must be finite");
-  expect_error([&] { ops.sign_init(mat.view(), good, -1.0f); }, "sign_init: tau must be ≥ 0");
-  expect_error([&] { ops.sign_step(mat.view(kSignMatrixIds), grad.view({rows, r}), good, 1); }, "sign_step: matrix id 16777216 must be < 16777216");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.lr = NAN; })); }, "sign_step: lr must be finite");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.lr = INFINITY; })); }, "sign_step: lr must be finite");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.eps = 0; })); }, "sign_step: eps must be > 0");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.beta1 = 1; })); }, "sign_step: beta1 must be in [0, 1)");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.beta2 = -0.1f; })); }, "sign_step: beta2 must be in [0, 1)");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.beta2 = NAN; })); }, "sign_step: beta2 must be in [0, 1)");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.clamp = 0; })); }, "sign_step: clamp must be > 0");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.hysteresis = -0.01f; })); }, "sign_step: hysteresis must be ≥ 0");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.hysteresis = INFINITY; })); }, "sign_step: hysteresis must be finite");
+  test::expect_error([&] { step(with([](SignOptions& o) { o.optimizer = static_cast<SignOptimizer>(7); })); }, "sign_step: unknown optimizer 7");
+  test::expect_error([&] { ops.sign_step(mat.view(), grad.view({rows, r}), good, 0); }, "sign_step: step must be in [1, 2^40), got 0");
+  test::expect_error([&] { ops.sign_init(mat.view(), good, NAN); }, "sign_init: tau must be finite");
+  test::expect_error([&] { ops.sign_init(mat.view(), good, -1.0f); }, "sign_init: tau must be ≥ 0");
+  test::expect_error([&] { ops.sign_step(mat.view(kSignMatrixIds), grad.view({rows, r}), good, 1); }, "sign_step: matrix id 16777216 must be < 16777216");
   // shapes: gradient, bitmap words, missing state for the optimizer
-  expect_error([&] { ops.sign_step(mat.view(), grad.view({rows, r - 1}), good, 1); }, "sign_step: grad has shape [4, 31], expected [4, 32]");
+  test::expect_error([&] { ops.sign_step(mat.view(), grad.view({rows, r - 1}), good, 1); }, "sign_step: grad has shape [4, 31], expected [4, 32]");
   {
     SignMatrix<float> m = mat.view();
     Buffer<std::uint32_t> wide(host_memory(), static_cast<std::size_t>(rows * 2));
     m.bits = wide.view({rows, 2});
-    expect_error([&] { ops.sign_step(m, grad.view({rows, r}), good, 1); }, "sign_step: bits has shape [4, 2], expected [4, 1]");
+    test::expect_error([&] { ops.sign_step(m, grad.view({rows, r}), good, 1); }, "sign_step: bits has shape [4, 2], expected [4, 1]");
   }
   {
     SignMatrix<float> m = mat.view();
     m.second_col = View<float>();
-    expect_error([&] { ops.sign_step(m, grad.view({rows, r}), good, 1); }, "sign_step: second_col has shape [], expected [32]");
+    test::expect_error([&] { ops.sign_step(m, grad.view({rows, r}), good, 1); }, "sign_step: second_col has shape [], expected [32]");
     m.second = View<float>();  // factored Adam does not need v ...
     m.second_col = mat.second_col.view({r});
     step(good);
     // ... but plain Adam does
-    expect_error([&] { ops.sign_step(m, grad.view({rows, r}), options(SignOptimizer::adam, 0.01f), 1); }, "sign_step: second has shape [], expected [4, 32]");
+    test::expect_error([&] { ops.sign_step(m, grad.view({rows, r}), options(SignOptimizer::adam, 0.01f), 1); }, "sign_step: second has shape [], expected [4, 32]");
     m.moment = View<float>();  // SGD needs no state at all
     m.second_row = View<float>();
     m.second_col = View<float>();
     ops.sign_step(m, grad.view({rows, r}), options(SignOptimizer::sgd, 0.01f), 1);
   }
   auto kept = tensor<float>(host_memory(), std::vector<double>(static_cast<std::size_t>(rows * r), 0.0));
-  expect_error([&] { ops.sign_defer(grad.view({rows, r}), kept.view({rows * r})); }, "sign_defer: kept has shape [128], expected [4, 32]");
-  expect_error([&] { ops.sign_apply_deferred(mat.view(), kept.view({rows, r}), with([](SignOptions& o) { o.eps = -1; }), 1); },
+  test::expect_error([&] { ops.sign_defer(grad.view({rows, r}), kept.view({rows * r})); }, "sign_defer: kept has shape [128], expected [4, 32]");
+  test::expect_error([&] { ops.sign_apply_deferred(mat.view(), kept.view({rows, r}), with([](SignOptions& o) { o.eps = -1; }), 1); },
                "sign_apply_deferred: eps must be > 0");
 }
 
