@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
 // The hot loops (block_matmul and the softmax tiles) are compiled for
@@ -45,7 +46,6 @@ namespace {
 constexpr index_t kBlock = 64;     // queries or keys per block
 constexpr index_t kTileRows = 4;   // register tile of block_matmul: rows ...
 constexpr index_t kTileCols = 32;  // ... × columns (contiguous, vectorised)
-constexpr int kLanes = 8;
 
 // c[m][n] = (accumulate ? c : 0) + a·b with a[i][p] at a[i·a_row + p·a_col],
 // c[i][j] at c[i·ldc + j], and b[p][j] in strips of kTileCols columns:
@@ -105,18 +105,6 @@ inline float exp_f32(float x) {
   p = p * r + 1.0f;
   const float two_k = std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
   return x > -87.5f ? p * two_k : (x != x ? x : 0.0f);
-}
-
-// Σ a_c·b_c over 8 interleaved partial sums.
-float dot_lanes(const float* a, const float* b, index_t len) {
-  float part[kLanes] = {};
-  index_t c = 0;
-  for (; c + kLanes <= len; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += a[c + l] * b[c + l];
-  for (; c < len; ++c) part[c % kLanes] += a[c] * b[c];
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += part[l];
-  return sum;
 }
 
 // dst[c][r] = src[r·lds + c] for r < rows, c < cols (dst row stride kBlock).

@@ -35,6 +35,21 @@ void stage_rounded(const float* src, index_t lds, const float* col, float scale,
 // The staging value of one element, identical on every backend.
 inline float staged_value(float src, float col, float scale) { return round_f16((src * col) * scale); }
 
+// Σ a_c·b_c over 8 interleaved partial sums: vectorisable, and a shorter
+// rounding chain than one running sum (the per-head reductions of the
+// attention and q/k-norm kernels).
+inline float dot_lanes(const float* a, const float* b, index_t len) {
+  constexpr int lanes = 8;
+  float part[lanes] = {};
+  index_t c = 0;
+  for (; c + lanes <= len; c += lanes)
+    for (int l = 0; l < lanes; ++l) part[l] += a[c + l] * b[c + l];
+  for (; c < len; ++c) part[c % lanes] += a[c] * b[c];
+  float sum = 0;
+  for (int l = 0; l < lanes; ++l) sum += part[l];
+  return sum;
+}
+
 // ±1 plane [rows][r] and/or its transpose [r][rows] from a sign bitmap
 // [rows][ceil(r/32)]; either output may be null. Out is float or f16.
 template <class Out>

@@ -8,26 +8,13 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
 namespace bitrank::cpu {
 namespace {
 
-constexpr int kLanes = 8;            // interleaved partial sums of a reduction over head_dim
 constexpr index_t kGainBlocks = 64;  // row blocks of the gain-gradient partials
-
-// Σ a_c·b_c over 8 interleaved partial sums (vectorisable, and a shorter
-// rounding chain than one running sum).
-inline float dot_lanes(const float* a, const float* b, index_t len) {
-  float part[kLanes] = {};
-  index_t c = 0;
-  for (; c + kLanes <= len; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += a[c + l] * b[c + l];
-  for (; c < len; ++c) part[c % kLanes] += a[c] * b[c];
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += part[l];
-  return sum;
-}
 
 class CpuRopeOps final : public RopeOps<float> {
  public:
