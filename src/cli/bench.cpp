@@ -49,10 +49,26 @@ std::string human_rate(double per_s, const char* unit) {
 }  // namespace
 
 int run_bench(const BenchOptions& opt) {
-  if (opt.device != "cpu") fail("bench: device '{}' is not available in this build (cpu only)", opt.device);
   if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
-  auto be = make_cpu_backend();
-  std::vector<BenchCase> cases = cpu_bench_cases(*be);
+  std::unique_ptr<Backend<float>> be;
+  std::vector<BenchCase> cases;
+  std::string device_line;
+  if (opt.device == "cpu") {
+    be = make_cpu_backend();
+    cases = cpu_bench_cases(*be);
+    device_line = fmt::format("cpu, {} threads", std::thread::hardware_concurrency());
+  } else if (opt.device == "cuda") {
+#ifdef BITRANK_HAS_CUDA
+    if (cuda_device_count() == 0) fail("bench: no CUDA device is visible");
+    be = make_cuda_backend(0);
+    cases = cuda_bench_cases(*be);
+    device_line = "cuda device 0";
+#else
+    fail("bench: this build has no CUDA backend (nvcc was not found when it was configured)");
+#endif
+  } else {
+    fail("bench: unknown device '{}' (cpu or cuda)", opt.device);
+  }
 
   // Keep the filtered cases and every anchor they name.
   std::map<std::string, const BenchCase*> by_name;
@@ -78,13 +94,17 @@ int run_bench(const BenchOptions& opt) {
   argc = 2;
   benchmark::Initialize(&argc, argv);
   for (const BenchCase* c : selected) {
-    benchmark::RegisterBenchmark(c->name.c_str(), [c](benchmark::State& st) {
-      c->body();  // warm-up: first-touch allocations and caches
-      for (auto _ : st) c->body();
+    Backend<float>* bp = be.get();
+    benchmark::RegisterBenchmark(c->name.c_str(), [c, bp](benchmark::State& st) {
+      c->body();  // warm-up: first-touch allocations, caches, GEMM plans
+      bp->synchronize();
+      for (auto _ : st) {
+        c->body();
+        bp->synchronize();  // device work is timed to completion
+      }
     })->UseRealTime()->Unit(benchmark::kMillisecond);
   }
-  fmt::print("bitrank bench: device {}, {} threads, {} cases (min time {:.2f} s each)\n", opt.device,
-             std::thread::hardware_concurrency(), selected.size(), opt.min_time_s);
+  fmt::print("bitrank bench: {}, {} cases (min time {:.2f} s each)\n", device_line, selected.size(), opt.min_time_s);
   CollectingReporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);
   benchmark::ClearRegisteredBenchmarks();

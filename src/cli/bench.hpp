@@ -30,8 +30,10 @@ struct BenchOptions {
   double min_time_s = 0.3;
 };
 
-// The CPU cases (src/cli/bench_cpu.cpp).
+// The CPU cases (src/cli/bench_cpu.cpp) and the CUDA cases (bench_cuda.cpp,
+// in builds with CUDA).
 std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
+std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
 
 // Runs the cases through Google Benchmark and prints the table; returns 0.
 int run_bench(const BenchOptions& opt);

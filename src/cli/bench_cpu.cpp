@@ -58,7 +58,7 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
   const index_t T = 512, d = 576, r = 256, ffn = 1536;
 
   add_blr_anchors(cases, d, d, r, T, 2);
-  for (auto& c : blr_cases(be, d, d, r, T, 2, "sgemm, BLR fwd+bwd shapes", "sgemm, BLR sign-grad shapes"))
+  for (auto& c : blr_cases(be, d, d, r, T, 2, {"sgemm, BLR fwd+bwd shapes", "sgemm, BLR sign-grad shapes", ""}))
     cases.push_back(std::move(c));
 
   cases.push_back(sgemm_case("sgemm 512x576x576", T, d, d));
@@ -120,6 +120,8 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
                        b->adam().adam_update(w->view({n}), gr->view({n}), m1->view({n}), v1->view({n}), {}, opt);
                      }});
   }
+  if (be.attention_ops) cases.push_back(attention_case(be, 1, T, 9, 3, 64));  // SmolLM2-135M's attention
+  if (be.gdn_ops) cases.push_back(gdn_case(be, 1, 256, 4, 12, 128));         // a quarter of Qwen3.5-27B's GDN heads
   return cases;
 }
 

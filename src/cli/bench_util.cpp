@@ -5,7 +5,7 @@
 namespace bitrank::cli {
 
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
-                                 const std::string& fwd_bwd_anchor, const std::string& sign_anchor) {
+                                 const BlrAnchors& anchors) {
   if (!be.blr_ops) return {};
   Memory& mem = *be.memory;
   struct State {
@@ -45,18 +45,89 @@ std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index
   auto layer = [st, m, n, r] { return BlrLayer<float>{m, n, r, st->paths}; };
   auto saved = [st, P, T, m, r] { return BlrSaved<float>{st->a->view({P, T, r}), st->c->view({P, T, m})}; };
   const std::string shape = fmt::format("m={} n={} r={} T={} P={}", m, n, r, T, P);
+  auto forward_backward = [=] {
+    bp->blr().blr_forward(layer(), st->x->view({T, n}), st->y->view({T, m}), saved());
+    bp->blr().blr_backward(layer(), st->x->view({T, n}), st->dy->view({T, m}), saved(), st->dx->view({T, n}), 1024.0f,
+                           st->b->view({P, T, r}));
+  };
+  auto sign_grads = [=] {
+    bp->blr().blr_sign_grad(layer(), st->x->view({T, n}), st->dy->view({T, m}), st->a->view({P, T, r}),
+                            st->b->view({P, T, r}), 1024.0f, st->gu->view({P, m, r}), st->gv->view({P, n, r}));
+  };
+  const double fb = blr_fwd_bwd_flops(m, n, r, T, P), sg = blr_sign_flops(m, n, r, T, P);
   std::vector<BenchCase> cases;
-  cases.push_back({"blr fwd+bwd", shape, blr_fwd_bwd_flops(m, n, r, T, P), 0, fwd_bwd_anchor, [=] {
-                     bp->blr().blr_forward(layer(), st->x->view({T, n}), st->y->view({T, m}), saved());
-                     bp->blr().blr_backward(layer(), st->x->view({T, n}), st->dy->view({T, m}), saved(),
-                                            st->dx->view({T, n}), 1024.0f, st->b->view({P, T, r}));
-                   }});
-  cases.push_back({"blr sign grads", shape, blr_sign_flops(m, n, r, T, P), 0, sign_anchor, [=] {
-                     bp->blr().blr_sign_grad(layer(), st->x->view({T, n}), st->dy->view({T, m}),
-                                             st->a->view({P, T, r}), st->b->view({P, T, r}), 1024.0f,
-                                             st->gu->view({P, m, r}), st->gv->view({P, n, r}));
+  cases.push_back({"blr fwd+bwd", shape, fb, 0, anchors.fwd_bwd, forward_backward});
+  cases.push_back({"blr sign grads", shape, sg, 0, anchors.sign, sign_grads});
+  cases.push_back({"blr fwd+bwd+sign", shape, fb + sg, 0, anchors.all, [=] {
+                     forward_backward();
+                     sign_grads();
                    }});
   return cases;
+}
+
+BenchCase attention_case(Backend<float>& be, index_t windows, index_t T, index_t heads, index_t kv_heads, index_t hd) {
+  Memory& mem = *be.memory;
+  const index_t n = windows * T;
+  const auto sz = [](index_t v) { return static_cast<std::size_t>(v); };
+  auto q = random_buffer<float>(mem, sz(n * heads * hd), 200, 1.0f);
+  auto k = random_buffer<float>(mem, sz(n * kv_heads * hd), 201, 1.0f);
+  auto v = random_buffer<float>(mem, sz(n * kv_heads * hd), 202, 1.0f);
+  auto dout = random_buffer<float>(mem, sz(n * heads * hd), 203, 1.0f);
+  auto out = filled_buffer<float>(mem, sz(n * heads * hd), 0.0f);
+  auto dq = filled_buffer<float>(mem, sz(n * heads * hd), 0.0f);
+  auto dk = filled_buffer<float>(mem, sz(n * kv_heads * hd), 0.0f);
+  auto dv = filled_buffer<float>(mem, sz(n * kv_heads * hd), 0.0f);
+  auto lse = filled_buffer<float>(mem, sz(n * heads), 0.0f);
+  auto delta = filled_buffer<float>(mem, sz(n * heads), 0.0f);
+  const AttentionGeometry geo{T, heads, kv_heads, hd};
+  const double fwd = 2.0 * windows * heads * static_cast<double>(T) * T * hd;  // causal half of 4·T²·hd
+  Backend<float>* b = &be;
+  return {"attention fwd+bwd", fmt::format("{}x{} h={}/{} hd={}", windows, T, heads, kv_heads, hd), 3.5 * fwd, 0, "",
+          [=] {
+            const Shape qs{n, heads * hd}, ks{n, kv_heads * hd}, ls{n, heads};
+            b->attention().attention_forward(q->view(qs), k->view(ks), v->view(ks), geo, out->view(qs), lse->view(ls));
+            b->attention().attention_backward(q->view(qs), k->view(ks), v->view(ks), out->view(qs), lse->view(ls),
+                                              dout->view(qs), geo, delta->view(ls), dq->view(qs), dk->view(ks),
+                                              dv->view(ks));
+          }};
+}
+
+BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d) {
+  Memory& mem = *be.memory;
+  GdnConfig cfg;
+  cfg.k_heads = k_heads;
+  cfg.v_heads = v_heads;
+  cfg.head_dim = d;
+  cfg.window = T;
+  const index_t n = windows * T, C = cfg.channels(), V = cfg.value_width();
+  const auto sz = [](index_t v) { return static_cast<std::size_t>(v); };
+  auto conv = random_buffer<float>(mem, sz(C * cfg.conv_kernel), 210, 0.5f);
+  auto a_log = random_buffer<float>(mem, sz(v_heads), 211, 0.5f);
+  auto dt_bias = random_buffer<float>(mem, sz(v_heads), 212, 0.5f);
+  auto gain = random_buffer<float>(mem, sz(d), 213, 1.0f);
+  auto qkv = random_buffer<float>(mem, sz(n * C), 214, 1.0f);
+  auto z = random_buffer<float>(mem, sz(n * V), 215, 1.0f);
+  auto a = random_buffer<float>(mem, sz(n * v_heads), 216, 1.0f);
+  auto bb = random_buffer<float>(mem, sz(n * v_heads), 217, 1.0f);
+  auto dout = random_buffer<float>(mem, sz(n * V), 218, 1.0f);
+  auto out = filled_buffer<float>(mem, sz(n * V), 0.0f);
+  auto tape = filled_buffer<float>(mem, sz(gdn_tape_size(cfg, n)), 0.0f);
+  auto dqkv = filled_buffer<float>(mem, sz(n * C), 0.0f);
+  auto dz = filled_buffer<float>(mem, sz(n * V), 0.0f);
+  auto da = filled_buffer<float>(mem, sz(n * v_heads), 0.0f);
+  auto db = filled_buffer<float>(mem, sz(n * v_heads), 0.0f);
+  Backend<float>* b = &be;
+  const double flops = 28.0 * static_cast<double>(d) * d * n * v_heads;
+  return {"gdn fwd+bwd", fmt::format("{}x{} hk={} hv={} d={}", windows, T, k_heads, v_heads, d), flops, 0, "", [=] {
+            const GdnParams<float> prm{conv->view({C, cfg.conv_kernel}), a_log->view({v_heads}),
+                                       dt_bias->view({v_heads}), gain->view({d})};
+            const index_t tsize = static_cast<index_t>(tape->size());
+            b->gdn().gdn_forward(cfg, prm, qkv->view({n, C}), z->view({n, V}), a->view({n, v_heads}),
+                                 bb->view({n, v_heads}), out->view({n, V}), tape->view({tsize}));
+            b->gdn().gdn_backward(cfg, prm, qkv->view({n, C}), z->view({n, V}), tape->view({tsize}),
+                                  dout->view({n, V}), dqkv->view({n, C}), dz->view({n, V}), da->view({n, v_heads}),
+                                  db->view({n, v_heads}));
+          }};
 }
 
 }  // namespace bitrank::cli

@@ -50,9 +50,22 @@ inline double blr_sign_flops(index_t m, index_t n, index_t r, index_t T, index_t
   return static_cast<double>(P) * 2.0 * T * r * (m + n);
 }
 
-// "blr fwd+bwd" and "blr sign grads" on `be` at the given shape, each naming
-// the anchor case that does its GEMMs alone.
+// Names of the anchor cases that run a BLR layer's GEMMs alone ("" = none).
+struct BlrAnchors {
+  std::string fwd_bwd, sign, all;
+};
+
+// "blr fwd+bwd", "blr sign grads" and "blr fwd+bwd+sign" on `be` at the
+// given shape, each naming its anchor.
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
-                                 const std::string& fwd_bwd_anchor, const std::string& sign_anchor);
+                                 const BlrAnchors& anchors);
+
+// Attention forward + backward over `windows` windows of T tokens (FLOPs
+// counted as the causal half of 4·T²·hd per head forward, 2.5× that backward).
+BenchCase attention_case(Backend<float>& be, index_t windows, index_t T, index_t heads, index_t kv_heads, index_t hd);
+
+// Gated DeltaNet forward (with tape) + backward; FLOPs counted as 28·d² per
+// token and v-head (forward ≈ 7·d², replay + backward ≈ 3× that).
+BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d);
 
 }  // namespace bitrank::cli
