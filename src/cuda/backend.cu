@@ -15,6 +15,11 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->memory = &ctx->memory;
   b->gemm_ops = cuda::make_gemm_ops(*ctx);
   b->bitmap_ops = cuda::make_bitmap_ops(*ctx);
+  b->reduce_ops = cuda::make_reduce_ops(*ctx);
+  b->dense_ops = cuda::make_dense_ops(*ctx);
+  b->adam_ops = cuda::make_adam_ops(*ctx);
+  b->norm_ops = cuda::make_norm_ops(*ctx);
+  b->act_ops = cuda::make_act_ops(*ctx);
   return b;
 }
 

@@ -10,5 +10,10 @@ namespace bitrank::cuda {
 
 std::unique_ptr<GemmOps<float>> make_gemm_ops(Context& ctx);
 std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx);
+std::unique_ptr<ReduceOps<float>> make_reduce_ops(Context& ctx);
+std::unique_ptr<DenseOps<float>> make_dense_ops(Context& ctx);
+std::unique_ptr<AdamOps<float>> make_adam_ops(Context& ctx);
+std::unique_ptr<NormOps<float>> make_norm_ops(Context& ctx);
+std::unique_ptr<ActOps<float>> make_act_ops(Context& ctx);
 
 }  // namespace bitrank::cuda

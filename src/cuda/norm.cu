@@ -1,0 +1,172 @@
+// CUDA RMSNorm (contract: include/bitrank/ops/norm.hpp).
+//
+// forward / backward: one 256-thread block per row. The row sum (Σx², or
+// Σ dy·g·x) is taken in f64 — each thread over a strided share of the row,
+// then warp shuffles and the warp totals in a fixed order — and the scalars
+// inv and coef are formed in f64 with the CPU's formulas and rounded once.
+// The elementwise parts are the CPU's f32 expressions with explicitly
+// rounded products (no FMA contraction), so given the same row sum they
+// match the CPU bit for bit; 1 + w is formed in f32 first, so zero_centred
+// with w is exactly plain with 1 + w.
+// gain grad: a column reduction. Blocks of 32 columns × 8 row lanes each sum
+// dy·x·inv in f64 over a fixed chunk of rows into one partial per (chunk,
+// column); a second pass adds the chunks in order and accumulates
+// dw[j] = f32(dw[j] + Σ). The chunking depends only on the shape, so the
+// result does not depend on scheduling.
+#include <algorithm>
+
+#include "cuda/ops.hpp"
+
+namespace bitrank::cuda {
+namespace {
+
+constexpr unsigned kRowThreads = 256;
+constexpr int kColTile = 32;
+constexpr int kRowLanes = 8;
+constexpr index_t kChunkRows = 128;
+constexpr index_t kMaxChunks = 4096;
+
+__device__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32) in a fixed order; every
+// thread gets the total.
+__device__ double block_sum(double v) {
+  __shared__ double warp_totals[32];
+  __shared__ double total;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) warp_totals[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < warps ? warp_totals[lane] : 0.0;
+    t = warp_sum(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  return total;
+}
+
+template <bool kOnePlus>
+__device__ float gain_of(float w) {
+  if constexpr (kOnePlus) return __fadd_rn(1.0f, w);
+  return w;
+}
+
+template <bool kOnePlus>
+__global__ void rmsnorm_forward_kernel(const float* __restrict__ x, const float* __restrict__ w, index_t d, float eps,
+                                       float* __restrict__ y, float* __restrict__ inv) {
+  const index_t r = blockIdx.x;
+  const float* xr = x + r * d;
+  float* yr = y + r * d;
+  double ss = 0.0;
+  for (index_t j = threadIdx.x; j < d; j += blockDim.x) ss += static_cast<double>(xr[j]) * xr[j];
+  ss = block_sum(ss);
+  const float iv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(d) + static_cast<double>(eps)));
+  for (index_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = __fmul_rn(__fmul_rn(xr[j], iv), gain_of<kOnePlus>(w[j]));
+  if (threadIdx.x == 0) inv[r] = iv;
+}
+
+template <bool kOnePlus>
+__global__ void rmsnorm_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                        const float* __restrict__ inv, const float* __restrict__ dy, index_t d,
+                                        float* __restrict__ dx) {
+  const index_t r = blockIdx.x;
+  const float* xr = x + r * d;
+  const float* dyr = dy + r * d;
+  float* dxr = dx + r * d;
+  double s = 0.0;
+  for (index_t j = threadIdx.x; j < d; j += blockDim.x)
+    s += static_cast<double>(dyr[j]) * static_cast<double>(gain_of<kOnePlus>(w[j])) * static_cast<double>(xr[j]);
+  s = block_sum(s);
+  const float ivf = inv[r];
+  const double iv = ivf;
+  const float coef = static_cast<float>(s / static_cast<double>(d) * iv * iv * iv);
+  for (index_t j = threadIdx.x; j < d; j += blockDim.x)
+    dxr[j] = __fsub_rn(__fmul_rn(__fmul_rn(ivf, gain_of<kOnePlus>(w[j])), dyr[j]), __fmul_rn(xr[j], coef));
+}
+
+// partial[chunk][j] = Σ_{r in chunk} dy[r][j]·x[r][j]·inv[r] (f64). Block
+// (32, 8); grid (column tiles, chunks).
+__global__ void gain_grad_partial_kernel(const float* __restrict__ x, const float* __restrict__ inv,
+                                         const float* __restrict__ dy, index_t n, index_t d, index_t chunk_rows,
+                                         double* __restrict__ partial) {
+  __shared__ double lanes[kRowLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
+  const index_t chunk = blockIdx.y;
+  const index_t r0 = chunk * chunk_rows, r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
+  double sum = 0.0;
+  if (j < d)
+    for (index_t r = r0 + ty; r < r1; r += kRowLanes)
+      sum += static_cast<double>(dy[r * d + j]) * static_cast<double>(x[r * d + j]) * static_cast<double>(inv[r]);
+  lanes[ty][tx] = sum;
+  __syncthreads();
+  if (ty == 0 && j < d) {
+    double s = 0.0;
+    for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx];
+    partial[chunk * d + j] = s;
+  }
+}
+
+// dw[j] = f32(dw[j] + Σ_chunk partial[chunk][j]), chunks in order.
+__global__ void gain_grad_finish_kernel(const double* __restrict__ partial, index_t chunks, index_t d,
+                                        float* __restrict__ dw) {
+  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  double s = 0.0;
+  for (index_t c = 0; c < chunks; ++c) s += partial[c * d + j];
+  dw[j] = static_cast<float>(static_cast<double>(dw[j]) + s);
+}
+
+class CudaNormOps final : public NormOps<float> {
+ public:
+  explicit CudaNormOps(Context& ctx) : ctx_(ctx) {}
+
+ protected:
+  void rmsnorm_forward_impl(CView<float> x, CView<float> w, GainStyle gain, float eps, View<float> y,
+                            View<float> inv) override {
+    const index_t n = x.dim(0), d = x.dim(1);
+    if (n == 0 || d == 0) return;
+    const auto kernel = gain == GainStyle::zero_centred ? rmsnorm_forward_kernel<true> : rmsnorm_forward_kernel<false>;
+    kernel<<<static_cast<unsigned>(n), kRowThreads, 0, ctx_.stream.get()>>>(x.data, w.data, d, eps, y.data, inv.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+  void rmsnorm_backward_impl(CView<float> x, CView<float> w, CView<float> inv, CView<float> dy, GainStyle gain,
+                             View<float> dx) override {
+    const index_t n = x.dim(0), d = x.dim(1);
+    if (n == 0 || d == 0) return;
+    const auto kernel =
+        gain == GainStyle::zero_centred ? rmsnorm_backward_kernel<true> : rmsnorm_backward_kernel<false>;
+    kernel<<<static_cast<unsigned>(n), kRowThreads, 0, ctx_.stream.get()>>>(x.data, w.data, inv.data, dy.data, d,
+                                                                            dx.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+  void rmsnorm_gain_grad_impl(CView<float> x, CView<float> inv, CView<float> dy, View<float> dw) override {
+    const index_t n = x.dim(0), d = x.dim(1);
+    if (n == 0 || d == 0) return;
+    const index_t chunk_rows = std::max(kChunkRows, (n + kMaxChunks - 1) / kMaxChunks);
+    const index_t chunks = (n + chunk_rows - 1) / chunk_rows;
+    Buffer<double> partial(ctx_.memory, static_cast<std::size_t>(chunks * d));
+    const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
+    gain_grad_partial_kernel<<<grid, dim3(kColTile, kRowLanes), 0, ctx_.stream.get()>>>(x.data, inv.data, dy.data, n,
+                                                                                        d, chunk_rows, partial.data());
+    BR_CUDA_LAUNCHED();
+    gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(d), kRowThreads), kRowThreads, 0,
+                              ctx_.stream.get()>>>(partial.data(), chunks, d, dw.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+ private:
+  Context& ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<NormOps<float>> make_norm_ops(Context& ctx) { return std::make_unique<CudaNormOps>(ctx); }
+
+}  // namespace bitrank::cuda
