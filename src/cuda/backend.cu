@@ -15,6 +15,7 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->memory = &ctx->memory;
   b->gemm_ops = cuda::make_gemm_ops(*ctx);
   b->bitmap_ops = cuda::make_bitmap_ops(*ctx);
+  b->gdn_ops = cuda::make_gdn_ops(*ctx);
   return b;
 }
 

@@ -10,5 +10,6 @@ namespace bitrank::cuda {
 
 std::unique_ptr<GemmOps<float>> make_gemm_ops(Context& ctx);
 std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx);
+std::unique_ptr<GdnOps<float>> make_gdn_ops(Context& ctx);
 
 }  // namespace bitrank::cuda
