@@ -22,17 +22,22 @@
 // cluster. Per segment, last to first: replay from the checkpoint with the
 // recorded kv into the tape's replay slots (the segment's last state stays
 // in registers), then the reverse sweep with dS in registers, carried into
-// the previous segment. Per step each warp leaves its row partials of dq̂,
-// dk̂ and its dβ, dγ partials in shared memory (double-buffered by step
-// parity), one cluster barrier, then block r of the cluster sums rows
-// [r·⌈8R/nwg⌉, (r+1)·⌈8R/nwg⌉) over the 8 warps of every block (four
-// threads per output, one per source block, then two shuffles — a fixed
-// order, so the results are deterministic) and block 0 also dβ and dγ into
-// d_b and d_a. A block reuses a parity buffer two steps later, after the
-// next barrier, when every reader of it is done.
+// the previous segment, in chunks of kBwdStage steps. Within a chunk the
+// warps run without barriers: per step each warp leaves its row partials
+// of dq̂, dk̂ and its dβ, dγ partials in shared memory (a slot per step of
+// the chunk). After the chunk one cluster barrier, then block r of the
+// cluster sums rows [r·⌈8R/nwg⌉, (r+1)·⌈8R/nwg⌉) over the 8 warps of every
+// block, for every step of the chunk (four threads per output, one per
+// source block, then two shuffles — a fixed order, so the results are
+// deterministic), and block 0 also dβ and dγ into d_b and d_a; a second
+// cluster barrier before the slots are reused.
 //
-// Registers per thread at d = 128 (R = 16): the state, dS, S_{t−1} and one
-// row-partial array, 16 each, plus indices — about 100–130.
+// Resources at d = 128 (R = 16): forward 114 registers, 23 KB of shared
+// memory, 2 blocks per SM; backward capped at 128 registers (the state, dS,
+// S_{t−1} and a row-partial array, 16 each; ptxas spills 4 bytes) and
+// 77 KB of dynamic shared memory (66 KB of it the chunk's partials), so
+// 2 blocks per SM — measured on an H200 about 1.4× faster than 1 block per
+// SM at 191 registers with a cluster barrier every step.
 #include <cooperative_groups.h>
 
 #include "cuda/check.hpp"
@@ -59,18 +64,31 @@ __device__ __forceinline__ float sum_warp(float x) {
   return x;
 }
 
-// Per-step inputs of up to kStage steps, padded to 8R rows and the block's 32 columns.
-template <int R>
+// Per-step inputs of up to S steps, padded to 8R rows and the block's 32 columns.
+template <int R, int S>
 struct Staged {
-  float q[kStage][8 * R], k[kStage][8 * R];
-  float v[kStage][kCols], kv[kStage][kCols], dO[kStage][kCols];
-  float gam[kStage], bet[kStage];
+  float q[S][8 * R], k[S][8 * R];
+  float v[S][kCols], kv[S][kCols], dO[S][kCols];
+  float gam[S], bet[S];
+};
+
+// Steps per chunk of the backward: its row partials are kept for a whole
+// chunk, so the cluster meets once per chunk rather than once per step.
+constexpr int kBwdStage = 8;
+
+// The backward's shared memory: the staged chunk, and per step of it each
+// warp's partials (dq̂ rows, dk̂ rows, dβ, dγ).
+template <int R>
+struct BwdShared {
+  static constexpr int kPartWords = 2 * 8 * R + 2;
+  Staged<R, kBwdStage> st;
+  float part[kBwdStage][kWarps][kPartWords];
 };
 
 // Loads steps t0..t0+nst−1 of v-head h (k-head kh), column block cb; kv and
 // dO only for the backward. Callers put a __syncthreads() on both sides.
-template <int R>
-__device__ void stage_steps(Staged<R>& st, const RecArgs& A, index_t t0, int nst, int kh, int h, int cb,
+template <int R, int S>
+__device__ void stage_steps(Staged<R, S>& st, const RecArgs& A, index_t t0, int nst, int kh, int h, int cb,
                             bool backward) {
   constexpr int DP = 8 * R;
   const Dims& g = A.g;
@@ -130,7 +148,7 @@ __device__ __forceinline__ void merge_columns(const float (&x)[R], int c, int rg
 
 template <int R>
 __global__ void __launch_bounds__(kRecThreads, 2) rec2_fwd_kernel(const RecArgs A, int nwg) {
-  __shared__ Staged<R> st;
+  __shared__ Staged<R, kStage> st;
   const Dims& g = A.g;
   const index_t job = blockIdx.x / nwg;  // w·Hv + h
   const int cb = static_cast<int>(blockIdx.x % nwg);
@@ -150,7 +168,7 @@ __global__ void __launch_bounds__(kRecThreads, 2) rec2_fwd_kernel(const RecArgs 
     const int nst = min(kStage, g.T - p0);
     const index_t t0 = w * g.T + p0;
     __syncthreads();
-    stage_steps<R>(st, A, t0, nst, kh, h, cb, false);
+    stage_steps(st, A, t0, nst, kh, h, cb, false);
     __syncthreads();
     for (int j = 0; j < nst; ++j) {
       const float gam = st.gam[j], bet = st.bet[j];
@@ -194,11 +212,12 @@ __global__ void __launch_bounds__(kRecThreads, 2) rec2_fwd_kernel(const RecArgs 
 }
 
 template <int R>
-__global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs A, int nwg) {
+__global__ void __launch_bounds__(kRecThreads, 2) rec2_bwd_kernel(const RecArgs A, int nwg) {
   constexpr int DP = 8 * R;
-  constexpr int PW = 2 * DP + 2;  // per warp: dq̂ rows, dk̂ rows, dβ, dγ
-  __shared__ Staged<R> st;
-  __shared__ float part[2][kWarps][PW];
+  constexpr int PW = BwdShared<R>::kPartWords;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  BwdShared<R>& sh = *reinterpret_cast<BwdShared<R>*>(smem_raw);
+  Staged<R, kBwdStage>& st = sh.st;
   cg::cluster_group cluster = cg::this_cluster();
 
   const Dims& g = A.g;
@@ -214,6 +233,7 @@ __global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs 
   float* slots = A.tp.replay + job * g.slots * dd;
   const float* ckpt = A.tp.ckpt + job * (g.nseg - 1) * dd;
   const int rpr = (DP + nwg - 1) / nwg;  // output rows per block of the cluster
+  const int nps = 2 * rpr + 2;           // outputs per step of a block (the scalars on block 0 only)
 
   // The lane's elements of a d×d state at `base` (zeros past d).
   auto load_state = [&](const float* base, float (&x)[R]) {
@@ -227,7 +247,6 @@ __global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs 
   float s[R], ds[R];
 #pragma unroll
   for (int e = 0; e < R; ++e) ds[e] = 0.0f;
-  int par = 0;
 
   for (int seg = g.nseg - 1; seg >= 0; --seg) {
     const int p0 = seg * g.cs, p1 = min(p0 + g.cs, g.T);
@@ -236,10 +255,10 @@ __global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs 
     // Replay: S after step p into slot p − p0, the forward's roundings with its kv.
     load_state(start, s);
     int staged = -1;
-    for (int c0 = p0; c0 < p1; c0 += kStage) {
-      const int nst = min(kStage, p1 - c0);
+    for (int c0 = p0; c0 < p1; c0 += kBwdStage) {
+      const int nst = min(kBwdStage, p1 - c0);
       __syncthreads();
-      stage_steps<R>(st, A, w * g.T + c0, nst, kh, h, cb, true);
+      stage_steps(st, A, w * g.T + c0, nst, kh, h, cb, true);
       __syncthreads();
       staged = c0;
       for (int j = 0; j < nst; ++j) {
@@ -260,36 +279,38 @@ __global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs 
     }
 
     // Reverse sweep, chunks from the last (already staged by the replay).
-    const int nchunks = (p1 - p0 + kStage - 1) / kStage;
+    const int nchunks = (p1 - p0 + kBwdStage - 1) / kBwdStage;
     for (int ci = nchunks - 1; ci >= 0; --ci) {
-      const int c0 = p0 + ci * kStage, nst = min(kStage, p1 - c0);
+      const int c0 = p0 + ci * kBwdStage, nst = min(kBwdStage, p1 - c0);
       if (c0 != staged) {
         __syncthreads();
-        stage_steps<R>(st, A, w * g.T + c0, nst, kh, h, cb, true);
+        stage_steps(st, A, w * g.T + c0, nst, kh, h, cb, true);
         __syncthreads();
         staged = c0;
       }
+      // The chunk's steps: each warp on its own, partials into sh.part[j].
       for (int j = nst - 1; j >= 0; --j) {
         const int p = c0 + j;
-        const index_t t = w * g.T + p, th = t * g.hv + h;
+        const index_t t = w * g.T + p;
         const float gam = st.gam[j], bet = st.bet[j];
         const float dOj = st.dO[j][cw];
         const float diff = st.v[j][cw] - st.kv[j][cw];
         const float u = bet * diff;
-        float* pw = &part[par][warp][0];
-        float x[R];
+        float* pw = &sh.part[j][warp][0];
+
+        // S_{t−1}: the previous slot, the segment's checkpoint, or zero
+        // (loaded first, used after the dq̂ sums).
+        float sp[R];
+        load_state(p > p0 ? slots + static_cast<index_t>(p - 1 - p0) * dd : start, sp);
 
         // o = S_tᵀq̂: dS += q̂ dOᵀ, dq̂ = S_t dO.
+        float x[R];
 #pragma unroll
         for (int e = 0; e < R; ++e) {
           ds[e] = fmaf(st.q[j][rg + 8 * e], dOj, ds[e]);
           x[e] = s[e] * dOj;
         }
         merge_columns<R>(x, c, rg, pw);
-
-        // S_{t−1}: the previous slot, the segment's checkpoint, or zero.
-        float sp[R];
-        load_state(p > p0 ? slots + static_cast<index_t>(p - 1 - p0) * dd : start, sp);
 
         // S_t = γS_{t−1} + k̂uᵀ, u = β(v − kv): du = dSᵀk̂, dkv = −β du,
         // dk̂ = dS·u + γS_{t−1}·dkv.
@@ -325,44 +346,52 @@ __global__ void __launch_bounds__(kRecThreads, 1) rec2_bwd_kernel(const RecArgs 
           pw[2 * DP + 1] = dg;
         }
         if (rg == 0 && col_ok) A.d_qkv[t * g.C + g.v_off() + h * g.d + col] = bet * du;  // dv over dO
-
-        cluster.sync();
-        for (int base = 0; base < 2 * rpr + 2; base += kRecThreads / 4) {
-          const int o = base + static_cast<int>(threadIdx.x >> 2), src = static_cast<int>(threadIdx.x & 3);
-          int idx = -1;  // word in a warp's partials
-          if (o < rpr) {
-            if (cb * rpr + o < g.d) idx = cb * rpr + o;
-          } else if (o < 2 * rpr) {
-            if (cb * rpr + o - rpr < g.d) idx = DP + cb * rpr + o - rpr;
-          } else if (o < 2 * rpr + 2 && cb == 0) {
-            idx = 2 * DP + o - 2 * rpr;
-          }
-          float v = 0.0f;
-          if (idx >= 0 && src < nwg) {
-            const float* rp = cluster.map_shared_rank(&part[par][0][0], static_cast<unsigned>(src));
 #pragma unroll
-            for (int q = 0; q < kWarps; ++q) v += rp[q * PW + idx];
+        for (int e = 0; e < R; ++e) s[e] = sp[e];
+      }
+
+      // The cluster's partials of the chunk: block cb sums rows
+      // [cb·rpr, (cb+1)·rpr) of dq̂ and dk̂ of every step, block 0 also dβ, dγ.
+      cluster.sync();
+      for (int base = 0; base < nst * nps; base += kRecThreads / 4) {
+        const int o = base + static_cast<int>(threadIdx.x >> 2), src = static_cast<int>(threadIdx.x & 3);
+        const int j = o / nps, k = o % nps;
+        int idx = -1;  // word in a warp's partials
+        if (o < nst * nps) {
+          if (k < rpr) {
+            if (cb * rpr + k < g.d) idx = cb * rpr + k;
+          } else if (k < 2 * rpr) {
+            if (cb * rpr + k - rpr < g.d) idx = DP + cb * rpr + k - rpr;
+          } else if (cb == 0) {
+            idx = 2 * DP + k - 2 * rpr;
           }
-          v += __shfl_xor_sync(kFull, v, 1);
-          v += __shfl_xor_sync(kFull, v, 2);
-          if (src == 0 && idx >= 0) {
-            if (idx < DP)
-              A.tp.dq_hat[th * g.d + idx] = v;
-            else if (idx < 2 * DP)
-              A.tp.dk_hat[th * g.d + (idx - DP)] = v;
-            else if (idx == 2 * DP)
+        }
+        float v = 0.0f;
+        if (idx >= 0 && src < nwg) {
+          const float* rp = cluster.map_shared_rank(&sh.part[j][0][0], static_cast<unsigned>(src));
+#pragma unroll
+          for (int q = 0; q < kWarps; ++q) v += rp[q * PW + idx];
+        }
+        v += __shfl_xor_sync(kFull, v, 1);
+        v += __shfl_xor_sync(kFull, v, 2);
+        if (src == 0 && idx >= 0) {
+          const index_t th = (w * g.T + c0 + j) * g.hv + h;
+          if (idx < DP) {
+            A.tp.dq_hat[th * g.d + idx] = v;
+          } else if (idx < 2 * DP) {
+            A.tp.dk_hat[th * g.d + (idx - DP)] = v;
+          } else {
+            const float gam = st.gam[j], bet = st.bet[j];
+            if (idx == 2 * DP)
               A.d_b[th] = v * bet * (1.0f - bet);
             else
               A.d_a[th] = v * gam * (-ea) * sigmoidf_(A.tp.gate_in[th]);
           }
         }
-        par ^= 1;
-#pragma unroll
-        for (int e = 0; e < R; ++e) s[e] = sp[e];
       }
+      cluster.sync();  // every block's partials are read before they are overwritten (or the block leaves)
     }
   }
-  cluster.sync();  // no block leaves while another still reads its partials
 }
 
 int column_blocks(const Dims& g) { return (g.d + kCols - 1) / kCols; }
@@ -378,10 +407,13 @@ void launch_forward(const RecArgs& a, cudaStream_t stream) {
 template <int R>
 void launch_backward(const RecArgs& a, cudaStream_t stream) {
   const int nwg = column_blocks(a.g);
+  const std::size_t smem = sizeof(BwdShared<R>);
+  BR_CUDA_CHECK(cudaFuncSetAttribute(rec2_bwd_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(smem)));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(a.g.nb * a.g.hv * nwg));
   cfg.blockDim = dim3(kRecThreads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
