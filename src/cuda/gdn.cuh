@@ -23,7 +23,7 @@ struct Dims {
   index_t nb;      // windows
   int T;           // window
   int hk, hv, group, d, K, C;
-  int cs, nseg, slots;  // ckpt_every, segments, replay slots
+  int cs, nseg, slots;  // ckpt_every capped at the window (the same segments), segments, replay slots
   float l2_eps, norm_eps;
   __host__ __device__ int v_off() const { return 2 * hk * d; }
   __host__ __device__ index_t dd() const { return static_cast<index_t>(d) * d; }
