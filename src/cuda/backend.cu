@@ -20,6 +20,7 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->adam_ops = cuda::make_adam_ops(*ctx);
   b->norm_ops = cuda::make_norm_ops(*ctx);
   b->act_ops = cuda::make_act_ops(*ctx);
+  b->gdn_ops = cuda::make_gdn_ops(*ctx);
   return b;
 }
 

@@ -15,5 +15,6 @@ std::unique_ptr<DenseOps<float>> make_dense_ops(Context& ctx);
 std::unique_ptr<AdamOps<float>> make_adam_ops(Context& ctx);
 std::unique_ptr<NormOps<float>> make_norm_ops(Context& ctx);
 std::unique_ptr<ActOps<float>> make_act_ops(Context& ctx);
+std::unique_ptr<GdnOps<float>> make_gdn_ops(Context& ctx);
 
 }  // namespace bitrank::cuda

@@ -1,0 +1,234 @@
+// Gated DeltaNet core on the CUDA backend (skipped where no GPU is visible):
+// both recurrence designs (BITRANK_GDN_KERNEL=1, 2) against the f64
+// reference, results bit-identical for every checkpoint interval, the
+// forward without the record part, and a repeated backward. The parity
+// cases (tests/parity/gdn_cases.cpp) cover the default design.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bitrank/rng.hpp"
+#include "support/backends.hpp"
+#include "support/parity.hpp"
+
+namespace bitrank {
+namespace {
+
+bool have_cuda() {
+  for (const auto& b : test::available_backends())
+    if (b == "cuda") return true;
+  return false;
+}
+
+GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
+  GdnConfig c;
+  c.k_heads = hk;
+  c.v_heads = hv;
+  c.head_dim = d;
+  c.conv_kernel = K;
+  c.window = T;
+  c.ckpt_every = ckpt_every;
+  return c;
+}
+
+// Sets BITRANK_GDN_KERNEL (the recurrence design) for the lifetime of the guard.
+class DesignGuard {
+ public:
+  explicit DesignGuard(int design) : DesignGuard(std::to_string(design)) {}
+  explicit DesignGuard(const std::string& value) {
+    const char* old = std::getenv("BITRANK_GDN_KERNEL");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("BITRANK_GDN_KERNEL", value.c_str(), 1);
+  }
+  ~DesignGuard() {
+    if (had_)
+      setenv("BITRANK_GDN_KERNEL", old_.c_str(), 1);
+    else
+      unsetenv("BITRANK_GDN_KERNEL");
+  }
+  DesignGuard(const DesignGuard&) = delete;
+  DesignGuard& operator=(const DesignGuard&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// One layer call's host data at the scales of the parity cases.
+struct Inputs {
+  GdnConfig cfg;
+  index_t n = 0;
+  std::vector<float> conv, a_log, dt_bias, gain, qkv, z, a, b, d_out;
+  Inputs(const GdnConfig& c, index_t windows, std::uint64_t seed) : cfg(c), n(windows * c.window) {
+    const index_t C = cfg.channels(), V = cfg.value_width(), hv = cfg.v_heads;
+    auto draw = [&](index_t count, float scale, float offset = 0.0f) {
+      auto v = rnd(static_cast<std::size_t>(count), seed++, scale);
+      for (auto& x : v) x += offset;
+      return v;
+    };
+    conv = draw(C * cfg.conv_kernel, 0.5f);
+    for (index_t h = 0; h < hv; ++h) a_log.push_back(-0.5f + 0.3f * static_cast<float>(h));
+    dt_bias = draw(hv, 0.5f);
+    gain = draw(cfg.head_dim, 0.3f, 1.0f);
+    qkv = draw(n * C, 1.0f);
+    z = draw(n * V, 1.0f);
+    a = draw(n * hv, 1.0f);
+    b = draw(n * hv, 1.0f);
+    d_out = draw(n * V, 1.0f);
+  }
+};
+
+template <class T>
+struct Results {
+  std::vector<T> out, d_qkv, d_z, d_a, d_b;
+};
+
+// Forward (recording unless told) and `backwards` backward runs on backend `be`.
+template <class T>
+Results<T> run(Backend<T>& be, const Inputs& in, bool record = true, int backwards = 1) {
+  const GdnConfig& cfg = in.cfg;
+  const index_t n = in.n, C = cfg.channels(), V = cfg.value_width(), hv = cfg.v_heads;
+  Memory& mem = *be.memory;
+  auto up = [&](const std::vector<float>& v) {
+    Buffer<T> buf(mem, v.size());
+    std::vector<T> t(v.begin(), v.end());
+    buf.upload(t);
+    return buf;
+  };
+  auto conv = up(in.conv), a_log = up(in.a_log), dt_bias = up(in.dt_bias), gain = up(in.gain);
+  auto qkv = up(in.qkv), z = up(in.z), a = up(in.a), b = up(in.b), d_out = up(in.d_out);
+  Buffer<T> out(mem, static_cast<std::size_t>(n * V)), d_qkv(mem, static_cast<std::size_t>(n * C)),
+      d_z(mem, static_cast<std::size_t>(n * V)), d_a(mem, static_cast<std::size_t>(n * hv)),
+      d_b(mem, static_cast<std::size_t>(n * hv));
+  Buffer<T> tape(mem, static_cast<std::size_t>(gdn_tape_size(cfg, n, record)));
+  const GdnParams<T> prm{conv.view({C, cfg.conv_kernel}), a_log.view({hv}), dt_bias.view({hv}),
+                         gain.view({cfg.head_dim})};
+  be.gdn().gdn_forward(cfg, prm, qkv.view({n, C}), z.view({n, V}), a.view({n, hv}), b.view({n, hv}),
+                       out.view({n, V}), tape.view(), record);
+  Results<T> r;
+  r.out = out.download();
+  for (int i = 0; i < backwards; ++i) {
+    be.gdn().gdn_backward(cfg, prm, qkv.view({n, C}), z.view({n, V}), tape.view(), d_out.view({n, V}),
+                          d_qkv.view({n, C}), d_z.view({n, V}), d_a.view({n, hv}), d_b.view({n, hv}));
+    be.synchronize();
+  }
+  if (backwards > 0) {
+    r.d_qkv = d_qkv.download();
+    r.d_z = d_z.download();
+    r.d_a = d_a.download();
+    r.d_b = d_b.download();
+  }
+  return r;
+}
+
+bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// Relative L2 errors of both designs against the reference. Tolerance 2e-4:
+// the parity cases' (a T-step f32 recurrence, then norms whose backward
+// subtracts nearly equal terms).
+TEST(GdnCuda, BothDesignsMatchReference) {
+  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  auto& cu = test::backend("cuda");
+  const std::vector<std::pair<GdnConfig, index_t>> shapes{
+      {config(2, 6, 128, 4, 45, 8), 2},  // the seed's shape: clusters of 4 blocks
+      {config(2, 4, 20, 4, 13, 1), 2},   // d 20: padded rows and columns, a checkpoint every step
+      {config(1, 3, 64, 4, 37, 64), 1},  // one segment longer than a staging chunk
+      {config(1, 2, 100, 3, 40, 19), 1}, // d 100: a cluster of 4, the last block partly empty
+      {config(1, 2, 8, 4, 2, 8), 3},     // windows shorter than the conv
+  };
+  for (const auto& [cfg, windows] : shapes) {
+    const Inputs in(cfg, windows, 7);
+    const auto want = run(test::ref_backend(), in);
+    for (int design : {1, 2}) {
+      DesignGuard guard(design);
+      const auto got = run(cu, in);
+      const std::string tag = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
+                              " ckpt " + std::to_string(cfg.ckpt_every) + " design " + std::to_string(design);
+      auto check = [&](const char* name, const std::vector<float>& g, const std::vector<double>& w) {
+        const double e = test::rel_l2(g, w);
+        std::printf("  [gdn cuda] %-34s %-6s rel %.3e\n", tag.c_str(), name, e);
+        EXPECT_LE(e, 2e-4) << tag << " " << name;
+      };
+      check("out", got.out, want.out);
+      check("d_qkv", got.d_qkv, want.d_qkv);
+      check("d_z", got.d_z, want.d_z);
+      check("d_a", got.d_a, want.d_a);
+      check("d_b", got.d_b, want.d_b);
+    }
+  }
+}
+
+// The replay rebuilds each state with the forward's roundings and kv, so
+// each design's results are bit-identical for every checkpoint interval.
+TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
+  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  auto& cu = test::backend("cuda");
+  for (int design : {1, 2}) {
+    DesignGuard guard(design);
+    const auto shape = [](index_t cs) { return config(2, 6, 128, 4, 45, cs); };
+    const auto base = run(cu, Inputs(shape(8), 2, 31));
+    for (index_t cs : {1, 2, 7, 16, 17, 45, 64}) {
+      const auto g = run(cu, Inputs(shape(cs), 2, 31));
+      EXPECT_TRUE(bit_equal(g.out, base.out)) << "design " << design << " out, ckpt_every " << cs;
+      EXPECT_TRUE(bit_equal(g.d_qkv, base.d_qkv)) << "design " << design << " d_qkv, ckpt_every " << cs;
+      EXPECT_TRUE(bit_equal(g.d_z, base.d_z)) << "design " << design << " d_z, ckpt_every " << cs;
+      EXPECT_TRUE(bit_equal(g.d_a, base.d_a)) << "design " << design << " d_a, ckpt_every " << cs;
+      EXPECT_TRUE(bit_equal(g.d_b, base.d_b)) << "design " << design << " d_b, ckpt_every " << cs;
+    }
+  }
+}
+
+// Without the record part the output is the same, from the forward part of the tape alone.
+TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
+  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  auto& cu = test::backend("cuda");
+  const Inputs in(config(2, 4, 128, 4, 19, 4), 2, 41);
+  for (int design : {1, 2}) {
+    DesignGuard guard(design);
+    const auto rec = run(cu, in, true, 0), plain = run(cu, in, false, 0);
+    EXPECT_TRUE(bit_equal(rec.out, plain.out)) << "design " << design;
+  }
+}
+
+// The backward writes only the tape's scratch part and sums in a fixed
+// order: a second backward on the same tape gives the same bits.
+TEST(GdnCuda, BackwardRepeatable) {
+  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  auto& cu = test::backend("cuda");
+  const Inputs in(config(1, 3, 128, 4, 21, 5), 2, 51);
+  for (int design : {1, 2}) {
+    DesignGuard guard(design);
+    const auto once = run(cu, in, true, 1), twice = run(cu, in, true, 2);
+    EXPECT_TRUE(bit_equal(once.d_qkv, twice.d_qkv)) << "design " << design;
+    EXPECT_TRUE(bit_equal(once.d_z, twice.d_z)) << "design " << design;
+    EXPECT_TRUE(bit_equal(once.d_a, twice.d_a)) << "design " << design;
+    EXPECT_TRUE(bit_equal(once.d_b, twice.d_b)) << "design " << design;
+  }
+}
+
+// A bad BITRANK_GDN_KERNEL and a head_dim beyond the kernels' limit are errors.
+TEST(GdnCuda, UnsupportedIsAnError) {
+  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  auto& cu = test::backend("cuda");
+  {
+    DesignGuard guard(std::string("3"));
+    EXPECT_THROW(run(cu, Inputs(config(1, 1, 8, 4, 4, 2), 1, 61)), Error);
+  }
+  try {
+    run(cu, Inputs(config(1, 1, 160, 4, 2, 2), 1, 62));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gdn_forward"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bitrank
