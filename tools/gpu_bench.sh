@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# On the GPU machine: build, run `bitrank bench --device cuda`, then the
+# anchors that are not part of it (PyTorch SDPA; FLA when FLA_SRC points at a
+# checkout of flash-linear-attention), and print the side-by-side table last.
+#   tools/gpu_bench.sh [--bypass-guard]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+out=${OUT:-/tmp}
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
+cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: "
+./build-gpu/bitrank bench --device cuda --min-time 0.5 > "$out/bench_cuda.txt" 2>&1 || { tail -5 "$out/bench_cuda.txt"; exit 1; }
+python3 bench/anchors/sdpa.py > "$out/anchor_sdpa.txt" 2>&1 || tail -3 "$out/anchor_sdpa.txt"
+if [ -n "${FLA_SRC:-}" ]; then
+  python3 bench/anchors/fla_gdn.py "$@" > "$out/anchor_fla.txt" 2>&1 || tail -3 "$out/anchor_fla.txt"
+fi
+echo "== bitrank bench --device cuda =="
+sed -n '/^op /,$p' "$out/bench_cuda.txt"
+echo "== anchors (median ms) =="
+cat "$out/anchor_sdpa.txt" "$out"/anchor_fla.txt 2>/dev/null
