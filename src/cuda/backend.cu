@@ -15,6 +15,8 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->memory = &ctx->memory;
   b->gemm_ops = cuda::make_gemm_ops(*ctx);
   b->bitmap_ops = cuda::make_bitmap_ops(*ctx);
+  b->rope_ops = cuda::make_rope_ops(*ctx);
+  b->attention_ops = cuda::make_attention_ops(*ctx);
   return b;
 }
 

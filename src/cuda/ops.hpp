@@ -10,5 +10,7 @@ namespace bitrank::cuda {
 
 std::unique_ptr<GemmOps<float>> make_gemm_ops(Context& ctx);
 std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx);
+std::unique_ptr<RopeOps<float>> make_rope_ops(Context& ctx);
+std::unique_ptr<AttentionOps<float>> make_attention_ops(Context& ctx);
 
 }  // namespace bitrank::cuda
