@@ -33,11 +33,21 @@
 //              → dS = P⊙(dP − delta)·scale; then warps 0–3 accumulate
 //              dV += Pᵀ·dO and warps 4–7 dK += dSᵀ·Q (each thread 8 keys ×
 //              8 columns in registers). Shared: K, V [32][HDP+4], Q, dO
-//              [64][HDP+4], P, dS [64][40] — 216 KB at HDP 256.
-//   attn_dq    block (window, head, 64 queries), 32-key blocks up to the
-//              diagonal: the same S / dP split, then dQ += dS·K with each
-//              thread 8 queries × 8 columns. Shared: Q, dO [64][HDP+4],
-//              K, V [32][HDP+4], dSᵀ [32][68] — 204 KB at HDP 256.
+//              [64][HDP+4], P, dS [64][40] — 216 KB at HDP 256. It also
+//              writes each dS tile to a scratch buffer as [32 keys][64
+//              queries] (one writer per element) when that fits 1 GiB.
+//   attn_dq_ds block (window, head, 64 queries): dQ += dS·K over the key
+//              blocks up to the diagonal from those tiles, each thread 8
+//              queries × 8 columns; the next dSᵀ tile and K block load
+//              during the current one (two stages of [32][68] + [32][HDP+4],
+//              84 KB at HDP 256, two blocks per SM).
+//   attn_dq    (when the dS tiles would not fit) block (window, head, 64
+//              queries), 32-key blocks up to the diagonal: the same S / dP
+//              split as attn_dkv, then dQ += dS·K. Shared: Q, dO
+//              [64][HDP+4], K, V [32][HDP+4], dSᵀ [32][68] — 204 KB.
+//
+// BITRANK_CUDA_ATTENTION=recompute makes the backward use attn_dq (for
+// testing).
 //
 // Generic kernels (hd > 256, or a device with less shared memory per block;
 // BITRANK_CUDA_ATTENTION=generic forces them, for testing): one warp per
@@ -65,6 +75,18 @@ constexpr int kPtStride = kBlockQ + 4;  // Pᵀ / dSᵀ tiles [key][query]
 constexpr int kPStride = kBwdKeys + 8;  // P / dS tiles [query][key] of attn_dkv
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+// dS tiles [32 keys][64 queries] kept by attn_dkv for attn_dq_ds; the
+// tiles of one (window, head) are its causal (query block, key block)
+// pairs, query block by query block. Above this much scratch the dQ pass
+// recomputes S and dP instead (attn_dq).
+constexpr int kDsTile = kBwdKeys * kBlockQ;
+constexpr std::size_t kMaxDsScratchBytes = std::size_t{1} << 30;
+
+// Every query block but the last is whole, so query block qb (64 queries)
+// has key blocks (32 keys) 0 .. 2·qb + 1 and its tiles start at qb·(qb + 1).
+__host__ __device__ __forceinline__ index_t ds_tile_index(int qb, int kb) {
+  return static_cast<index_t>(qb) * (qb + 1) + kb;
+}
 
 // Sizes of one call, as the kernels see them.
 struct Geo {
@@ -389,7 +411,8 @@ template <int HDP>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_dkv_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                     const float* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
-                    Geo g, int window_kv, float* __restrict__ dk, float* __restrict__ dv) {
+                    Geo g, int window_kv, index_t tiles_per_head, float* __restrict__ dk, float* __restrict__ dv,
+                    float* __restrict__ ds_tiles) {
   using TL = Tile<HDP>;
   constexpr int ld = TL::ld, R = TL::rows, G = TL::col_groups;
   extern __shared__ float4 smem4[];
@@ -449,13 +472,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       __syncthreads();
       if (half == 1) {
+        // This (query block, key block) tile of dS, kept for attn_dq_ds when it runs.
+        float* tile = ds_tiles == nullptr ? nullptr
+                                          : ds_tiles + ((static_cast<index_t>(b) * g.heads + h) * tiles_per_head +
+                                                        ds_tile_index(qb, kb)) *
+                                                           kDsTile;
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
           const int qi = sq + 4 * a;
 #pragma unroll
           for (int bb = 0; bb < 4; ++bb) {
             const int kj = tk + 8 * bb;
-            dSs[qi * kPStride + kj] = Ps[qi * kPStride + kj] * (s[a][bb] - delta_s[qi]) * g.scale;
+            const float ds = Ps[qi * kPStride + kj] * (s[a][bb] - delta_s[qi]) * g.scale;
+            dSs[qi * kPStride + kj] = ds;
+            if (tile != nullptr) tile[kj * kBlockQ + qi] = ds;
           }
         }
       }
@@ -557,6 +587,75 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int r = 0; r < R; ++r) one[r] = 1.0f;
   store_rows<HDP>(acc, one, dq + q_off, g.q_stride, row0, qrows, col0, g.hd, g.vec);
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// dQ from the dS tiles of attn_dkv: dQ[i] += Σ_j dS[i][j]·k[j] over the key
+// blocks up to the diagonal, the dSᵀ tile and the K block of the next key
+// block loading (two stages) while this one is used. Grid as attn_dq.
+template <int HDP>
+__global__ void __launch_bounds__(kThreads, 2)
+    attn_dq_ds_kernel(const float* __restrict__ k, const float* __restrict__ ds_tiles, Geo g, int nqb,
+                      int window_heads, index_t tiles_per_head, float* __restrict__ dq) {
+  using TL = Tile<HDP>;
+  constexpr int ld = TL::ld, R = TL::rows, G = TL::col_groups;
+  constexpr int stage = kBwdKeys * kPtStride + kBwdKeys * ld;  // dSᵀ [32][kPtStride], K [32][ld]
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+
+  const int bh = blockIdx.x % window_heads;
+  const int qb = nqb - 1 - static_cast<int>(blockIdx.x / window_heads);
+  const int b = bh / g.heads, h = bh % g.heads, kvh = h / g.group;
+  const int T = g.window, q0 = qb * kBlockQ, qrows = min(kBlockQ, T - q0);
+  const float* kbase = k + static_cast<index_t>(b) * T * g.kv_stride + static_cast<index_t>(kvh) * g.hd;
+  const float* tiles = ds_tiles + (static_cast<index_t>(bh) * tiles_per_head + ds_tile_index(qb, 0)) * kDsTile;
+  const int nkb = min(q0 + kBlockQ - 1, T - 1) / kBwdKeys + 1;
+
+  // Stage s of key block kb: the dS tile (always 16-byte aligned) and K.
+  auto load_stage = [&](int kb, float* st) {
+    const float* src = tiles + static_cast<index_t>(kb) * kDsTile;
+    for (int i = threadIdx.x; i < kDsTile / 4; i += kThreads) {
+      const int j = i / (kBlockQ / 4), c = (i % (kBlockQ / 4)) * 4;
+      cp_async16(st + j * kPtStride + c, src + j * kBlockQ + c);
+    }
+    const int k0 = kb * kBwdKeys;
+    load_tile<kBwdKeys, HDP>(st + kBwdKeys * kPtStride, kbase + static_cast<index_t>(k0) * g.kv_stride, g.kv_stride,
+                             min(kBwdKeys, T - k0), g.hd, g.vec);
+    cp_async_commit();
+  };
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = warp * 8 + (lane / TL::col_lanes) * R, col0 = (lane % TL::col_lanes) * 4;  // queries, columns
+  float4 acc[R][G];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int gg = 0; gg < G; ++gg) acc[r][gg] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+  load_stage(0, smem);
+  for (int kb = 0; kb < nkb; ++kb) {
+    float* st = smem + (kb & 1) * stage;
+    if (kb + 1 < nkb) {
+      load_stage(kb + 1, smem + ((kb + 1) & 1) * stage);
+      cp_async_wait<1>();  // this block's stage has landed, the next may still be in flight
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    rowcol_acc<HDP, kBwdKeys>(acc, st, kPtStride, row0, st + kBwdKeys * kPtStride, col0);
+    __syncthreads();  // this stage is free for key block kb + 2
+  }
+
+  float one[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) one[r] = 1.0f;
+  store_rows<HDP>(acc, one, dq + (static_cast<index_t>(b) * T + q0) * g.q_stride + static_cast<index_t>(h) * g.hd,
+                  g.q_stride, row0, qrows, col0, g.hd, g.vec);
 }
 
 // ---- generic kernels (any head_dim) ----------------------------------------
@@ -689,6 +788,7 @@ class CudaAttentionOps final : public AttentionOps<float> {
     max_shared_ = static_cast<std::size_t>(optin);
     const char* force = std::getenv("BITRANK_CUDA_ATTENTION");
     force_generic_ = force != nullptr && std::strcmp(force, "generic") == 0;
+    force_recompute_ = force != nullptr && std::strcmp(force, "recompute") == 0;
   }
 
  protected:
@@ -800,11 +900,26 @@ class CudaAttentionOps final : public AttentionOps<float> {
            View<float> dv) {
     cudaStream_t st = ctx_.stream.get();
     const index_t window_kv = windows * g.kv_heads, window_heads = windows * g.heads;
+    // dS tiles of every (window, head): whole query blocks have 2·qb + 2 key
+    // blocks, the last one those up to the window's end.
+    const index_t tiles_per_head = (nqb - 1) * nqb + nkb;
+    const auto ds_count = static_cast<std::size_t>(window_heads * tiles_per_head * kDsTile);
+    const bool keep_ds = !force_recompute_ && ds_count * sizeof(float) <= kMaxDsScratchBytes;
+    Buffer<float> ds(ctx_.memory, keep_ds ? ds_count : 0);
     const std::size_t dkv_bytes = Tile<HDP>::dkv_bytes, dq_bytes = Tile<HDP>::dq_bytes;
     allow_shared(attn_dkv_kernel<HDP>, dkv_bytes);
     attn_dkv_kernel<HDP><<<grid_of(nkb * window_kv, "attention_backward"), kThreads, dkv_bytes, st>>>(
-        q.data, k.data, v.data, dout.data, lse.data, delta.data, g, static_cast<int>(window_kv), dk.data, dv.data);
+        q.data, k.data, v.data, dout.data, lse.data, delta.data, g, static_cast<int>(window_kv), tiles_per_head,
+        dk.data, dv.data, keep_ds ? ds.data() : nullptr);
     BR_CUDA_LAUNCHED();
+    if (keep_ds) {
+      const std::size_t bytes = sizeof(float) * 2 * (kBwdKeys * kPtStride + kBwdKeys * Tile<HDP>::ld);
+      allow_shared(attn_dq_ds_kernel<HDP>, bytes);
+      attn_dq_ds_kernel<HDP><<<grid_of(nqb * window_heads, "attention_backward"), kThreads, bytes, st>>>(
+          k.data, ds.data(), g, static_cast<int>(nqb), static_cast<int>(window_heads), tiles_per_head, dq.data);
+      BR_CUDA_LAUNCHED();
+      return;
+    }
     allow_shared(attn_dq_kernel<HDP>, dq_bytes);
     attn_dq_kernel<HDP><<<grid_of(nqb * window_heads, "attention_backward"), kThreads, dq_bytes, st>>>(
         q.data, k.data, v.data, dout.data, lse.data, delta.data, g, static_cast<int>(nqb),
@@ -814,7 +929,8 @@ class CudaAttentionOps final : public AttentionOps<float> {
 
   Context& ctx_;
   std::size_t max_shared_ = 0;
-  bool force_generic_ = false;
+  bool force_generic_ = false;    // BITRANK_CUDA_ATTENTION=generic
+  bool force_recompute_ = false;  // BITRANK_CUDA_ATTENTION=recompute: attn_dq, never the dS tiles
 };
 
 }  // namespace
