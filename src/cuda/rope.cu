@@ -7,13 +7,15 @@
 // second read hits L1). The elementwise products are the CPU's f32
 // expressions: z = (x·inv)·w, y = z_i·cos − z_{i+half}·sin, ….
 // backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
-// (fewer when there are fewer rows), 8 warps per block taking the block's
-// (row, head) units in turn. g = Rᵀ·dy is recomputed per column; Σ g·w·x
+// (fewer when there are fewer rows; enough blocks to fill the GPU at
+// training shapes), 8 warps per block taking the block's (row, head) units
+// in turn. g = Rᵀ·dy is recomputed per column; Σ g·w·x
 // is an f64 warp sum; dx is written. Each warp adds g·x·inv to its own f64
 // column partial in shared memory (its lane's columns only); the block adds
 // its 8 warp partials in warp order into partial[block][hd], and a second
-// kernel adds the blocks in order and accumulates dgain[c] = f32(dgain[c] +
-// Σ). The blocking depends only on the shape, so dgain does not depend on
+// kernel adds the blocks — 8 lanes per column, each over every 8th block in
+// order, then the 8 lane sums in order — and accumulates dgain[c] =
+// f32(dgain[c] + Σ). The blocking depends only on the shape, so dgain does not depend on
 // scheduling (and the same inputs give the same bits on every run).
 #include <algorithm>
 
@@ -24,7 +26,7 @@ namespace {
 
 constexpr int kWarps = 8;                // warps per block: one (row, head) unit each at a time
 constexpr unsigned kThreads = kWarps * 32;
-constexpr index_t kGainBlocks = 512;     // row blocks of the gain-gradient partials
+constexpr index_t kGainBlocks = 2048;    // row blocks of the gain-gradient partials
 constexpr index_t kMaxSharedBytes = 48 * 1024;
 
 __device__ double warp_sum(double v) {
@@ -111,12 +113,14 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
     const float* rot = table + (row % window) * half * 2;
     const float inv = inv_rms[unit];
     double gwx = 0.0;
+#pragma unroll 4
     for (index_t c = lane; c < hd; c += 32)
       gwx += static_cast<double>(unrotated(dyr, rot, c, half)) * static_cast<double>(gain_at(gain, c, plus_one)) *
              static_cast<double>(xr[c]);
     gwx = warp_sum(gwx);
     const double iv = inv;
     const float coef = static_cast<float>(gwx / static_cast<double>(hd) * iv * iv * iv);
+#pragma unroll 4
     for (index_t c = lane; c < hd; c += 32) {
       const float g = unrotated(dyr, rot, c, half);
       const float gw = __fmul_rn(g, gain_at(gain, c, plus_one));
@@ -132,14 +136,26 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
   }
 }
 
-// dgain[c] = f32(dgain[c] + Σ_blk partial[blk][c]), blocks in order.
+constexpr int kFinishCols = 32, kFinishLanes = 8;
+
+// dgain[c] = f32(dgain[c] + Σ_blk partial[blk][c]). Block (32 columns, 8
+// lanes): lane l sums blocks l, l + 8, … in order, then lane 0 adds the 8
+// lane sums in order.
 __global__ void gain_grad_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t hd,
                                         float* __restrict__ dgain) {
-  const index_t c = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= hd) return;
+  __shared__ double lane_sum[kFinishLanes][kFinishCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t c = static_cast<index_t>(blockIdx.x) * kFinishCols + tx;
   double s = 0.0;
-  for (index_t b = 0; b < blocks; ++b) s += partial[b * hd + c];
-  dgain[c] = static_cast<float>(static_cast<double>(dgain[c]) + s);
+  if (c < hd)
+    for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * hd + c];
+  lane_sum[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && c < hd) {
+    double total = 0.0;
+    for (int l = 0; l < kFinishLanes; ++l) total += lane_sum[l][tx];
+    dgain[c] = static_cast<float>(static_cast<double>(dgain[c]) + total);
+  }
 }
 
 class CudaRopeOps final : public RopeOps<float> {
@@ -172,8 +188,8 @@ class CudaRopeOps final : public RopeOps<float> {
                                                         blocks, opt.heads, hd, table.dim(0), table.dim(1),
                                                         opt.gain_plus_one, dx.data, partial.data());
     BR_CUDA_LAUNCHED();
-    gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(hd), 256), 256, 0, ctx_.stream.get()>>>(
-        partial.data(), blocks, hd, dgain.data);
+    gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(hd), kFinishCols), dim3(kFinishCols, kFinishLanes),
+                              0, ctx_.stream.get()>>>(partial.data(), blocks, hd, dgain.data);
     BR_CUDA_LAUNCHED();
   }
 
