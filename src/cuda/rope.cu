@@ -7,16 +7,17 @@
 // second read hits L1). The elementwise products are the CPU's f32
 // expressions: z = (x·inv)·w, y = z_i·cos − z_{i+half}·sin, ….
 // backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
-// (fewer when there are fewer rows; enough blocks to fill the GPU at
-// training shapes), 8 warps per block taking the block's (row, head) units
-// in turn. g = Rᵀ·dy is recomputed per column; Σ g·w·x
-// is an f64 warp sum; dx is written. Each warp adds g·x·inv to its own f64
-// column partial in shared memory (its lane's columns only); the block adds
-// its 8 warp partials in warp order into partial[block][hd], and a second
-// kernel adds the blocks — 8 lanes per column, each over every 8th block in
-// order, then the 8 lane sums in order — and accumulates dgain[c] =
-// f32(dgain[c] + Σ). The blocking depends only on the shape, so dgain does not depend on
-// scheduling (and the same inputs give the same bits on every run).
+// (fewer when there are fewer rows), 8 warps per block taking the block's
+// (row, head) units in turn. For hd ≤ 256 a lane holds its columns of x,
+// g = Rᵀ·dy and the gain in registers (all loads of a unit in flight at
+// once); larger hd loops over the columns twice. Σ g·w·x is an f64 warp
+// sum; dx is written. Each warp adds g·x·inv to its own f64 column partial
+// in shared memory (its lane's columns only); the block adds its 8 warp
+// partials in warp order into partial[block][hd], and a second kernel adds
+// the blocks — 32 lanes per column, each over every 32nd block in order,
+// then the 32 lane sums in order — and accumulates dgain[c] = f32(dgain[c]
+// + Σ). The blocking depends only on the shape, so dgain does not depend on
+// scheduling (the same inputs give the same bits on every run).
 #include <algorithm>
 
 #include "cuda/ops.hpp"
@@ -26,7 +27,7 @@ namespace {
 
 constexpr int kWarps = 8;                // warps per block: one (row, head) unit each at a time
 constexpr unsigned kThreads = kWarps * 32;
-constexpr index_t kGainBlocks = 2048;    // row blocks of the gain-gradient partials
+constexpr index_t kGainBlocks = 512;     // row blocks of the gain-gradient partials
 constexpr index_t kMaxSharedBytes = 48 * 1024;
 
 __device__ double warp_sum(double v) {
@@ -94,6 +95,10 @@ __device__ float unrotated(const float* dyr, const float* rot, index_t c, index_
 
 // Block `blk` takes rows [blk·n/blocks, (blk+1)·n/blocks); writes dx of
 // those rows and partial[blk][c] = Σ g_c·x_c·inv over them (f64).
+// kPer > 0 (hd ≤ 32·kPer): a lane loads its kPer columns of x and g into
+// registers at once (the loads of a unit all in flight together) and the
+// gain once per block; kPer = 0: any hd, the columns in a loop, twice.
+template <int kPer>
 __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const float* __restrict__ gain,
                                              const float* __restrict__ table, const float* __restrict__ inv_rms,
                                              const float* __restrict__ dy, index_t n, index_t blocks, index_t heads,
@@ -105,6 +110,45 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
   const index_t r0 = blk * n / blocks, r1 = (blk + 1) * n / blocks;
   double* mine = warp_partial + warp * hd;
   for (index_t c = lane; c < hd; c += 32) mine[c] = 0.0;
+  if constexpr (kPer > 0) {
+    float wv[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const index_t c = lane + 32 * i;
+      wv[i] = c < hd ? gain_at(gain, c, plus_one) : 0.0f;
+    }
+    for (index_t unit = r0 * heads + warp; unit < r1 * heads; unit += kWarps) {
+      const index_t row = unit / heads;
+      const float* xr = x + unit * hd;
+      const float* dyr = dy + unit * hd;
+      float* dxr = dx + unit * hd;
+      const float* rot = table + (row % window) * half * 2;
+      const float inv = inv_rms[unit];
+      float xv[kPer], gv[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const index_t c = lane + 32 * i;
+        xv[i] = c < hd ? xr[c] : 0.0f;
+        gv[i] = c < hd ? unrotated(dyr, rot, c, half) : 0.0f;
+      }
+      double gwx = 0.0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        gwx += static_cast<double>(gv[i]) * static_cast<double>(wv[i]) * static_cast<double>(xv[i]);
+      gwx = warp_sum(gwx);
+      const double iv = inv;
+      const float coef = static_cast<float>(gwx / static_cast<double>(hd) * iv * iv * iv);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const index_t c = lane + 32 * i;
+        if (c < hd) {
+          const float gw = __fmul_rn(gv[i], wv[i]);
+          dxr[c] = __fsub_rn(__fmul_rn(inv, gw), __fmul_rn(xv[i], coef));
+          mine[c] += static_cast<double>(gv[i]) * static_cast<double>(xv[i]) * iv;
+        }
+      }
+    }
+  } else {
   for (index_t unit = r0 * heads + warp; unit < r1 * heads; unit += kWarps) {
     const index_t row = unit / heads;
     const float* xr = x + unit * hd;
@@ -113,20 +157,19 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
     const float* rot = table + (row % window) * half * 2;
     const float inv = inv_rms[unit];
     double gwx = 0.0;
-#pragma unroll 4
     for (index_t c = lane; c < hd; c += 32)
       gwx += static_cast<double>(unrotated(dyr, rot, c, half)) * static_cast<double>(gain_at(gain, c, plus_one)) *
              static_cast<double>(xr[c]);
     gwx = warp_sum(gwx);
     const double iv = inv;
     const float coef = static_cast<float>(gwx / static_cast<double>(hd) * iv * iv * iv);
-#pragma unroll 4
     for (index_t c = lane; c < hd; c += 32) {
       const float g = unrotated(dyr, rot, c, half);
       const float gw = __fmul_rn(g, gain_at(gain, c, plus_one));
       dxr[c] = __fsub_rn(__fmul_rn(inv, gw), __fmul_rn(xr[c], coef));
       mine[c] += static_cast<double>(g) * static_cast<double>(xr[c]) * iv;
     }
+  }
   }
   __syncthreads();
   for (index_t c = threadIdx.x; c < hd; c += blockDim.x) {
@@ -136,10 +179,10 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
   }
 }
 
-constexpr int kFinishCols = 32, kFinishLanes = 8;
+constexpr int kFinishCols = 32, kFinishLanes = 32;
 
-// dgain[c] = f32(dgain[c] + Σ_blk partial[blk][c]). Block (32 columns, 8
-// lanes): lane l sums blocks l, l + 8, … in order, then lane 0 adds the 8
+// dgain[c] = f32(dgain[c] + Σ_blk partial[blk][c]). Block (32 columns, 32
+// lanes): lane l sums blocks l, l + 32, … in order, then lane 0 adds the 32
 // lane sums in order.
 __global__ void gain_grad_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t hd,
                                         float* __restrict__ dgain) {
@@ -147,8 +190,10 @@ __global__ void gain_grad_finish_kernel(const double* __restrict__ partial, inde
   const int tx = threadIdx.x, ty = threadIdx.y;
   const index_t c = static_cast<index_t>(blockIdx.x) * kFinishCols + tx;
   double s = 0.0;
-  if (c < hd)
+  if (c < hd) {
+#pragma unroll 8
     for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * hd + c];
+  }
   lane_sum[ty][tx] = s;
   __syncthreads();
   if (ty == 0 && c < hd) {
@@ -183,10 +228,13 @@ class CudaRopeOps final : public RopeOps<float> {
            kMaxSharedBytes / (kWarps * static_cast<index_t>(sizeof(double))));
     const index_t blocks = std::min(n, kGainBlocks);
     Buffer<double> partial(ctx_.memory, static_cast<std::size_t>(blocks * hd));
-    qk_norm_rope_backward_kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<std::size_t>(shared),
-                                   ctx_.stream.get()>>>(x.data, gain.data, table.data, inv_rms.data, dy.data, n,
-                                                        blocks, opt.heads, hd, table.dim(0), table.dim(1),
-                                                        opt.gain_plus_one, dx.data, partial.data());
+    const auto kernel = hd <= 64    ? qk_norm_rope_backward_kernel<2>
+                        : hd <= 128 ? qk_norm_rope_backward_kernel<4>
+                        : hd <= 256 ? qk_norm_rope_backward_kernel<8>
+                                    : qk_norm_rope_backward_kernel<0>;
+    kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<std::size_t>(shared), ctx_.stream.get()>>>(
+        x.data, gain.data, table.data, inv_rms.data, dy.data, n, blocks, opt.heads, hd, table.dim(0), table.dim(1),
+        opt.gain_plus_one, dx.data, partial.data());
     BR_CUDA_LAUNCHED();
     gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(hd), kFinishCols), dim3(kFinishCols, kFinishLanes),
                               0, ctx_.stream.get()>>>(partial.data(), blocks, hd, dgain.data);
