@@ -49,6 +49,15 @@
 // BITRANK_CUDA_ATTENTION=recompute makes the backward use attn_dq (for
 // testing).
 //
+// Measured on one H200 (2026-11-29, wall clock over 10 calls, 24 heads / 4
+// kv heads, hd 256): 8 windows of 512 — forward 0.88 ms, backward 2.35 ms
+// (3.34 ms with attn_dq); 1 window of 4096 — 5.92 ms and 16.1 ms. PyTorch
+// SDPA fp32 forward+backward on the same kind of machine, same session:
+// 4.72 ms and 32.4 ms. Each kernel runs at 40–45% of the FP32 FMA peak;
+// attn_dkv is about four fifths of the backward and loads its Q / dO tiles
+// without overlapping them with compute (no room in shared memory for a
+// second stage at hd 256): the first place to look for more speed.
+//
 // Generic kernels (hd > 256, or a device with less shared memory per block;
 // BITRANK_CUDA_ATTENTION=generic forces them, for testing): one warp per
 // query row (forward, dq) or key row (dk, dv), accumulating in the output
