@@ -21,6 +21,8 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->norm_ops = cuda::make_norm_ops(*ctx);
   b->act_ops = cuda::make_act_ops(*ctx);
   b->gdn_ops = cuda::make_gdn_ops(*ctx);
+  b->rope_ops = cuda::make_rope_ops(*ctx);
+  b->attention_ops = cuda::make_attention_ops(*ctx);
   return b;
 }
 
