@@ -1,152 +1,183 @@
-// CUDA staging and the f16 tensor-core GEMM (contract: include/bitrank/ops/gemm.hpp).
+// CUDA staging and the f16 tensor-core GEMM (contract: include/bitrank/ops/gemm.hpp),
+// and the launchers other families build on (cuda/gemm_kernels.hpp).
 //
-// Staging computes f16(f32(f32(src·col)·scale)) with __float2half_rn — the
-// same two f32 products and the same round-to-nearest-even as the CPU and
-// reference backends, so staged operands are bit-identical everywhere (two
-// multiplies cannot contract into an FMA). The transposed form stages
-// through a 32×33 shared tile so reads and writes both coalesce.
+// Staging computes f16(f32(f32(src·col)·scale)) with __fmul_rn and
+// __float2half_rn — the same two f32 products and the same
+// round-to-nearest-even as the CPU and reference backends, so staged
+// operands are bit-identical everywhere. The plain form runs one thread per
+// column over a grid of row steps (no index division); the transposed form
+// stages through a 32×33 shared tile so reads and writes both coalesce.
 //
 // GEMM: cuBLASLt, f16 A/B, f32 C, f32 compute, alpha = oscale. Row-major
 // out[m][n] = act[m][k]·plane[n][k]ᵀ is column-major outᵀ (n×m, ld = ldo) =
 // plane (op T of the k×n column-major view) · actᵀ (the k×m view); the
 // output may be a column slice of a wider matrix. Layouts, descriptors and
-// the chosen algorithm are cached per shape.
+// the chosen algorithm are cached per shape and per pointer alignment (an
+// algorithm chosen for 256-byte aligned buffers may not run on a column
+// slice or a per-path offset).
 #include <cuda_fp16.h>
 
-#include <map>
-#include <tuple>
+#include <algorithm>
 
+#include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
-__global__ void stage_kernel(const float* __restrict__ src, const float* __restrict__ col, float scale, index_t m,
-                             index_t k, index_t lds, index_t col0, index_t total, __half* __restrict__ dst) {
-  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const index_t row = i / k, j = i % k;
-  float v = 0.0f;
-  if (row < m) {
-    const float s = src[row * lds + col0 + j];
-    v = col ? __fmul_rn(__fmul_rn(s, col[j]), scale) : __fmul_rn(s, scale);
-  }
-  dst[i] = __float2half_rn(v);
+constexpr unsigned kStageThreads = 256;
+constexpr index_t kMaxGridY = 65535;
+
+// The f32 value that staging rounds to f16.
+__device__ __forceinline__ float stage_product(float s, const float* col, index_t j, float scale) {
+  return col ? __fmul_rn(__fmul_rn(s, col[j]), scale) : __fmul_rn(s, scale);
 }
 
-// dst[rows_pad][tok_pad] = transpose of the staged src[ntok][k].
+// One thread per column j < k; rows t = blockIdx.y, + gridDim.y, … < rows_out.
+__global__ void stage_kernel(const float* __restrict__ src, index_t lds, index_t col0, const float* __restrict__ col,
+                             float scale, index_t rows, index_t rows_out, index_t k, __half* __restrict__ dst) {
+  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  for (index_t t = blockIdx.y; t < rows_out; t += gridDim.y)
+    dst[t * k + j] = __float2half_rn(t < rows ? stage_product(src[t * lds + col0 + j], col, j, scale) : 0.0f);
+}
+
+// dst[rows_out][tok_out] = transpose of the staged src[ntok][k]. Block
+// (32, 8), grid (tok_out / 32, rows_out / 32).
 __global__ void stage_transposed_kernel(const float* __restrict__ src, const float* __restrict__ col, float scale,
-                                        index_t ntok, index_t k, index_t tok_pad, __half* __restrict__ dst) {
+                                        index_t ntok, index_t k, index_t tok_out, __half* __restrict__ dst) {
   __shared__ float tile[32][33];
   const index_t t0 = static_cast<index_t>(blockIdx.x) * 32, r0 = static_cast<index_t>(blockIdx.y) * 32;
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int j = ty; j < 32; j += 8) {
     const index_t t = t0 + j, row = r0 + tx;
-    float v = 0.0f;
-    if (t < ntok && row < k) {
-      const float s = src[t * k + row];
-      v = col ? __fmul_rn(__fmul_rn(s, col[row]), scale) : __fmul_rn(s, scale);
-    }
-    tile[j][tx] = v;
+    tile[j][tx] = t < ntok && row < k ? stage_product(src[t * k + row], col, row, scale) : 0.0f;
   }
   __syncthreads();
   for (int j = ty; j < 32; j += 8) {
     const index_t row = r0 + j, t = t0 + tx;
-    dst[row * tok_pad + t] = __float2half_rn(tile[tx][j]);
+    dst[row * tok_out + t] = __float2half_rn(tile[tx][j]);
   }
+}
+
+// Largest power of two ≤ 256 dividing the address.
+unsigned alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t low = a & (~a + 1);
+  return a == 0 || low >= 256 ? 256u : static_cast<unsigned>(low);
 }
 
 class CudaGemmOps final : public GemmOps<float> {
  public:
-  explicit CudaGemmOps(Context& ctx) : ctx_(ctx) {}
-  ~CudaGemmOps() override {
-    for (auto& [key, plan] : plans_) {
-      cublasLtMatmulDescDestroy(plan.op);
-      cublasLtMatrixLayoutDestroy(plan.a);
-      cublasLtMatrixLayoutDestroy(plan.b);
-      cublasLtMatrixLayoutDestroy(plan.c);
-    }
-  }
+  explicit CudaGemmOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
 
  protected:
   void stage_impl(CView<float> src, CView<float> col, float scale, View<f16> dst) override {
-    launch_stage(src.data, src.dim(0), src.dim(1), src.dim(1), 0, col.empty() ? nullptr : col.data, scale, dst);
+    launch_stage(src.data, src.dim(1), 0, col.data, scale, src.dim(0), dst.dim(0), src.dim(1), as_half(dst),
+                 ctx_.stream.get());
   }
   void stage_cols_impl(CView<float> src, index_t col0, float scale, View<f16> dst) override {
-    launch_stage(src.data, src.dim(0), dst.dim(1), src.dim(1), col0, nullptr, scale, dst);
+    launch_stage(src.data, src.dim(1), col0, nullptr, scale, src.dim(0), dst.dim(0), dst.dim(1), as_half(dst),
+                 ctx_.stream.get());
   }
   void stage_transposed_impl(CView<float> src, CView<float> col, float scale, View<f16> dst) override {
-    const index_t ntok = src.dim(0), k = src.dim(1);
-    const dim3 grid(static_cast<unsigned>(dst.dim(1) / 32), static_cast<unsigned>(dst.dim(0) / 32));
-    stage_transposed_kernel<<<grid, dim3(32, 8), 0, ctx_.stream.get()>>>(
-        src.data, col.empty() ? nullptr : col.data, scale, ntok, k, dst.dim(1), reinterpret_cast<__half*>(dst.data));
-    BR_CUDA_LAUNCHED();
+    launch_stage_transposed(src.data, col.data, scale, src.dim(0), src.dim(1), dst.dim(0), dst.dim(1), as_half(dst),
+                            ctx_.stream.get());
   }
-
   void gemm_impl(CView<f16> act, CView<f16> plane, float oscale, View<float> out) override {
-    const index_t m = out.dim(0), n = out.dim(1), k = act.dim(1), ldo = out.ld();
-    const Plan& p = plan(m, n, k, ldo);
-    const float beta = 0.0f;
-    BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, plane.data, p.a, act.data, p.b, &beta, out.data,
-                                   p.c, out.data, p.c, p.has_algo ? &p.algo : nullptr, ctx_.workspace,
-                                   ctx_.workspace_bytes, ctx_.stream.get()));
+    gemm_.run(reinterpret_cast<const __half*>(act.data), reinterpret_cast<const __half*>(plane.data), oscale,
+              out.data, out.dim(0), out.dim(1), act.dim(1), out.ld());
   }
 
  private:
-  struct Plan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    bool has_algo = false;
-  };
-
-  void launch_stage(const float* src, index_t m, index_t k, index_t lds, index_t col0, const float* col, float scale,
-                    View<f16> dst) {
-    const index_t total = dst.dim(0) * k;
-    stage_kernel<<<blocks_for(static_cast<std::size_t>(total), 256), 256, 0, ctx_.stream.get()>>>(
-        src, col, scale, m, k, lds, col0, total, reinterpret_cast<__half*>(dst.data));
-    BR_CUDA_LAUNCHED();
-  }
-
-  const Plan& plan(index_t m, index_t n, index_t k, index_t ldo) {
-    const auto key = std::make_tuple(m, n, k, ldo);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return it->second;
-    Plan p;
-    BR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    // A: plane as column-major k×n (ld k), used transposed → n×k.
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, static_cast<std::uint64_t>(k),
-                                               static_cast<std::uint64_t>(n), k));
-    // B: act as column-major k×m (ld k).
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, static_cast<std::uint64_t>(k),
-                                               static_cast<std::uint64_t>(m), k));
-    // C: outᵀ, column-major n×m (ld ldo).
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<std::uint64_t>(n),
-                                               static_cast<std::uint64_t>(m), ldo));
-    cublasLtMatmulPreference_t pref = nullptr;
-    BR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    BR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &ctx_.workspace_bytes, sizeof(ctx_.workspace_bytes)));
-    cublasLtMatmulHeuristicResult_t res{};
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(ctx_.blas.get(), p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
-      p.algo = res.algo;
-      p.has_algo = true;
-    }
-    return plans_.emplace(key, p).first->second;
-  }
+  static __half* as_half(View<f16> v) { return reinterpret_cast<__half*>(v.data); }
 
   Context& ctx_;
-  std::map<std::tuple<index_t, index_t, index_t, index_t>, Plan> plans_;
+  LtGemm gemm_;
 };
 
 }  // namespace
+
+void launch_stage(const float* src, index_t lds, index_t col0, const float* col, float scale, index_t rows,
+                  index_t rows_out, index_t k, __half* dst, cudaStream_t stream) {
+  if (rows_out == 0 || k == 0) return;
+  const dim3 grid(blocks_for(static_cast<std::size_t>(k), kStageThreads),
+                  static_cast<unsigned>(std::min(rows_out, kMaxGridY)));
+  stage_kernel<<<grid, kStageThreads, 0, stream>>>(src, lds, col0, col, scale, rows, rows_out, k, dst);
+  BR_CUDA_LAUNCHED();
+}
+
+void launch_stage_transposed(const float* src, const float* col, float scale, index_t ntok, index_t k,
+                             index_t rows_out, index_t tok_out, __half* dst, cudaStream_t stream) {
+  if (rows_out == 0 || tok_out == 0) return;
+  const dim3 grid(static_cast<unsigned>(tok_out / 32), static_cast<unsigned>(rows_out / 32));
+  stage_transposed_kernel<<<grid, dim3(32, 8), 0, stream>>>(src, col, scale, ntok, k, tok_out, dst);
+  BR_CUDA_LAUNCHED();
+}
+
+LtGemm::~LtGemm() {
+  for (auto& [key, plan] : plans_) {
+    cublasLtMatmulDescDestroy(plan.op);
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.c);
+  }
+}
+
+void LtGemm::run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
+                 index_t ldo) {
+  if (m == 0 || n == 0) return;
+  const Plan& p = plan(Key{m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out)});
+  const float beta = 0.0f;
+  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, plane, p.a, act, p.b, &beta, out, p.c, out, p.c,
+                                 p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes,
+                                 ctx_.stream.get()));
+}
+
+const LtGemm::Plan& LtGemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const auto [m, n, k, ldo, align_a, align_b, align_c] = key;
+  Plan p;
+  BR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  // A: plane as column-major k×n (ld k), used transposed → n×k.
+  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(n), k));
+  // B: act as column-major k×m (ld k).
+  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(m), k));
+  // C: outᵀ, column-major n×m (ld ldo).
+  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<std::uint64_t>(n),
+                                             static_cast<std::uint64_t>(m), ldo));
+  cublasLtMatmulPreference_t pref = nullptr;
+  BR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, std::size_t bytes) {
+    const cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, attr, v, bytes);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      BR_CUBLAS_CHECK(st);
+    }
+  };
+  set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx_.workspace_bytes, sizeof(ctx_.workspace_bytes));
+  const std::uint32_t aa = align_a, ab = align_b, ac = align_c;
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof(ac));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx_.blas.get(), p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.algo = res.algo;
+    p.has_algo = true;
+  }
+  return plans_.emplace(key, p).first->second;
+}
 
 std::unique_ptr<GemmOps<float>> make_gemm_ops(Context& ctx) { return std::make_unique<CudaGemmOps>(ctx); }
 
