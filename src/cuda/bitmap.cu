@@ -2,9 +2,13 @@
 //
 // expand: one thread per (row, rank) element writes the plane coalesced;
 // the transpose goes through a 32×32 shared tile so both writes coalesce.
+// A tile covers one bitmap word of 32 rows, so with a cached copy of the
+// bits (cuda/gemm_kernels.hpp) each tile alone decides whether its words
+// changed, and only changed tiles are rewritten.
 // pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
 #include <cuda_fp16.h>
 
+#include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
@@ -12,11 +16,23 @@ namespace {
 
 constexpr unsigned short kPlus = 0x3c00, kMinus = 0xbc00;
 
+// Block (32, 8), grid (words, row tiles): tile (blockIdx.x, blockIdx.y) is
+// word blockIdx.x of rows 32·blockIdx.y … + 31.
 __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
-                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t) {
+                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t,
+                              std::uint32_t* __restrict__ cached, bool force) {
   __shared__ unsigned short tile[32][33];
   const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, i0 = static_cast<index_t>(blockIdx.y) * 32;
   const int tx = threadIdx.x, ty = threadIdx.y;  // 32 × 8
+  if (cached) {
+    // Thread (tx, 0) owns word blockIdx.x of row i0 + tx.
+    const index_t i = i0 + tx, w = blockIdx.x;
+    const bool mine = ty == 0 && i < rows;
+    const std::uint32_t word = mine ? bits[i * words + w] : 0u;
+    const bool changed = mine && word != cached[i * words + w];
+    if (!__syncthreads_or(changed || force)) return;  // uniform over the block
+    if (mine) cached[i * words + w] = word;
+  }
   for (int j = ty; j < 32; j += 8) {
     const index_t i = i0 + j, k = k0 + tx;
     if (i < rows && k < r) {
@@ -51,12 +67,8 @@ class CudaBitmapOps final : public BitmapOps<float> {
 
  protected:
   void expand_signs_impl(CView<std::uint32_t> bits, index_t r, View<f16> plane, View<f16> plane_t) override {
-    const index_t rows = bits.dim(0);
-    const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
-    expand_kernel<<<grid, dim3(32, 8), 0, ctx_.stream.get()>>>(bits.data, rows, r, bits.dim(1),
-                                                                reinterpret_cast<unsigned short*>(plane.data),
-                                                                reinterpret_cast<unsigned short*>(plane_t.data));
-    BR_CUDA_LAUNCHED();
+    launch_expand_signs(bits.data, bits.dim(0), r, bits.dim(1), reinterpret_cast<__half*>(plane.data),
+                        reinterpret_cast<__half*>(plane_t.data), nullptr, true, ctx_.stream.get());
   }
 
   void pack_signs_impl(CView<float> signs, View<std::uint32_t> bits) override {
@@ -71,6 +83,15 @@ class CudaBitmapOps final : public BitmapOps<float> {
 };
 
 }  // namespace
+
+void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
+                         __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream) {
+  if (rows == 0 || r == 0) return;
+  const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+  expand_kernel<<<grid, dim3(32, 8), 0, stream>>>(bits, rows, r, words, reinterpret_cast<unsigned short*>(plane),
+                                                  reinterpret_cast<unsigned short*>(plane_t), cached, force);
+  BR_CUDA_LAUNCHED();
+}
 
 std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx) { return std::make_unique<CudaBitmapOps>(ctx); }
 
