@@ -1,0 +1,310 @@
+// CUDA backend of the BLR layer (contract: include/bitrank/ops/blr.hpp).
+//
+// Every GEMM is the cuBLASLt f16 GEMM of gemm_kernels.hpp (f16 operands,
+// f32 accumulation, output × 1/grad_scale) on operands staged exactly as the
+// CPU backend stages them; the ±1 planes come from the bitmaps. Per path:
+//
+//   forward   stage x⊙g → GEMM a = ·S_Vᵀplane → stage a⊙ℓ → GEMM c = ·S_U plane
+//             then one pass y = Σ_p h_p⊙c_p over all paths
+//   backward  stage dy⊙h·gs, partial Σ dy⊙c → dh      → GEMM b = ·S_Uᵀplane / gs
+//             stage b⊙ℓ·gs, partial Σ a⊙b  → dℓ      → GEMM dx' = ·S_V plane / gs
+//             partial Σ x⊙dx' → dg, dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
+//   sign grad stage (dy⊙h·gs)ᵀ, (a⊙ℓ)ᵀ → GEMM G_U / gs
+//             stage (x⊙g)ᵀ, (b⊙ℓ·gs)ᵀ → GEMM G_V / gs   (tokens are the sum index)
+//
+// Column sums are deterministic: blocks of 32 columns × 8 row lanes sum a
+// fixed token block each in f64 (a product of two f32 is exact in f64), the
+// lanes are added in a fixed order into one partial per (block, column), and
+// a second pass adds the partials in order into the f32 gradient. The
+// partition depends only on the shape.
+//
+// The ±1 planes are kept per path and side with a device copy of the bits
+// they were expanded from; every call re-checks the bits on the device, tile
+// by tile, and re-expands the tiles whose words changed (so bits rewritten
+// in place by the sign optimizer are always seen, with no host round trip).
+// Scratch (planes, staged operands, partials) lives in the ops object and
+// only grows. Everything runs on the context's stream; nothing synchronises.
+// One ops object serves one caller at a time.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda/gemm_kernels.hpp"
+#include "cuda/ops.hpp"
+
+namespace bitrank::cuda {
+namespace {
+
+constexpr int kColTile = 32;   // columns per column-sum block
+constexpr int kRowLanes = 8;   // row lanes per column-sum block
+constexpr index_t kTargetBlocks = 2048;
+constexpr unsigned kThreads = 256;
+constexpr index_t kMaxGridY = 65535;
+constexpr int kPathsPerPass = 4;  // paths one y pass reads
+
+index_t round32(index_t v) { return (v + 31) / 32 * 32; }
+
+// ---- fused row passes with column sums -----------------------------------
+
+enum class RowPass {
+  stage,  // dst[t][j] = f16(f32(src·col[j])·scale)
+  scale,  // out[t][j] (= or +=) col[j]·src[t][j]
+};
+
+// Block (32, 8), grid (column tiles, token blocks). Besides its pass, each
+// block writes partial[blockIdx.y][j] = Σ_{t in block} p[t][j]·q[t][j] (f64).
+// No __restrict__ on src, q, out: the scale pass runs in place (out = src = q).
+template <RowPass kPass>
+__global__ void rows_colsum_kernel(const float* src, const float* __restrict__ col, float scale,
+                                   const float* __restrict__ p, const float* q, index_t rows, index_t k,
+                                   index_t rows_per_block, __half* __restrict__ dst, float* out, bool accumulate,
+                                   double* __restrict__ partial) {
+  __shared__ double lanes[kRowLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
+  const index_t t0 = static_cast<index_t>(blockIdx.y) * rows_per_block;
+  const index_t t1 = t0 + rows_per_block < rows ? t0 + rows_per_block : rows;
+  double sum = 0.0;
+  if (j < k) {
+    const float cj = col[j];
+    for (index_t t = t0 + ty; t < t1; t += kRowLanes) {
+      const index_t e = t * k + j;
+      const float qe = q[e];
+      sum += static_cast<double>(p[e]) * qe;
+      if constexpr (kPass == RowPass::stage) {
+        dst[e] = __float2half_rn(__fmul_rn(__fmul_rn(src[e], cj), scale));
+      } else {
+        const float v = __fmul_rn(cj, src[e]);
+        out[e] = accumulate ? __fadd_rn(out[e], v) : v;
+      }
+    }
+  }
+  lanes[ty][tx] = sum;
+  __syncthreads();
+  if (ty == 0 && j < k) {
+    double s = 0.0;
+    for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx];
+    partial[static_cast<index_t>(blockIdx.y) * k + j] = s;
+  }
+}
+
+// sum[j] = f32(sum[j] + Σ_b partial[b][j]), blocks in order.
+__global__ void colsum_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t k,
+                                     float* __restrict__ sum) {
+  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  double s = 0.0;
+  for (index_t b = 0; b < blocks; ++b) s += partial[b * k + j];
+  sum[j] = static_cast<float>(static_cast<double>(sum[j]) + s);
+}
+
+// ---- y = Σ_p h_p⊙c_p ------------------------------------------------------
+
+struct PathTerms {
+  const float* h[kPathsPerPass];
+  const float* c[kPathsPerPass];
+  int count;
+};
+
+// One thread per column j; rows t = blockIdx.y, + gridDim.y, …. Terms are
+// added in path order (after y itself when accumulating).
+__global__ void path_sum_kernel(PathTerms terms, index_t ntok, index_t m, bool accumulate, float* __restrict__ y) {
+  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= m) return;
+  float h[kPathsPerPass];
+  for (int q = 0; q < terms.count; ++q) h[q] = terms.h[q][j];
+  for (index_t t = blockIdx.y; t < ntok; t += gridDim.y) {
+    const index_t e = t * m + j;
+    float v = accumulate ? y[e] : __fmul_rn(h[0], terms.c[0][e]);
+    for (int q = accumulate ? 0 : 1; q < terms.count; ++q) v = __fadd_rn(v, __fmul_rn(h[q], terms.c[q][e]));
+    y[e] = v;
+  }
+}
+
+// ---- scratch --------------------------------------------------------------
+
+// A grow-only device buffer.
+template <class T>
+class Scratch {
+ public:
+  T* get(Memory& mem, index_t n) {
+    if (static_cast<std::size_t>(n) > buf_.size()) buf_ = Buffer<T>(mem, static_cast<std::size_t>(n));
+    return buf_.data();
+  }
+
+ private:
+  Buffer<T> buf_;
+};
+
+// The ±1 planes of one bitmap ([rows][r] and [r][rows]) and the bits they
+// were expanded from.
+class PlaneCache {
+ public:
+  void update(Context& ctx, CView<std::uint32_t> bits, index_t r) {
+    const index_t rows = bits.dim(0), words = bits.dim(1);
+    const bool fresh = rows != rows_ || r != r_;
+    __half* pl = reinterpret_cast<__half*>(plane_.get(ctx.memory, rows * r));
+    __half* pl_t = reinterpret_cast<__half*>(plane_t_.get(ctx.memory, rows * r));
+    std::uint32_t* cached = bits_.get(ctx.memory, rows * words);
+    launch_expand_signs(bits.data, rows, r, words, pl, pl_t, cached, fresh, ctx.stream.get());
+    rows_ = rows;
+    r_ = r;
+    plane_ptr_ = pl;
+    plane_t_ptr_ = pl_t;
+  }
+  const __half* plane() const { return plane_ptr_; }      // [rows][r]
+  const __half* plane_t() const { return plane_t_ptr_; }  // [r][rows]
+
+ private:
+  Scratch<f16> plane_, plane_t_;
+  Scratch<std::uint32_t> bits_;
+  index_t rows_ = -1, r_ = -1;
+  const __half* plane_ptr_ = nullptr;
+  const __half* plane_t_ptr_ = nullptr;
+};
+
+class CudaBlrOps final : public BlrOps<float> {
+ public:
+  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
+
+ protected:
+  void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
+                        const BlrSaved<float>& saved) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    const cudaStream_t s = ctx_.stream.get();
+    ensure_path_caches(paths);
+    __half* xg = half_scratch(act_, ntok * std::max(m, n));
+    __half* al = half_scratch(act_r_, ntok * r);
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+      PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+      pu.update(ctx_, path.sign_u, r);
+      pv.update(ctx_, path.sign_v, r);
+      float* a = saved.a.data + p * ntok * r;
+      float* c = saved.c.data + p * ntok * m;
+      launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, xg, s);
+      gemm_.run(xg, pv.plane_t(), 1.0f, a, ntok, r, n, r);  // a = (x⊙g)·S_V
+      launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
+      gemm_.run(al, pu.plane(), 1.0f, c, ntok, m, r, m);  // c = (a⊙ℓ)·S_Uᵀ
+    }
+    // y = Σ_p h⊙c, up to kPathsPerPass paths per pass.
+    for (index_t p0 = 0; p0 < paths; p0 += kPathsPerPass) {
+      PathTerms terms{};
+      terms.count = static_cast<int>(std::min<index_t>(kPathsPerPass, paths - p0));
+      for (int q = 0; q < terms.count; ++q) {
+        terms.h[q] = layer.paths[static_cast<std::size_t>(p0 + q)].h.data;
+        terms.c[q] = saved.c.data + (p0 + q) * ntok * m;
+      }
+      const dim3 grid(blocks_for(static_cast<std::size_t>(m), kThreads),
+                      static_cast<unsigned>(std::min(ntok, kMaxGridY)));
+      path_sum_kernel<<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
+      BR_CUDA_LAUNCHED();
+    }
+  }
+
+  void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
+                         View<float> dx, float grad_scale, View<float> b_out) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    ensure_path_caches(paths);
+    const float inv_scale = 1.0f / grad_scale;
+    __half* dyh = half_scratch(act_, ntok * std::max(m, n));
+    __half* bl = half_scratch(act_r_, ntok * r);
+    float* b_tmp = b_out.data ? nullptr : b_.get(ctx_.memory, ntok * r);
+    float* dxp_tmp = paths > 1 ? dxp_.get(ctx_.memory, ntok * n) : nullptr;
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+      PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+      pu.update(ctx_, path.sign_u, r);
+      pv.update(ctx_, path.sign_v, r);
+      const float* a = saved.a.data + p * ntok * r;
+      const float* c = saved.c.data + p * ntok * m;
+      float* b = b_out.data ? b_out.data + p * ntok * r : b_tmp;
+      // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
+      row_pass<RowPass::stage>(dy.data, path.h.data, grad_scale, dy.data, c, ntok, m, dyh, nullptr, false,
+                               path.dh.data);
+      gemm_.run(dyh, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
+      // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
+      row_pass<RowPass::stage>(b, path.l.data, grad_scale, a, b, ntok, r, bl, nullptr, false, path.dl.data);
+      // dx' = (b⊙ℓ)·S_Vᵀ; the first path writes it into dx and scales it there
+      float* dxp = p == 0 ? dx.data : dxp_tmp;
+      gemm_.run(bl, pv.plane(), inv_scale, dxp, ntok, n, r, n);
+      // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
+      row_pass<RowPass::scale>(dxp, path.g.data, 1.0f, x.data, dxp, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
+    }
+  }
+
+  void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
+                          CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    const cudaStream_t s = ctx_.stream.get();
+    const float inv_scale = 1.0f / grad_scale;
+    const index_t tok = pad_tokens(ntok);
+    __half* big = half_scratch(act_t_, round32(std::max(m, n)) * tok);
+    __half* small = half_scratch(act_rt_, round32(r) * tok);
+    for (index_t p = 0; p < paths; ++p) {
+      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+      // G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
+      launch_stage_transposed(dy.data, path.h.data, grad_scale, ntok, m, round32(m), tok, big, s);
+      launch_stage_transposed(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, round32(r), tok, small, s);
+      gemm_.run(big, small, inv_scale, g_u.data + p * m * r, m, r, tok, r);
+      // G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
+      launch_stage_transposed(x.data, path.g.data, 1.0f, ntok, n, round32(n), tok, big, s);
+      launch_stage_transposed(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, round32(r), tok, small, s);
+      gemm_.run(big, small, inv_scale, g_v.data + p * n * r, n, r, tok, r);
+    }
+  }
+
+ private:
+  void ensure_path_caches(index_t paths) {
+    if (planes_u_.size() < static_cast<std::size_t>(paths)) {
+      planes_u_.resize(static_cast<std::size_t>(paths));
+      planes_v_.resize(static_cast<std::size_t>(paths));
+    }
+  }
+
+  __half* half_scratch(Scratch<f16>& buf, index_t n) { return reinterpret_cast<__half*>(buf.get(ctx_.memory, n)); }
+
+  // One fused pass over [rows][k] (see rows_colsum_kernel), then
+  // sum[j] += Σ_t p[t][j]·q[t][j].
+  template <RowPass kPass>
+  void row_pass(const float* src, const float* col, float scale, const float* p, const float* q, index_t rows,
+                index_t k, __half* dst, float* out, bool accumulate, float* sum) {
+    const cudaStream_t s = ctx_.stream.get();
+    const index_t tiles = (k + kColTile - 1) / kColTile;
+    const index_t want = std::clamp<index_t>((kTargetBlocks + tiles - 1) / tiles, 1, (rows + kRowLanes - 1) / kRowLanes);
+    const index_t rows_per_block = (rows + want - 1) / want;
+    const index_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    double* partial = partial_.get(ctx_.memory, blocks * k);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks));
+    rows_colsum_kernel<kPass><<<grid, dim3(kColTile, kRowLanes), 0, s>>>(src, col, scale, p, q, rows, k,
+                                                                         rows_per_block, dst, out, accumulate,
+                                                                         partial);
+    BR_CUDA_LAUNCHED();
+    colsum_finish_kernel<<<blocks_for(static_cast<std::size_t>(k), kThreads), kThreads, 0, s>>>(partial, blocks, k,
+                                                                                               sum);
+    BR_CUDA_LAUNCHED();
+  }
+
+  Context& ctx_;
+  LtGemm gemm_;
+  std::vector<PlaneCache> planes_u_, planes_v_;  // per path
+  Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g or dy⊙h·gs
+  Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
+  Scratch<f16> act_t_;   // transposed [round32(max(m, n))][pad_tokens(ntok)]: (dy⊙h·gs)ᵀ or (x⊙g)ᵀ
+  Scratch<f16> act_rt_;  // transposed [round32(r)][pad_tokens(ntok)]: (a⊙ℓ)ᵀ or (b⊙ℓ·gs)ᵀ
+  Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
+  Scratch<float> dxp_;   // dx' of paths after the first [ntok][n]
+  Scratch<double> partial_;  // column-sum partials [blocks][width]
+};
+
+}  // namespace
+
+std::unique_ptr<BlrOps<float>> make_blr_ops(Context& ctx) { return std::make_unique<CudaBlrOps>(ctx); }
+
+}  // namespace bitrank::cuda
