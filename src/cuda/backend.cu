@@ -15,6 +15,8 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->memory = &ctx->memory;
   b->gemm_ops = cuda::make_gemm_ops(*ctx);
   b->bitmap_ops = cuda::make_bitmap_ops(*ctx);
+  b->sign_ops = cuda::make_sign_ops(*ctx);
+  b->blr_ops = cuda::make_blr_ops(*ctx);
   return b;
 }
 
