@@ -5,13 +5,17 @@
 // __float2half_rn — the same two f32 products and the same
 // round-to-nearest-even as the CPU and reference backends, so staged
 // operands are bit-identical everywhere. The plain form runs one thread per
-// column over a grid of row steps (no index division); the transposed form
-// stages through a 32×33 shared tile so reads and writes both coalesce.
+// 4 columns (16-byte loads, 8-byte stores; 1 column where widths or
+// alignment do not allow it) over a grid of row steps sized to fill the
+// device; the transposed form stages through a 32×33 shared tile so reads
+// and writes both coalesce.
 //
 // GEMM: cuBLASLt, f16 A/B, f32 C, f32 compute, alpha = oscale. Row-major
 // out[m][n] = act[m][k]·plane[n][k]ᵀ is column-major outᵀ (n×m, ld = ldo) =
 // plane (op T of the k×n column-major view) · actᵀ (the k×m view); the
-// output may be a column slice of a wider matrix. Layouts, descriptors and
+// output may be a column slice of a wider matrix. The token-sum form
+// out[m][n] = lhs[ntok][m]ᵀ·rhs[ntok][n] is outᵀ = rhs (the n×ntok view) ·
+// lhs (op T of the m×ntok view). Layouts, descriptors and
 // the chosen algorithm are cached per shape and per pointer alignment (an
 // algorithm chosen for 256-byte aligned buffers may not run on a column
 // slice or a per-path offset).
@@ -26,20 +30,31 @@ namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned kStageThreads = 256;
-constexpr index_t kMaxGridY = 65535;
 
-// The f32 value that staging rounds to f16.
-__device__ __forceinline__ float stage_product(float s, const float* col, index_t j, float scale) {
-  return col ? __fmul_rn(__fmul_rn(s, col[j]), scale) : __fmul_rn(s, scale);
-}
-
-// One thread per column j < k; rows t = blockIdx.y, + gridDim.y, … < rows_out.
+// Thread j stages columns V·j … V·j + V − 1 (V | k) of rows t = blockIdx.y,
+// + gridDim.y, … < rows_out (zero rows from `rows` on).
+template <int V>
 __global__ void stage_kernel(const float* __restrict__ src, index_t lds, index_t col0, const float* __restrict__ col,
                              float scale, index_t rows, index_t rows_out, index_t k, __half* __restrict__ dst) {
-  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t j = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (j >= k) return;
-  for (index_t t = blockIdx.y; t < rows_out; t += gridDim.y)
-    dst[t * k + j] = __float2half_rn(t < rows ? stage_product(src[t * lds + col0 + j], col, j, scale) : 0.0f);
+  Floats<V> c;
+  if (col) {
+    c = load_floats<V>(col + j);
+  } else {
+    for (int v = 0; v < V; ++v) c.v[v] = 1.0f;
+  }
+  for (index_t t = blockIdx.y; t < rows_out; t += gridDim.y) {
+    Floats<V> x;
+    if (t < rows) {
+      x = load_floats<V>(src + t * lds + col0 + j);
+      // without a factor: f32(s·scale), the same number as f32(f32(s·1)·scale)
+      for (int v = 0; v < V; ++v) x.v[v] = col ? stage_product(x.v[v], c.v[v], scale) : __fmul_rn(x.v[v], scale);
+    } else {
+      for (int v = 0; v < V; ++v) x.v[v] = 0.0f;
+    }
+    store_halves<V>(dst + t * k + j, x);
+  }
 }
 
 // dst[rows_out][tok_out] = transpose of the staged src[ntok][k]. Block
@@ -51,7 +66,12 @@ __global__ void stage_transposed_kernel(const float* __restrict__ src, const flo
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int j = ty; j < 32; j += 8) {
     const index_t t = t0 + j, row = r0 + tx;
-    tile[j][tx] = t < ntok && row < k ? stage_product(src[t * k + row], col, row, scale) : 0.0f;
+    float v = 0.0f;
+    if (t < ntok && row < k) {
+      const float x = src[t * k + row];
+      v = col ? stage_product(x, col[row], scale) : __fmul_rn(x, scale);
+    }
+    tile[j][tx] = v;
   }
   __syncthreads();
   for (int j = ty; j < 32; j += 8) {
@@ -101,9 +121,15 @@ class CudaGemmOps final : public GemmOps<float> {
 void launch_stage(const float* src, index_t lds, index_t col0, const float* col, float scale, index_t rows,
                   index_t rows_out, index_t k, __half* dst, cudaStream_t stream) {
   if (rows_out == 0 || k == 0) return;
-  const dim3 grid(blocks_for(static_cast<std::size_t>(k), kStageThreads),
-                  static_cast<unsigned>(std::min(rows_out, kMaxGridY)));
-  stage_kernel<<<grid, kStageThreads, 0, stream>>>(src, lds, col0, col, scale, rows, rows_out, k, dst);
+  const bool wide = lds % 4 == 0 && col0 % 4 == 0 && vector_width(k, {src + col0, col, dst}) == 4;
+  const int v = wide ? 4 : 1;
+  const unsigned col_blocks = blocks_for(static_cast<std::size_t>(k / v), kStageThreads);
+  const dim3 grid(col_blocks, row_steps(rows_out, col_blocks));
+  if (wide) {
+    stage_kernel<4><<<grid, kStageThreads, 0, stream>>>(src, lds, col0, col, scale, rows, rows_out, k, dst);
+  } else {
+    stage_kernel<1><<<grid, kStageThreads, 0, stream>>>(src, lds, col0, col, scale, rows, rows_out, k, dst);
+  }
   BR_CUDA_LAUNCHED();
 }
 
@@ -127,9 +153,20 @@ LtGemm::~LtGemm() {
 void LtGemm::run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
                  index_t ldo) {
   if (m == 0 || n == 0) return;
-  const Plan& p = plan(Key{m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out)});
+  matmul(Key{false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out)}, plane, act, oscale, out);
+}
+
+void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
+                        index_t ntok, index_t ldo) {
+  if (m == 0 || n == 0) return;
+  matmul(Key{true, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out)}, rhs, lhs, oscale, out);
+}
+
+// D = A·B in cuBLASLt's column-major terms, D = outᵀ (n×m, ld ldo).
+void LtGemm::matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out) {
+  const Plan& p = plan(key);
   const float beta = 0.0f;
-  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, plane, p.a, act, p.b, &beta, out, p.c, out, p.c,
+  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, a, p.a, b, p.b, &beta, out, p.c, out, p.c,
                                  p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes,
                                  ctx_.stream.get()));
 }
@@ -137,21 +174,26 @@ void LtGemm::run(const __half* act, const __half* plane, float oscale, float* ou
 const LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [m, n, k, ldo, align_a, align_b, align_c] = key;
+  const auto [tokens, m, n, k, ldo, align_a, align_b, align_c] = key;
+  const auto u64 = [](index_t v) { return static_cast<std::uint64_t>(v); };
   Plan p;
   BR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasOperation_t ta = tokens ? CUBLAS_OP_N : CUBLAS_OP_T, tb = tokens ? CUBLAS_OP_T : CUBLAS_OP_N;
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  // A: plane as column-major k×n (ld k), used transposed → n×k.
-  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(n), k));
-  // B: act as column-major k×m (ld k).
-  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(m), k));
+  if (tokens) {
+    // A: rhs [k][n] row-major = column-major n×k (ld n), used as is.
+    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, u64(n), u64(k), n));
+    // B: lhs [k][m] row-major = column-major m×k (ld m), used transposed → k×m.
+    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, u64(m), u64(k), m));
+  } else {
+    // A: plane as column-major k×n (ld k), used transposed → n×k.
+    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, u64(k), u64(n), k));
+    // B: act as column-major k×m (ld k).
+    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, u64(k), u64(m), k));
+  }
   // C: outᵀ, column-major n×m (ld ldo).
-  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<std::uint64_t>(n),
-                                             static_cast<std::uint64_t>(m), ldo));
+  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, u64(n), u64(m), ldo));
   cublasLtMatmulPreference_t pref = nullptr;
   BR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, std::size_t bytes) {

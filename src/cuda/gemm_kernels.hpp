@@ -15,7 +15,9 @@
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <tuple>
 
@@ -23,6 +25,77 @@
 #include "cuda/runtime.hpp"
 
 namespace bitrank::cuda {
+
+// ---- device helpers of the elementwise passes -------------------------------
+
+// The f32 product that staging rounds to f16: f32(f32(s·col)·scale), no FMA.
+__device__ __forceinline__ float stage_product(float s, float col, float scale) {
+  return __fmul_rn(__fmul_rn(s, col), scale);
+}
+
+// V consecutive values (V = 1 or 4) moved as one access: 16-byte float
+// loads/stores and 8-byte f16 stores when V = 4 (the caller checks the
+// alignment; see vector_width).
+template <int V>
+struct Floats {
+  float v[V];
+};
+
+template <int V>
+__device__ __forceinline__ Floats<V> load_floats(const float* p) {
+  Floats<V> f;
+  if constexpr (V == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    f.v[0] = t.x, f.v[1] = t.y, f.v[2] = t.z, f.v[3] = t.w;
+  } else {
+    f.v[0] = *p;
+  }
+  return f;
+}
+
+template <int V>
+__device__ __forceinline__ void store_floats(float* p, const Floats<V>& f) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  } else {
+    *p = f.v[0];
+  }
+}
+
+// Each value rounded by __float2half_rn (round to nearest even).
+template <int V>
+__device__ __forceinline__ void store_halves(__half* p, const Floats<V>& f) {
+  if constexpr (V == 4) {
+    const __half2 lo = __halves2half2(__float2half_rn(f.v[0]), __float2half_rn(f.v[1]));
+    const __half2 hi = __halves2half2(__float2half_rn(f.v[2]), __float2half_rn(f.v[3]));
+    uint2 packed;
+    packed.x = *reinterpret_cast<const unsigned*>(&lo);
+    packed.y = *reinterpret_cast<const unsigned*>(&hi);
+    *reinterpret_cast<uint2*>(p) = packed;
+  } else {
+    *p = __float2half_rn(f.v[0]);
+  }
+}
+
+// 4 when every row of width k starts 16-byte aligned for each base pointer
+// given (null pointers are ignored), else 1.
+inline int vector_width(index_t k, std::initializer_list<const void*> bases) {
+  if (k % 4 != 0) return 1;
+  for (const void* b : bases)
+    if (b && reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return 1;
+  return 4;
+}
+
+// Grid rows of an elementwise pass over `rows` rows whose columns take
+// `col_blocks` blocks: enough blocks to fill the device a few times over,
+// each thread walking rows blockIdx.y, + gridDim.y, ….
+inline unsigned row_steps(index_t rows, unsigned col_blocks) {
+  constexpr index_t kTargetBlocks = 4096, kMaxGridY = 65535;
+  const index_t want = (kTargetBlocks + col_blocks - 1) / col_blocks;
+  return static_cast<unsigned>(std::max<index_t>(1, std::min({want, rows, kMaxGridY})));
+}
+
+// ---- launchers --------------------------------------------------------------
 
 // dst[rows_out][k] = staged src[t][col0 + j] (row stride lds) for t < rows,
 // 0 for rows ≤ t < rows_out. `col` (k factors) may be null.
@@ -55,6 +128,10 @@ class LtGemm {
   // out[m][n] (row stride ldo ≥ n) = act[m][k] · plane[n][k]ᵀ · oscale.
   void run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
            index_t ldo);
+  // out[m][n] (row stride ldo ≥ n) = lhs[ntok][m]ᵀ · rhs[ntok][n] · oscale:
+  // a sum over tokens of row-major operands (the sign gradients).
+  void run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n, index_t ntok,
+                  index_t ldo);
 
  private:
   struct Plan {
@@ -63,10 +140,12 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool has_algo = false;
   };
-  // Shape, output stride and the alignment (bytes, ≤ 256) of each pointer:
-  // the algorithm is chosen for the alignment it will be run with.
-  using Key = std::tuple<index_t, index_t, index_t, index_t, unsigned, unsigned, unsigned>;
+  // Form (false: act·planeᵀ, true: lhsᵀ·rhs), shape, output stride and the
+  // alignment (bytes, ≤ 256) of each pointer: the algorithm is chosen for
+  // the alignment it will be run with.
+  using Key = std::tuple<bool, index_t, index_t, index_t, index_t, unsigned, unsigned, unsigned>;
   const Plan& plan(const Key& key);
+  void matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out);
 
   Context& ctx_;
   std::map<Key, Plan> plans_;
