@@ -4,9 +4,12 @@
 // the transpose goes through a 32×32 shared tile so both writes coalesce.
 // A tile covers one bitmap word of 32 rows, so with a cached copy of the
 // bits (cuda/gemm_kernels.hpp) each tile alone decides whether its words
-// changed, and only changed tiles are rewritten.
+// changed, and only changed tiles are rewritten. Each block walks several
+// tiles of one word column (about 1024 blocks in all).
 // pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -16,36 +19,40 @@ namespace {
 
 constexpr unsigned short kPlus = 0x3c00, kMinus = 0xbc00;
 
-// Block (32, 8), grid (words, row tiles): tile (blockIdx.x, blockIdx.y) is
-// word blockIdx.x of rows 32·blockIdx.y … + 31.
+// Block (32, 8), grid (words, row steps): the block walks the tiles of word
+// blockIdx.x in rows 32·q … 32·q + 31 for q = blockIdx.y, + gridDim.y, ….
 __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
                               unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t,
                               std::uint32_t* __restrict__ cached, bool force) {
   __shared__ unsigned short tile[32][33];
-  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, i0 = static_cast<index_t>(blockIdx.y) * 32;
+  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, row_tiles = (rows + 31) / 32;
   const int tx = threadIdx.x, ty = threadIdx.y;  // 32 × 8
-  if (cached) {
-    // Thread (tx, 0) owns word blockIdx.x of row i0 + tx.
-    const index_t i = i0 + tx, w = blockIdx.x;
-    const bool mine = ty == 0 && i < rows;
-    const std::uint32_t word = mine ? bits[i * words + w] : 0u;
-    const bool changed = mine && word != cached[i * words + w];
-    if (!__syncthreads_or(changed || force)) return;  // uniform over the block
-    if (mine) cached[i * words + w] = word;
-  }
-  for (int j = ty; j < 32; j += 8) {
-    const index_t i = i0 + j, k = k0 + tx;
-    if (i < rows && k < r) {
-      const bool bit = (bits[i * words + k / 32] >> (k % 32)) & 1u;
-      const unsigned short v = bit ? kPlus : kMinus;
-      plane[i * r + k] = v;
-      tile[j][tx] = v;
+  for (index_t q = blockIdx.y; q < row_tiles; q += gridDim.y) {
+    const index_t i0 = q * 32;
+    if (cached) {
+      // Thread (tx, 0) owns word blockIdx.x of row i0 + tx.
+      const index_t i = i0 + tx, w = blockIdx.x;
+      const bool mine = ty == 0 && i < rows;
+      const std::uint32_t word = mine ? bits[i * words + w] : 0u;
+      const bool changed = mine && word != cached[i * words + w];
+      if (!__syncthreads_or(changed || force)) continue;  // uniform over the block
+      if (mine) cached[i * words + w] = word;
     }
-  }
-  __syncthreads();
-  for (int j = ty; j < 32; j += 8) {
-    const index_t k = k0 + j, i = i0 + tx;
-    if (i < rows && k < r) plane_t[k * rows + i] = tile[tx][j];
+    for (int j = ty; j < 32; j += 8) {
+      const index_t i = i0 + j, k = k0 + tx;
+      if (i < rows && k < r) {
+        const bool bit = (bits[i * words + k / 32] >> (k % 32)) & 1u;
+        const unsigned short v = bit ? kPlus : kMinus;
+        plane[i * r + k] = v;
+        tile[j][tx] = v;
+      }
+    }
+    __syncthreads();
+    for (int j = ty; j < 32; j += 8) {
+      const index_t k = k0 + j, i = i0 + tx;
+      if (i < rows && k < r) plane_t[k * rows + i] = tile[tx][j];
+    }
+    __syncthreads();  // the next tile reuses `tile`
   }
 }
 
@@ -87,7 +94,10 @@ class CudaBitmapOps final : public BitmapOps<float> {
 void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
                          __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream) {
   if (rows == 0 || r == 0) return;
-  const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+  // about 1024 blocks, each walking several row tiles
+  const index_t words_r = (r + 31) / 32, row_tiles = (rows + 31) / 32;
+  const index_t steps = std::min(row_tiles, std::max<index_t>(1, 1024 / words_r));
+  const dim3 grid(static_cast<unsigned>(words_r), static_cast<unsigned>(std::min<index_t>(steps, 65535)));
   expand_kernel<<<grid, dim3(32, 8), 0, stream>>>(bits, rows, r, words, reinterpret_cast<unsigned short*>(plane),
                                                   reinterpret_cast<unsigned short*>(plane_t), cached, force);
   BR_CUDA_LAUNCHED();
