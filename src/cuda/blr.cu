@@ -9,14 +9,18 @@
 //   backward  stage dy⊙h·gs, partial Σ dy⊙c → dh      → GEMM b = ·S_Uᵀplane / gs
 //             stage b⊙ℓ·gs, partial Σ a⊙b  → dℓ      → GEMM dx' = ·S_V plane / gs
 //             partial Σ x⊙dx' → dg, dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
-//   sign grad stage (dy⊙h·gs)ᵀ, (a⊙ℓ)ᵀ → GEMM G_U / gs
-//             stage (x⊙g)ᵀ, (b⊙ℓ·gs)ᵀ → GEMM G_V / gs   (tokens are the sum index)
+//   sign grad stage dy⊙h·gs, a⊙ℓ → GEMM G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
+//             stage x⊙g, b⊙ℓ·gs  → GEMM G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
+//             (the token-sum GEMM reads the row-major staged operands as
+//             they are: the same f16 values a transposed staging would hold)
 //
-// Column sums are deterministic: blocks of 32 columns × 8 row lanes sum a
-// fixed token block each in f64 (a product of two f32 is exact in f64), the
-// lanes are added in a fixed order into one partial per (block, column), and
-// a second pass adds the partials in order into the f32 gradient. The
-// partition depends only on the shape.
+// Elementwise passes move 4 columns per thread (16-byte loads) wherever
+// widths and alignment allow, over grids sized to fill the device.
+// Column sums are deterministic: blocks of 128 (or 32) columns × 8 row lanes
+// sum a fixed token block each in f64 (a product of two f32 is exact in
+// f64), the lanes are added in a fixed order into one partial per (block,
+// column), and a second pass adds the partials in a fixed order into the f32
+// gradient. The partition depends only on the shape.
 //
 // The ±1 planes are kept per path and side with a device copy of the bits
 // they were expanded from; every call re-checks the bits on the device, tile
@@ -38,65 +42,84 @@ namespace {
 
 constexpr int kColTile = 32;   // columns per column-sum block
 constexpr int kRowLanes = 8;   // row lanes per column-sum block
+constexpr int kFinishLanes = 16;  // partial lanes per finishing block
 constexpr index_t kTargetBlocks = 2048;
 constexpr unsigned kThreads = 256;
-constexpr index_t kMaxGridY = 65535;
 constexpr int kPathsPerPass = 4;  // paths one y pass reads
-
-index_t round32(index_t v) { return (v + 31) / 32 * 32; }
 
 // ---- fused row passes with column sums -----------------------------------
 
 enum class RowPass {
-  stage,  // dst[t][j] = f16(f32(src·col[j])·scale)
-  scale,  // out[t][j] (= or +=) col[j]·src[t][j]
+  stage,  // dst[t][j] = f16(f32(f32(s[t][j]·col[j])·scale)), s = p or q
+  scale,  // out[t][j] (= or +=) col[j]·q[t][j]
 };
 
-// Block (32, 8), grid (column tiles, token blocks). Besides its pass, each
-// block writes partial[blockIdx.y][j] = Σ_{t in block} p[t][j]·q[t][j] (f64).
-// No __restrict__ on src, q, out: the scale pass runs in place (out = src = q).
-template <RowPass kPass>
-__global__ void rows_colsum_kernel(const float* src, const float* __restrict__ col, float scale,
-                                   const float* __restrict__ p, const float* q, index_t rows, index_t k,
+// Block (32, 8), grid (column tiles of 32·V, token blocks); thread (tx, ty)
+// owns columns V·(32·blockIdx.x + tx) … + V − 1 and rows t0 + ty, + 8, ….
+// Besides its pass, each block writes partial[blockIdx.y][j] =
+// Σ_{t in block} p[t][j]·q[t][j] (f64). No __restrict__ on q and out: the
+// scale pass runs in place (out = q).
+template <RowPass kPass, int V>
+__global__ void rows_colsum_kernel(const float* __restrict__ p, const float* q, bool stage_p,
+                                   const float* __restrict__ col, float scale, index_t rows, index_t k,
                                    index_t rows_per_block, __half* __restrict__ dst, float* out, bool accumulate,
                                    double* __restrict__ partial) {
-  __shared__ double lanes[kRowLanes][kColTile];
+  __shared__ double lanes[kRowLanes][kColTile * V];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
+  const index_t j = (static_cast<index_t>(blockIdx.x) * kColTile + tx) * V;
   const index_t t0 = static_cast<index_t>(blockIdx.y) * rows_per_block;
   const index_t t1 = t0 + rows_per_block < rows ? t0 + rows_per_block : rows;
-  double sum = 0.0;
+  double sum[V];
+  for (int v = 0; v < V; ++v) sum[v] = 0.0;
   if (j < k) {
-    const float cj = col[j];
+    const Floats<V> c = load_floats<V>(col + j);
     for (index_t t = t0 + ty; t < t1; t += kRowLanes) {
       const index_t e = t * k + j;
-      const float qe = q[e];
-      sum += static_cast<double>(p[e]) * qe;
+      const Floats<V> pe = load_floats<V>(p + e), qe = load_floats<V>(q + e);
+      for (int v = 0; v < V; ++v) sum[v] += static_cast<double>(pe.v[v]) * qe.v[v];
       if constexpr (kPass == RowPass::stage) {
-        dst[e] = __float2half_rn(__fmul_rn(__fmul_rn(src[e], cj), scale));
+        Floats<V> st;
+        for (int v = 0; v < V; ++v) st.v[v] = stage_product(stage_p ? pe.v[v] : qe.v[v], c.v[v], scale);
+        store_halves<V>(dst + e, st);
       } else {
-        const float v = __fmul_rn(cj, src[e]);
-        out[e] = accumulate ? __fadd_rn(out[e], v) : v;
+        Floats<V> o;
+        if (accumulate) o = load_floats<V>(out + e);
+        for (int v = 0; v < V; ++v) {
+          const float x = __fmul_rn(c.v[v], qe.v[v]);
+          o.v[v] = accumulate ? __fadd_rn(o.v[v], x) : x;
+        }
+        store_floats<V>(out + e, o);
       }
     }
   }
-  lanes[ty][tx] = sum;
+  for (int v = 0; v < V; ++v) lanes[ty][tx * V + v] = sum[v];
   __syncthreads();
-  if (ty == 0 && j < k) {
-    double s = 0.0;
-    for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx];
-    partial[static_cast<index_t>(blockIdx.y) * k + j] = s;
-  }
+  if (ty == 0 && j < k)
+    for (int v = 0; v < V; ++v) {
+      double s = 0.0;
+      for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx * V + v];
+      partial[static_cast<index_t>(blockIdx.y) * k + j + v] = s;
+    }
 }
 
-// sum[j] = f32(sum[j] + Σ_b partial[b][j]), blocks in order.
+// sum[j] = f32(sum[j] + Σ_b partial[b][j]). Block (32, 16), one column per
+// tx: lane ty adds blocks ty, ty + 16, … in order, then lane 0 adds the 16
+// lanes in order (a fixed order for a given block count).
 __global__ void colsum_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t k,
                                      float* __restrict__ sum) {
-  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= k) return;
+  __shared__ double lanes[kFinishLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
   double s = 0.0;
-  for (index_t b = 0; b < blocks; ++b) s += partial[b * k + j];
-  sum[j] = static_cast<float>(static_cast<double>(sum[j]) + s);
+  if (j < k)
+    for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * k + j];
+  lanes[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && j < k) {
+    double t = 0.0;
+    for (int l = 0; l < kFinishLanes; ++l) t += lanes[l][tx];
+    sum[j] = static_cast<float>(static_cast<double>(sum[j]) + t);
+  }
 }
 
 // ---- y = Σ_p h_p⊙c_p ------------------------------------------------------
@@ -107,18 +130,32 @@ struct PathTerms {
   int count;
 };
 
-// One thread per column j; rows t = blockIdx.y, + gridDim.y, …. Terms are
-// added in path order (after y itself when accumulating).
+// Thread j owns columns V·j … + V − 1; rows t = blockIdx.y, + gridDim.y, ….
+// Terms are added in path order (after y itself when accumulating). The
+// path loops are unrolled so the terms stay in registers.
+template <int V>
 __global__ void path_sum_kernel(PathTerms terms, index_t ntok, index_t m, bool accumulate, float* __restrict__ y) {
-  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t j = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (j >= m) return;
-  float h[kPathsPerPass];
-  for (int q = 0; q < terms.count; ++q) h[q] = terms.h[q][j];
+  Floats<V> h[kPathsPerPass];
+#pragma unroll
+  for (int q = 0; q < kPathsPerPass; ++q)
+    if (q < terms.count) h[q] = load_floats<V>(terms.h[q] + j);
   for (index_t t = blockIdx.y; t < ntok; t += gridDim.y) {
     const index_t e = t * m + j;
-    float v = accumulate ? y[e] : __fmul_rn(h[0], terms.c[0][e]);
-    for (int q = accumulate ? 0 : 1; q < terms.count; ++q) v = __fadd_rn(v, __fmul_rn(h[q], terms.c[q][e]));
-    y[e] = v;
+    Floats<V> acc;
+    if (accumulate) acc = load_floats<V>(y + e);
+#pragma unroll
+    for (int q = 0; q < kPathsPerPass; ++q) {
+      if (q < terms.count) {
+        const Floats<V> c = load_floats<V>(terms.c[q] + e);
+        for (int v = 0; v < V; ++v) {
+          const float term = __fmul_rn(h[q].v[v], c.v[v]);
+          acc.v[v] = q == 0 && !accumulate ? term : __fadd_rn(acc.v[v], term);
+        }
+      }
+    }
+    store_floats<V>(y + e, acc);
   }
 }
 
@@ -198,9 +235,15 @@ class CudaBlrOps final : public BlrOps<float> {
         terms.h[q] = layer.paths[static_cast<std::size_t>(p0 + q)].h.data;
         terms.c[q] = saved.c.data + (p0 + q) * ntok * m;
       }
-      const dim3 grid(blocks_for(static_cast<std::size_t>(m), kThreads),
-                      static_cast<unsigned>(std::min(ntok, kMaxGridY)));
-      path_sum_kernel<<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
+      bool wide = vector_width(m, {y.data}) == 4;
+      for (int q = 0; q < terms.count; ++q) wide = wide && vector_width(m, {terms.h[q], terms.c[q]}) == 4;
+      const unsigned col_blocks = blocks_for(static_cast<std::size_t>(m / (wide ? 4 : 1)), kThreads);
+      const dim3 grid(col_blocks, row_steps(ntok, col_blocks));
+      if (wide) {
+        path_sum_kernel<4><<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
+      } else {
+        path_sum_kernel<1><<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
+      }
       BR_CUDA_LAUNCHED();
     }
   }
@@ -225,16 +268,15 @@ class CudaBlrOps final : public BlrOps<float> {
       const float* c = saved.c.data + p * ntok * m;
       float* b = b_out.data ? b_out.data + p * ntok * r : b_tmp;
       // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
-      row_pass<RowPass::stage>(dy.data, path.h.data, grad_scale, dy.data, c, ntok, m, dyh, nullptr, false,
-                               path.dh.data);
+      row_pass<RowPass::stage>(dy.data, c, true, path.h.data, grad_scale, ntok, m, dyh, nullptr, false, path.dh.data);
       gemm_.run(dyh, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
       // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-      row_pass<RowPass::stage>(b, path.l.data, grad_scale, a, b, ntok, r, bl, nullptr, false, path.dl.data);
+      row_pass<RowPass::stage>(a, b, false, path.l.data, grad_scale, ntok, r, bl, nullptr, false, path.dl.data);
       // dx' = (b⊙ℓ)·S_Vᵀ; the first path writes it into dx and scales it there
       float* dxp = p == 0 ? dx.data : dxp_tmp;
       gemm_.run(bl, pv.plane(), inv_scale, dxp, ntok, n, r, n);
       // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
-      row_pass<RowPass::scale>(dxp, path.g.data, 1.0f, x.data, dxp, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
+      row_pass<RowPass::scale>(x.data, dxp, false, path.g.data, 1.0f, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
     }
   }
 
@@ -244,19 +286,18 @@ class CudaBlrOps final : public BlrOps<float> {
     const index_t paths = static_cast<index_t>(layer.paths.size());
     const cudaStream_t s = ctx_.stream.get();
     const float inv_scale = 1.0f / grad_scale;
-    const index_t tok = pad_tokens(ntok);
-    __half* big = half_scratch(act_t_, round32(std::max(m, n)) * tok);
-    __half* small = half_scratch(act_rt_, round32(r) * tok);
+    __half* big = half_scratch(act_, ntok * std::max(m, n));
+    __half* small = half_scratch(act_r_, ntok * r);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       // G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
-      launch_stage_transposed(dy.data, path.h.data, grad_scale, ntok, m, round32(m), tok, big, s);
-      launch_stage_transposed(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, round32(r), tok, small, s);
-      gemm_.run(big, small, inv_scale, g_u.data + p * m * r, m, r, tok, r);
+      launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, big, s);
+      launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, small, s);
+      gemm_.run_tokens(big, small, inv_scale, g_u.data + p * m * r, m, r, ntok, r);
       // G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
-      launch_stage_transposed(x.data, path.g.data, 1.0f, ntok, n, round32(n), tok, big, s);
-      launch_stage_transposed(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, round32(r), tok, small, s);
-      gemm_.run(big, small, inv_scale, g_v.data + p * n * r, n, r, tok, r);
+      launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, big, s);
+      launch_stage(b.data + p * ntok * r, r, 0, path.l.data, grad_scale, ntok, ntok, r, small, s);
+      gemm_.run_tokens(big, small, inv_scale, g_v.data + p * n * r, n, r, ntok, r);
     }
   }
 
@@ -273,21 +314,26 @@ class CudaBlrOps final : public BlrOps<float> {
   // One fused pass over [rows][k] (see rows_colsum_kernel), then
   // sum[j] += Σ_t p[t][j]·q[t][j].
   template <RowPass kPass>
-  void row_pass(const float* src, const float* col, float scale, const float* p, const float* q, index_t rows,
-                index_t k, __half* dst, float* out, bool accumulate, float* sum) {
+  void row_pass(const float* p, const float* q, bool stage_p, const float* col, float scale, index_t rows, index_t k,
+                __half* dst, float* out, bool accumulate, float* sum) {
     const cudaStream_t s = ctx_.stream.get();
-    const index_t tiles = (k + kColTile - 1) / kColTile;
+    const int v = vector_width(k, {p, q, col, dst, out});
+    const index_t tiles = (k + kColTile * v - 1) / (kColTile * v);
     const index_t want = std::clamp<index_t>((kTargetBlocks + tiles - 1) / tiles, 1, (rows + kRowLanes - 1) / kRowLanes);
     const index_t rows_per_block = (rows + want - 1) / want;
     const index_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     double* partial = partial_.get(ctx_.memory, blocks * k);
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks));
-    rows_colsum_kernel<kPass><<<grid, dim3(kColTile, kRowLanes), 0, s>>>(src, col, scale, p, q, rows, k,
-                                                                         rows_per_block, dst, out, accumulate,
-                                                                         partial);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks)), block(kColTile, kRowLanes);
+    if (v == 4) {
+      rows_colsum_kernel<kPass, 4><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, out,
+                                                          accumulate, partial);
+    } else {
+      rows_colsum_kernel<kPass, 1><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, out,
+                                                          accumulate, partial);
+    }
     BR_CUDA_LAUNCHED();
-    colsum_finish_kernel<<<blocks_for(static_cast<std::size_t>(k), kThreads), kThreads, 0, s>>>(partial, blocks, k,
-                                                                                               sum);
+    colsum_finish_kernel<<<blocks_for(static_cast<std::size_t>(k), kColTile), dim3(kColTile, kFinishLanes), 0, s>>>(
+        partial, blocks, k, sum);
     BR_CUDA_LAUNCHED();
   }
 
@@ -296,8 +342,6 @@ class CudaBlrOps final : public BlrOps<float> {
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
   Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g or dy⊙h·gs
   Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
-  Scratch<f16> act_t_;   // transposed [round32(max(m, n))][pad_tokens(ntok)]: (dy⊙h·gs)ᵀ or (x⊙g)ᵀ
-  Scratch<f16> act_rt_;  // transposed [round32(r)][pad_tokens(ntok)]: (a⊙ℓ)ᵀ or (b⊙ℓ·gs)ᵀ
   Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
   Scratch<float> dxp_;   // dx' of paths after the first [ntok][n]
   Scratch<double> partial_;  // column-sum partials [blocks][width]
