@@ -4,8 +4,8 @@
 // flip count the API returns:
 //   factored_adam  row pass (one warp per row: R_i from Σ_k G², f64)
 //                  column partials (32 columns × 8 row lanes per block, f64)
-//                  finish (one block: C_k from the partials in block order,
-//                  mean(R) and 1/(mean(R)·(1−β2^t)) into a device scalar)
+//                  column finish (C_k from the partials in a fixed order)
+//                  one block: mean(R), 1/(mean(R)·(1−β2^t)) into a device scalar
 //   every step     update: one warp per (row, bitmap word); lane k updates
 //                  m, v, z of entry 32w + k, a ballot of the flip tests is
 //                  the word's flip mask (lane 0 rewrites the word), and the
@@ -37,6 +37,8 @@ constexpr int kRowLanes = 8;
 constexpr index_t kTargetBlocks = 2048;
 constexpr index_t kMaxGridY = 65535;
 constexpr unsigned kFinishThreads = 1024;
+constexpr int kFinishLanes = 16;
+constexpr unsigned kMaxStepBlocks = 4096;
 
 // ---- rng.hpp on the device --------------------------------------------------
 
@@ -116,17 +118,29 @@ __global__ void second_col_partial_kernel(const float* __restrict__ g, index_t r
   }
 }
 
-// One block: C_k = f32(β2·C_k + (1−β2)·Σ_b partial[b][k] / rows); then
-// *inv_norm = 1/(mean(R)·bc2), 0 where mean(R) ≤ 0.
-__global__ void second_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t rows, index_t r,
-                                     double beta2, double bc2, const float* __restrict__ row, float* __restrict__ col,
-                                     float* __restrict__ inv_norm) {
-  __shared__ double warp_totals[32];
-  for (index_t k = threadIdx.x; k < r; k += blockDim.x) {
-    double s = 0.0;
-    for (index_t b = 0; b < blocks; ++b) s += partial[b * r + k];
-    col[k] = static_cast<float>(__dadd_rn(__dmul_rn(beta2, col[k]), __dmul_rn(1.0 - beta2, s) / static_cast<double>(rows)));
+// C_k = f32(β2·C_k + (1−β2)·Σ_b partial[b][k] / rows). Block (32, 16), one
+// column per tx: lane ty adds blocks ty, ty + 16, … in order, then lane 0
+// adds the 16 lanes in order.
+__global__ void second_col_kernel(const double* __restrict__ partial, index_t blocks, index_t rows, index_t r,
+                                  double beta2, float* __restrict__ col) {
+  __shared__ double lanes[kFinishLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t k = static_cast<index_t>(blockIdx.x) * kColTile + tx;
+  double s = 0.0;
+  if (k < r)
+    for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * r + k];
+  lanes[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && k < r) {
+    double t = 0.0;
+    for (int l = 0; l < kFinishLanes; ++l) t += lanes[l][tx];
+    col[k] = static_cast<float>(__dadd_rn(__dmul_rn(beta2, col[k]), __dmul_rn(1.0 - beta2, t) / static_cast<double>(rows)));
   }
+}
+
+// One block: *inv_norm = 1/(mean(R)·bc2), 0 where mean(R) ≤ 0.
+__global__ void inv_norm_kernel(const float* __restrict__ row, index_t rows, double bc2, float* __restrict__ inv_norm) {
+  __shared__ double warp_totals[32];
   double s = 0.0;
   for (index_t i = threadIdx.x; i < rows; i += blockDim.x) s += row[i];
   s = warp_sum(s);
@@ -162,14 +176,16 @@ struct StepArgs {
   unsigned long long* flips;
 };
 
-// One warp per (row, word): lane k handles entry 32w + k of row i.
+// One warp per (row, word) at a time, walking the words of the matrix with
+// a stride of all warps of the grid: lane k handles entry 32w + k of row i.
 template <SignOptimizer kOpt>
 __global__ void step_kernel(StepArgs a) {
   __shared__ unsigned counts[kWarpsPerBlock];
-  const index_t warp_id = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const index_t warps = static_cast<index_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   unsigned flipped = 0;
-  if (warp_id < a.rows * a.words) {
+  for (index_t warp_id = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       warp_id < a.rows * a.words; warp_id += warps) {
     const index_t i = warp_id / a.words, w = warp_id % a.words, k = w * 32 + lane;
     const std::uint32_t word = a.bits[warp_id];
     bool flip = false;
@@ -203,7 +219,7 @@ __global__ void step_kernel(StepArgs a) {
     }
     const unsigned mask = __ballot_sync(0xffffffffu, flip);
     if (lane == 0 && mask) a.bits[warp_id] = word ^ mask;
-    flipped = __popc(mask);
+    flipped += __popc(mask);
   }
   if (lane == 0) counts[warp] = flipped;
   __syncthreads();
@@ -279,7 +295,7 @@ class CudaSignOps final : public SignOps<float> {
       factored_second_moment(mat, grad, opt.beta2, 1.0 - std::pow(static_cast<double>(opt.beta2), t), inv_norm);
 
     const std::size_t threads = static_cast<std::size_t>(rows * words) * 32;
-    const unsigned blocks = blocks_for(threads, kThreads);
+    const unsigned blocks = std::min(blocks_for(threads, kThreads), kMaxStepBlocks);
     switch (opt.optimizer) {
       case SignOptimizer::factored_adam:
         step_kernel<SignOptimizer::factored_adam><<<blocks, kThreads, 0, s>>>(a);
@@ -328,8 +344,10 @@ class CudaSignOps final : public SignOps<float> {
                                 dim3(kColTile, kRowLanes), 0, s>>>(grad.data, rows, r, rows_per_block,
                                                                    partial_.data());
     BR_CUDA_LAUNCHED();
-    second_finish_kernel<<<1, kFinishThreads, 0, s>>>(partial_.data(), blocks, rows, r, b2, bc2,
-                                                      mat.second_row.data, mat.second_col.data, inv_norm);
+    second_col_kernel<<<blocks_for(static_cast<std::size_t>(r), kColTile), dim3(kColTile, kFinishLanes), 0, s>>>(
+        partial_.data(), blocks, rows, r, b2, mat.second_col.data);
+    BR_CUDA_LAUNCHED();
+    inv_norm_kernel<<<1, kFinishThreads, 0, s>>>(mat.second_row.data, rows, bc2, inv_norm);
     BR_CUDA_LAUNCHED();
   }
 
