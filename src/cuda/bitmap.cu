@@ -4,12 +4,10 @@
 // the transpose goes through a 32×32 shared tile so both writes coalesce.
 // A tile covers one bitmap word of 32 rows, so with a cached copy of the
 // bits (cuda/gemm_kernels.hpp) each tile alone decides whether its words
-// changed, and only changed tiles are rewritten. Each block walks several
-// tiles of one word column (about 1024 blocks in all).
+// changed, and only changed tiles are rewritten. A block takes 8 tiles of
+// one word column and checks all their words with one load per thread.
 // pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
 #include <cuda_fp16.h>
-
-#include <algorithm>
 
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -18,26 +16,33 @@ namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned short kPlus = 0x3c00, kMinus = 0xbc00;
+constexpr int kTilesPerBlock = 8;  // row tiles of one word column per expand block
 
-// Block (32, 8), grid (words, row steps): the block walks the tiles of word
-// blockIdx.x in rows 32·q … 32·q + 31 for q = blockIdx.y, + gridDim.y, ….
+// Block (32, 8), grid (words, row groups): the block expands word blockIdx.x
+// of the kTilesPerBlock row tiles (32 rows each) of row group blockIdx.y.
+// With `cached`, warp ty first compares the words of tile ty (one load per
+// thread, all in flight at once) and only changed tiles are expanded.
 __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
                               unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t,
                               std::uint32_t* __restrict__ cached, bool force) {
   __shared__ unsigned short tile[32][33];
-  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, row_tiles = (rows + 31) / 32;
+  __shared__ bool changed_tile[kTilesPerBlock];
+  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32;
+  const index_t first = static_cast<index_t>(blockIdx.y) * kTilesPerBlock, row_tiles = (rows + 31) / 32;
   const int tx = threadIdx.x, ty = threadIdx.y;  // 32 × 8
-  for (index_t q = blockIdx.y; q < row_tiles; q += gridDim.y) {
-    const index_t i0 = q * 32;
-    if (cached) {
-      // Thread (tx, 0) owns word blockIdx.x of row i0 + tx.
-      const index_t i = i0 + tx, w = blockIdx.x;
-      const bool mine = ty == 0 && i < rows;
-      const std::uint32_t word = mine ? bits[i * words + w] : 0u;
-      const bool changed = mine && word != cached[i * words + w];
-      if (!__syncthreads_or(changed || force)) continue;  // uniform over the block
-      if (mine) cached[i * words + w] = word;
-    }
+  if (cached) {
+    const index_t i = (first + ty) * 32 + tx, w = blockIdx.x;
+    const bool mine = i < rows;
+    const std::uint32_t word = mine ? bits[i * words + w] : 0u;
+    const bool changed = mine && word != cached[i * words + w];
+    const bool any = __any_sync(0xffffffffu, changed || force);
+    if (tx == 0) changed_tile[ty] = any;
+    if (changed) cached[i * words + w] = word;
+    __syncthreads();
+  }
+  for (int q = 0; q < kTilesPerBlock && first + q < row_tiles; ++q) {
+    if (cached && !changed_tile[q]) continue;  // uniform over the block
+    const index_t i0 = (first + q) * 32;
     for (int j = ty; j < 32; j += 8) {
       const index_t i = i0 + j, k = k0 + tx;
       if (i < rows && k < r) {
@@ -94,10 +99,9 @@ class CudaBitmapOps final : public BitmapOps<float> {
 void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
                          __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream) {
   if (rows == 0 || r == 0) return;
-  // about 1024 blocks, each walking several row tiles
-  const index_t words_r = (r + 31) / 32, row_tiles = (rows + 31) / 32;
-  const index_t steps = std::min(row_tiles, std::max<index_t>(1, 1024 / words_r));
-  const dim3 grid(static_cast<unsigned>(words_r), static_cast<unsigned>(std::min<index_t>(steps, 65535)));
+  const index_t row_tiles = (rows + 31) / 32;
+  const dim3 grid(static_cast<unsigned>((r + 31) / 32),
+                  static_cast<unsigned>((row_tiles + kTilesPerBlock - 1) / kTilesPerBlock));
   expand_kernel<<<grid, dim3(32, 8), 0, stream>>>(bits, rows, r, words, reinterpret_cast<unsigned short*>(plane),
                                                   reinterpret_cast<unsigned short*>(plane_t), cached, force);
   BR_CUDA_LAUNCHED();
