@@ -25,6 +25,7 @@
 #include <cmath>
 
 #include "bitrank/rng.hpp"
+#include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
@@ -35,7 +36,6 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kColTile = 32;
 constexpr int kRowLanes = 8;
 constexpr index_t kTargetBlocks = 2048;
-constexpr index_t kMaxGridY = 65535;
 constexpr unsigned kFinishThreads = 1024;
 constexpr int kFinishLanes = 16;
 constexpr unsigned kMaxStepBlocks = 4096;
@@ -246,7 +246,8 @@ class CudaSignOps final : public SignOps<float> {
   void sign_init_impl(const SignMatrix<float>& mat, const SignOptions& opt, float tau) override {
     const index_t rows = mat.latent.dim(0), r = mat.latent.dim(1);
     const cudaStream_t s = ctx_.stream.get();
-    const dim3 grid(blocks_for(static_cast<std::size_t>(r), kThreads), static_cast<unsigned>(std::min(rows, kMaxGridY)));
+    const unsigned col_blocks = blocks_for(static_cast<std::size_t>(r), kThreads);
+    const dim3 grid(col_blocks, row_steps(rows, col_blocks));
     init_kernel<<<grid, kThreads, 0, s>>>(mat.bits.data, rows, r, mat.bits.dim(1), tau, mat.latent.data);
     BR_CUDA_LAUNCHED();
     const std::size_t entries = static_cast<std::size_t>(rows * r) * sizeof(float);
