@@ -15,10 +15,10 @@
 // plane (op T of the k×n column-major view) · actᵀ (the k×m view); the
 // output may be a column slice of a wider matrix. The token-sum form
 // out[m][n] = lhs[ntok][m]ᵀ·rhs[ntok][n] is outᵀ = rhs (the n×ntok view) ·
-// lhs (op T of the m×ntok view). Layouts, descriptors and
-// the chosen algorithm are cached per shape and per pointer alignment (an
-// algorithm chosen for 256-byte aligned buffers may not run on a column
-// slice or a per-path offset).
+// lhs (op T of the m×ntok view). Layouts, descriptors and the chosen
+// algorithm are cached per shape; the algorithm is chosen for the inputs'
+// actual alignment and a dense output, so it never depends on where the
+// output lives (see LtGemm in gemm_kernels.hpp).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -153,28 +153,41 @@ LtGemm::~LtGemm() {
 void LtGemm::run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
                  index_t ldo) {
   if (m == 0 || n == 0) return;
-  matmul(Key{false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out)}, plane, act, oscale, out);
+  const Key key{false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16};
+  matmul(key, plane, act, oscale, out);
 }
 
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
                         index_t ntok, index_t ldo) {
   if (m == 0 || n == 0) return;
-  matmul(Key{true, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out)}, rhs, lhs, oscale, out);
+  const Key key{true, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out) >= 16};
+  matmul(key, rhs, lhs, oscale, out);
 }
 
 // D = A·B in cuBLASLt's column-major terms, D = outᵀ (n×m, ld ldo).
 void LtGemm::matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out) {
   const Plan& p = plan(key);
+  const auto [tokens, m, n, k, ldo, align_a, align_b, out16] = key;
+  const cudaStream_t s = ctx_.stream.get();
+  float* d = out;
+  if (!p.direct) {
+    const std::size_t need = static_cast<std::size_t>(m * n);
+    if (scratch_.size() < need) scratch_ = Buffer<float>(ctx_.memory, need);
+    d = scratch_.data();
+  }
   const float beta = 0.0f;
-  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, a, p.a, b, p.b, &beta, out, p.c, out, p.c,
-                                 p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes,
-                                 ctx_.stream.get()));
+  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, a, p.a, b, p.b, &beta, d, p.c, d, p.c,
+                                 p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes, s));
+  if (!p.direct)
+    BR_CUDA_CHECK(cudaMemcpy2DAsync(out, static_cast<std::size_t>(ldo) * sizeof(float), d,
+                                    static_cast<std::size_t>(n) * sizeof(float), static_cast<std::size_t>(n) * sizeof(float),
+                                    static_cast<std::size_t>(m), cudaMemcpyDeviceToDevice, s));
 }
 
 const LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [tokens, m, n, k, ldo, align_a, align_b, align_c] = key;
+  const auto [tokens, m, n, k, ldo, align_a, align_b, out16] = key;
   const auto u64 = [](index_t v) { return static_cast<std::uint64_t>(v); };
   Plan p;
   BR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -192,8 +205,10 @@ const LtGemm::Plan& LtGemm::plan(const Key& key) {
     // B: act as column-major k×m (ld k).
     BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, u64(k), u64(m), k));
   }
-  // C: outᵀ, column-major n×m (ld ldo).
-  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, u64(n), u64(m), ldo));
+  // The algorithm is chosen for a dense output: outᵀ column-major n×m, ld n.
+  cublasLtMatrixLayout_t dense = nullptr;
+  BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&dense, CUDA_R_32F, u64(n), u64(m), n));
+  const std::uint32_t align_out = n % 4 == 0 ? 16u : 4u;
   cublasLtMatmulPreference_t pref = nullptr;
   BR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, std::size_t bytes) {
@@ -204,19 +219,38 @@ const LtGemm::Plan& LtGemm::plan(const Key& key) {
     }
   };
   set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ctx_.workspace_bytes, sizeof(ctx_.workspace_bytes));
-  const std::uint32_t aa = align_a, ab = align_b, ac = align_c;
+  const std::uint32_t aa = align_a, ab = align_b;
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab));
-  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof(ac));
-  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof(ac));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out, sizeof(align_out));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out, sizeof(align_out));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(ctx_.blas.get(), p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+      cublasLtMatmulAlgoGetHeuristic(ctx_.blas.get(), p.op, p.a, p.b, dense, dense, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
     p.algo = res.algo;
     p.has_algo = true;
+  }
+  // Write in place when the output meets the alignment the algorithm was
+  // chosen for (pointer and row stride) and the algorithm accepts its stride.
+  p.direct = align_out == 4 || (out16 && ldo % 4 == 0);
+  if (p.direct && ldo != n) {
+    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, u64(n), u64(m), ldo));
+    if (p.has_algo) {
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(ctx_.blas.get(), p.op, p.a, p.b, p.c, p.c, &p.algo, &check) != CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatrixLayoutDestroy(p.c);
+        p.c = nullptr;
+        p.direct = false;
+      }
+    }
+  }
+  if (p.c) {
+    cublasLtMatrixLayoutDestroy(dense);
+  } else {
+    p.c = dense;
   }
   return plans_.emplace(key, p).first->second;
 }

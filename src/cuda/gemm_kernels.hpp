@@ -117,7 +117,13 @@ void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, ind
                          __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream);
 
 // cuBLASLt f16 GEMM with its per-shape plans (layouts, descriptor, chosen
-// algorithm) cached. One object serves one stream at a time.
+// algorithm) cached. The algorithm depends on the problem (form, m, n, k)
+// and the alignment of the inputs only, never on where the output lives:
+// it is chosen for a dense output [m][n] (16-byte aligned rows where n is a
+// multiple of 4), so a GEMM into a column slice gives the same bits as the
+// same GEMM into its own matrix. An output whose pointer or row stride that
+// algorithm cannot write (a slice at an odd offset) is written through a
+// dense scratch and copied into place. One object serves one stream at a time.
 class LtGemm {
  public:
   explicit LtGemm(Context& ctx) : ctx_(ctx) {}
@@ -139,16 +145,18 @@ class LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool has_algo = false;
+    bool direct = true;  // false: through the dense scratch (c has ld n)
   };
-  // Form (false: act·planeᵀ, true: lhsᵀ·rhs), shape, output stride and the
-  // alignment (bytes, ≤ 256) of each pointer: the algorithm is chosen for
-  // the alignment it will be run with.
-  using Key = std::tuple<bool, index_t, index_t, index_t, index_t, unsigned, unsigned, unsigned>;
+  // Form (false: act·planeᵀ, true: lhsᵀ·rhs), m, n, k, the output's row
+  // stride, the alignment (bytes, ≤ 256) of A and B, and whether the output
+  // pointer is 16-byte aligned.
+  using Key = std::tuple<bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool>;
   const Plan& plan(const Key& key);
   void matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out);
 
   Context& ctx_;
   std::map<Key, Plan> plans_;
+  Buffer<float> scratch_;  // dense [m][n] outputs of plans that are not direct
 };
 
 }  // namespace bitrank::cuda
