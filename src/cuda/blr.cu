@@ -4,11 +4,11 @@
 // f32 accumulation, output × 1/grad_scale) on operands staged exactly as the
 // CPU backend stages them; the ±1 planes come from the bitmaps. Per path:
 //
-//   forward   stage x⊙g → GEMM a = ·S_Vᵀplane → stage a⊙ℓ → GEMM c = ·S_U plane
+//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM c (plane S_U)
 //             then one pass y = Σ_p h_p⊙c_p over all paths
-//   backward  stage dy⊙h·gs, partial Σ dy⊙c → dh      → GEMM b = ·S_Uᵀplane / gs
-//             stage b⊙ℓ·gs, partial Σ a⊙b  → dℓ      → GEMM dx' = ·S_V plane / gs
-//             partial Σ x⊙dx' → dg, dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
+//   backward  stage dy⊙h·gs with Σ dy⊙c → dh;  GEMM b (plane S_Uᵀ) / gs
+//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;    GEMM dx' (plane S_V) / gs
+//             Σ x⊙dx' → dg with dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
 //   sign grad stage dy⊙h·gs, a⊙ℓ → GEMM G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
 //             stage x⊙g, b⊙ℓ·gs  → GEMM G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
 //             (the token-sum GEMM reads the row-major staged operands as

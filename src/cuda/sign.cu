@@ -11,9 +11,9 @@
 //                  the word's flip mask (lane 0 rewrites the word), and the
 //                  block's flips are added to one device counter.
 // The latent update is the CPU backend's f32 arithmetic operation for
-// operation, every product and sum rounded on its own (no FMA contraction),
-// so latents, moments, bits and flip counts equal the CPU's. The sums of G²
-// are f64 in a fixed order (deterministic, independent of scheduling).
+// operation, every product and sum rounded on its own (no FMA contraction);
+// the sums of G² are f64 like the CPU's, in another but fixed order
+// (deterministic, independent of scheduling).
 //
 // The stochastic flips use hash_counter / hash_uniform of bitrank/rng.hpp:
 // the stream of (seed, step, matrix id) is computed on the host with rng.hpp
