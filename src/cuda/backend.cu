@@ -23,6 +23,8 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->gdn_ops = cuda::make_gdn_ops(*ctx);
   b->rope_ops = cuda::make_rope_ops(*ctx);
   b->attention_ops = cuda::make_attention_ops(*ctx);
+  b->sign_ops = cuda::make_sign_ops(*ctx);
+  b->blr_ops = cuda::make_blr_ops(*ctx);
   return b;
 }
 

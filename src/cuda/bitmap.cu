@@ -1,35 +1,48 @@
 // CUDA sign bitmaps (contract: include/bitrank/ops/bitmap.hpp).
 //
-// expand: one thread per (row, rank) element writes the plane coalesced;
-// the transpose goes through a 32×32 shared tile so both writes coalesce.
+// expand: one warp per tile of one bitmap word × 32 rows; the tile's 32
+// words sit one per lane and move between lanes by shuffles, so the plane
+// and its transpose are both written with coalesced stores. With a cached
+// copy of the bits (cuda/gemm_kernels.hpp) each tile alone decides whether
+// its words changed, and only changed tiles are rewritten.
 // pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
 #include <cuda_fp16.h>
 
+#include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned short kPlus = 0x3c00, kMinus = 0xbc00;
+constexpr int kTilesPerBlock = 8;  // row tiles (one per warp) of one word column per expand block
 
+// Block (32, 8), grid (words, row groups of 8 tiles): warp ty owns the tile
+// of word blockIdx.x in rows i0 = 32·(8·blockIdx.y + ty) … i0 + 31. Lane tx
+// loads the word of row i0 + tx; plane row i0 + j takes lane j's word by a
+// shuffle (lane tx writes rank k0 + tx), plane_t row k0 + j is bit j of each
+// lane's own word (lane tx writes row i0 + tx): 64-byte coalesced stores,
+// no shared memory. With `cached`, a tile whose words all equal the cached
+// copy is skipped, and changed words are copied into it.
 __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
-                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t) {
-  __shared__ unsigned short tile[32][33];
-  const index_t k0 = static_cast<index_t>(blockIdx.x) * 32, i0 = static_cast<index_t>(blockIdx.y) * 32;
-  const int tx = threadIdx.x, ty = threadIdx.y;  // 32 × 8
-  for (int j = ty; j < 32; j += 8) {
-    const index_t i = i0 + j, k = k0 + tx;
-    if (i < rows && k < r) {
-      const bool bit = (bits[i * words + k / 32] >> (k % 32)) & 1u;
-      const unsigned short v = bit ? kPlus : kMinus;
-      plane[i * r + k] = v;
-      tile[j][tx] = v;
-    }
+                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t,
+                              std::uint32_t* __restrict__ cached, bool force) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const index_t w = blockIdx.x, k0 = w * 32;
+  const index_t i0 = (static_cast<index_t>(blockIdx.y) * kTilesPerBlock + ty) * 32;
+  if (i0 >= rows) return;  // uniform over the warp
+  const index_t i = i0 + tx, k = k0 + tx;
+  const bool mine = i < rows;
+  const std::uint32_t word = mine ? bits[i * words + w] : 0u;
+  if (cached) {
+    const bool changed = mine && word != cached[i * words + w];
+    if (!__any_sync(0xffffffffu, changed || force)) return;  // uniform over the warp
+    if (changed) cached[i * words + w] = word;
   }
-  __syncthreads();
-  for (int j = ty; j < 32; j += 8) {
-    const index_t k = k0 + j, i = i0 + tx;
-    if (i < rows && k < r) plane_t[k * rows + i] = tile[tx][j];
+  for (int j = 0; j < 32; ++j) {
+    const std::uint32_t row_word = __shfl_sync(0xffffffffu, word, j);  // row i0 + j
+    if (i0 + j < rows && k < r) plane[(i0 + j) * r + k] = (row_word >> tx) & 1u ? kPlus : kMinus;
+    if (mine && k0 + j < r) plane_t[(k0 + j) * rows + i] = (word >> j) & 1u ? kPlus : kMinus;
   }
 }
 
@@ -51,12 +64,8 @@ class CudaBitmapOps final : public BitmapOps<float> {
 
  protected:
   void expand_signs_impl(CView<std::uint32_t> bits, index_t r, View<f16> plane, View<f16> plane_t) override {
-    const index_t rows = bits.dim(0);
-    const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
-    expand_kernel<<<grid, dim3(32, 8), 0, ctx_.stream.get()>>>(bits.data, rows, r, bits.dim(1),
-                                                                reinterpret_cast<unsigned short*>(plane.data),
-                                                                reinterpret_cast<unsigned short*>(plane_t.data));
-    BR_CUDA_LAUNCHED();
+    launch_expand_signs(bits.data, bits.dim(0), r, bits.dim(1), reinterpret_cast<__half*>(plane.data),
+                        reinterpret_cast<__half*>(plane_t.data), nullptr, true, ctx_.stream.get());
   }
 
   void pack_signs_impl(CView<float> signs, View<std::uint32_t> bits) override {
@@ -71,6 +80,17 @@ class CudaBitmapOps final : public BitmapOps<float> {
 };
 
 }  // namespace
+
+void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
+                         __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream) {
+  if (rows == 0 || r == 0) return;
+  const index_t row_tiles = (rows + 31) / 32;
+  const dim3 grid(static_cast<unsigned>((r + 31) / 32),
+                  static_cast<unsigned>((row_tiles + kTilesPerBlock - 1) / kTilesPerBlock));
+  expand_kernel<<<grid, dim3(32, kTilesPerBlock), 0, stream>>>(bits, rows, r, words, reinterpret_cast<unsigned short*>(plane),
+                                                  reinterpret_cast<unsigned short*>(plane_t), cached, force);
+  BR_CUDA_LAUNCHED();
+}
 
 std::unique_ptr<BitmapOps<float>> make_bitmap_ops(Context& ctx) { return std::make_unique<CudaBitmapOps>(ctx); }
 

@@ -18,5 +18,7 @@ std::unique_ptr<ActOps<float>> make_act_ops(Context& ctx);
 std::unique_ptr<GdnOps<float>> make_gdn_ops(Context& ctx);
 std::unique_ptr<RopeOps<float>> make_rope_ops(Context& ctx);
 std::unique_ptr<AttentionOps<float>> make_attention_ops(Context& ctx);
+std::unique_ptr<SignOps<float>> make_sign_ops(Context& ctx);
+std::unique_ptr<BlrOps<float>> make_blr_ops(Context& ctx);
 
 }  // namespace bitrank::cuda
