@@ -13,10 +13,17 @@ Usage: FLA_SRC=<checkout of flash-linear-attention> python3 fla_gdn.py [--bypass
 Prints: name, shape, median ms (CUDA events, eager, after warm-up)."""
 import os
 import sys
+import types
 
 import torch
 
-sys.path.insert(0, os.environ.get("FLA_SRC", "."))
+# Import FLA's kernels without its package __init__ (which pulls in its
+# model zoo and their dependencies): a bare package object pointing at the
+# source folder.
+_src = os.path.abspath(os.environ.get("FLA_SRC", "."))
+_pkg = types.ModuleType("fla")
+_pkg.__path__ = [os.path.join(_src, "fla")]
+sys.modules["fla"] = _pkg
 
 
 def time_ms(fn, reps=20, warmup=3):

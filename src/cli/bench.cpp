@@ -70,39 +70,39 @@ int run_bench(const BenchOptions& opt) {
     fail("bench: unknown device '{}' (cpu or cuda)", opt.device);
   }
 
-  // Keep the filtered cases and every anchor they name.
+  // Keep the filtered cases and every anchor they name. A case is known by
+  // its name and shape (the same op may run at several shapes); anchors are
+  // named by name alone and must be unique.
+  auto key = [](const BenchCase& c) { return c.name + " [" + c.shape + "]"; };
   std::map<std::string, const BenchCase*> by_name;
-  for (const auto& c : cases) by_name[c.name] = &c;
+  for (const auto& c : cases) by_name.emplace(c.name, &c);
   std::vector<const BenchCase*> selected;
   std::map<std::string, bool> chosen;
   for (const auto& c : cases) {
     if (!opt.op_filter.empty() && c.name.find(opt.op_filter) == std::string::npos) continue;
-    if (!c.anchor.empty() && !chosen[c.anchor]) {
+    if (!c.anchor.empty()) {
       auto it = by_name.find(c.anchor);
       BR_ASSERT(it != by_name.end(), "bench case {} names unknown anchor {}", c.name, c.anchor);
-      selected.push_back(it->second);
-      chosen[c.anchor] = true;
+      if (!chosen[key(*it->second)]) selected.push_back(it->second), chosen[key(*it->second)] = true;
     }
-    if (!chosen[c.name]) selected.push_back(&c), chosen[c.name] = true;
+    if (!chosen[key(c)]) selected.push_back(&c), chosen[key(c)] = true;
   }
   if (selected.empty()) fail("bench: no case matches --op '{}'", opt.op_filter);
 
   int argc = 1;
-  std::string min_time = fmt::format("--benchmark_min_time={}", opt.min_time_s);
   char arg0[] = "bitrank";
-  char* argv[] = {arg0, min_time.data(), nullptr};
-  argc = 2;
+  char* argv[] = {arg0, nullptr};
   benchmark::Initialize(&argc, argv);
   for (const BenchCase* c : selected) {
     Backend<float>* bp = be.get();
-    benchmark::RegisterBenchmark(c->name.c_str(), [c, bp](benchmark::State& st) {
+    benchmark::RegisterBenchmark(key(*c).c_str(), [c, bp](benchmark::State& st) {
       c->body();  // warm-up: first-touch allocations, caches, GEMM plans
       bp->synchronize();
       for (auto _ : st) {
         c->body();
         bp->synchronize();  // device work is timed to completion
       }
-    })->UseRealTime()->Unit(benchmark::kMillisecond);
+    })->UseRealTime()->MinTime(opt.min_time_s)->Unit(benchmark::kMillisecond);
   }
   fmt::print("bitrank bench: {}, {} cases (min time {:.2f} s each)\n", device_line, selected.size(), opt.min_time_s);
   CollectingReporter rep;
@@ -112,17 +112,17 @@ int run_bench(const BenchOptions& opt) {
   fmt::print("\n{:<28} {:<36} {:>10} {:>14} {:>22}\n", "op", "shape", "ms", "rate", "vs anchor");
   fmt::print("{:-<114}\n", "");
   for (const BenchCase* c : selected) {
-    auto err = rep.errors.find(c->name);
+    auto err = rep.errors.find(key(*c));
     if (err != rep.errors.end()) {
       fmt::print("{:<28} {:<36} error: {}\n", c->name, c->shape, err->second);
       continue;
     }
-    const double s = rep.seconds.at(c->name);
+    const double s = rep.seconds.at(key(*c));
     std::string rate = c->flops > 0 ? human_rate(c->flops / s, "FLOP") : c->bytes > 0 ? human_rate(c->bytes / s, "B") : "";
     std::string vs;
-    if (!c->anchor.empty() && rep.seconds.count(c->anchor)) {
+    if (!c->anchor.empty() && rep.seconds.count(key(*by_name.at(c->anchor)))) {
       const BenchCase& a = *by_name.at(c->anchor);
-      const double ours = c->flops / s, theirs = a.flops / rep.seconds.at(c->anchor);
+      const double ours = c->flops / s, theirs = a.flops / rep.seconds.at(key(a));
       vs = fmt::format("{:.0f}% of {}", 100.0 * ours / theirs, a.name);
     }
     fmt::print("{:<28} {:<36} {:>10.3f} {:>14} {:>22}\n", c->name, c->shape, s * 1e3, rate, vs);
