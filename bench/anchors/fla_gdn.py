@@ -23,6 +23,8 @@ import torch
 _src = os.path.abspath(os.environ.get("FLA_SRC", "."))
 _pkg = types.ModuleType("fla")
 _pkg.__path__ = [os.path.join(_src, "fla")]
+with open(os.path.join(_src, "fla", "__init__.py")) as _f:  # its utils read fla.__version__
+    _pkg.__version__ = next((ln.split("=")[1].strip().strip("\"'") for ln in _f if ln.startswith("__version__")), "0")
 sys.modules["fla"] = _pkg
 
 
