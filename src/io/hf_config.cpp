@@ -2,6 +2,7 @@
 // bitrank/io/hf_config.hpp.
 #include "bitrank/io/hf_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -274,7 +275,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& file)
   const auto prf = positive_either(k, rope_params, "partial_rotary_factor");
   c.partial_rotary_factor = prf.value_or(c.is_hybrid() ? 0.25 : 1.0);
   {
-    const double rd = static_cast<double>(c.head_dim) * c.partial_rotary_factor;
+    const double rd = static_cast<double>(c.head_dim) * std::min(c.partial_rotary_factor, 1.0);
     const auto r = static_cast<std::int64_t>(std::llround(rd));
     if (c.partial_rotary_factor > 1 || std::abs(rd - static_cast<double>(r)) > 1e-9 || r < 2 || r % 2 != 0)
       k.bad("partial_rotary_factor", "{} · head_dim {} must give an even rotary width in [2, head_dim]",
