@@ -196,4 +196,184 @@ void split_digits(std::string_view s, std::uint32_t base, Pieces& out) {
   });
 }
 
+// --- NFC ---------------------------------------------------------------------
+// Canonical decomposition (recursive; Hangul syllables algorithmically), the
+// canonical ordering of combining marks by class, then canonical composition
+// of each starter with the following unblocked characters (Unicode UAX #15).
+
+namespace {
+
+struct CccEntry {
+  std::uint32_t cp;
+  std::uint8_t ccc;
+};
+struct Decomposition {
+  std::uint32_t cp, first, second;
+};
+struct Composition {
+  std::uint32_t first, second, composite;
+};
+
+constexpr CccEntry kCcc[] = {
+#define NFC_CCC
+#include "io/unicode_nfc.inc"
+#undef NFC_CCC
+};
+constexpr Decomposition kDecompositions[] = {
+#define NFC_DECOMPOSITION
+#include "io/unicode_nfc.inc"
+#undef NFC_DECOMPOSITION
+};
+constexpr Composition kCompositions[] = {
+#define NFC_COMPOSITION
+#include "io/unicode_nfc.inc"
+#undef NFC_COMPOSITION
+};
+
+constexpr std::uint32_t kHangulS = 0xAC00, kHangulL = 0x1100, kHangulV = 0x1161, kHangulT = 0x11A7;
+constexpr std::uint32_t kCountL = 19, kCountV = 21, kCountT = 28, kCountS = kCountL * kCountV * kCountT;
+constexpr std::uint32_t kRawByte = 0x80000000u;  // marks an invalid UTF-8 byte
+
+int combining_class(std::uint32_t cp) {
+  if (cp < 0x300 || cp >= kRawByte) return 0;
+  const auto* it = std::lower_bound(std::begin(kCcc), std::end(kCcc), cp,
+                                    [](const CccEntry& e, std::uint32_t v) { return e.cp < v; });
+  return it != std::end(kCcc) && it->cp == cp ? it->ccc : 0;
+}
+
+const Decomposition* find_decomposition(std::uint32_t cp) {
+  const auto* it = std::lower_bound(std::begin(kDecompositions), std::end(kDecompositions), cp,
+                                    [](const Decomposition& e, std::uint32_t v) { return e.cp < v; });
+  return it != std::end(kDecompositions) && it->cp == cp ? it : nullptr;
+}
+
+// Code points that may be a composition's second character.
+const std::vector<std::uint32_t>& composition_seconds() {
+  static const std::vector<std::uint32_t> seconds = [] {
+    std::vector<std::uint32_t> v;
+    for (const auto& c : kCompositions) v.push_back(c.second);
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }();
+  return seconds;
+}
+
+void decompose(std::uint32_t cp, std::vector<std::uint32_t>& out) {
+  if (cp >= kHangulS && cp < kHangulS + kCountS) {
+    const std::uint32_t s = cp - kHangulS;
+    out.push_back(kHangulL + s / (kCountV * kCountT));
+    out.push_back(kHangulV + (s % (kCountV * kCountT)) / kCountT);
+    if (s % kCountT) out.push_back(kHangulT + s % kCountT);
+    return;
+  }
+  if (const Decomposition* d = cp >= 0xC0 && cp < kRawByte ? find_decomposition(cp) : nullptr) {
+    decompose(d->first, out);
+    if (d->second) decompose(d->second, out);
+    return;
+  }
+  out.push_back(cp);
+}
+
+// The primary composite of a + b, or 0.
+std::uint32_t compose(std::uint32_t a, std::uint32_t b) {
+  if (a >= kHangulL && a < kHangulL + kCountL && b >= kHangulV && b < kHangulV + kCountV)
+    return kHangulS + ((a - kHangulL) * kCountV + (b - kHangulV)) * kCountT;
+  if (a >= kHangulS && a < kHangulS + kCountS && (a - kHangulS) % kCountT == 0 && b > kHangulT &&
+      b < kHangulT + kCountT)
+    return a + (b - kHangulT);
+  const auto* it = std::lower_bound(std::begin(kCompositions), std::end(kCompositions), std::make_pair(a, b),
+                                    [](const Composition& e, const std::pair<std::uint32_t, std::uint32_t>& v) {
+                                      return std::make_pair(e.first, e.second) < v;
+                                    });
+  return it != std::end(kCompositions) && it->first == a && it->second == b ? it->composite : 0;
+}
+
+void append_utf8(std::string& s, std::uint32_t cp) {
+  if (cp >= kRawByte) {
+    s += static_cast<char>(cp & 0xFF);
+  } else if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+}  // namespace
+
+bool nfc_unchanged(std::string_view s) {
+  const auto& seconds = composition_seconds();
+  std::size_t i = 0;
+  while (i < s.size()) {
+    // Below U+0300 nothing decomposes, combines or composes with what precedes it.
+    if (static_cast<unsigned char>(s[i]) < 0xCC) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 1;
+    const std::uint32_t cp = decode_utf8(s, i, len);
+    i += len;
+    if (cp == kInvalid) continue;
+    if (combining_class(cp) != 0 || find_decomposition(cp) ||
+        std::binary_search(seconds.begin(), seconds.end(), cp) || (cp >= kHangulV && cp < kHangulV + kCountV) ||
+        (cp > kHangulT && cp < kHangulT + kCountT))
+      return false;
+  }
+  return true;
+}
+
+std::string nfc(std::string_view s) {
+  std::vector<std::uint32_t> d;
+  d.reserve(s.size() + 8);
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t len = 1;
+    const std::uint32_t cp = decode_utf8(s, i, len);
+    decompose(cp == kInvalid ? kRawByte | static_cast<unsigned char>(s[i]) : cp, d);
+    i += len;
+  }
+  // Canonical ordering: stable sort of each run of non-starters by class.
+  for (std::size_t i = 1; i < d.size(); ++i) {
+    const int c = combining_class(d[i]);
+    if (c == 0) continue;
+    for (std::size_t j = i; j > 0; --j) {
+      const int p = combining_class(d[j - 1]);
+      if (p <= c) break;
+      std::swap(d[j - 1], d[j]);
+    }
+  }
+  // Canonical composition.
+  std::string out;
+  out.reserve(s.size());
+  if (!d.empty()) {
+    std::size_t starter_pos = 0, write = 1;
+    int last_class = combining_class(d[0]) ? 256 : 0;
+    for (std::size_t i = 1; i < d.size(); ++i) {
+      const std::uint32_t ch = d[i];
+      const int cls = combining_class(ch);
+      const std::uint32_t composite =
+          (last_class < cls || last_class == 0) && last_class != 256 ? compose(d[starter_pos], ch) : 0;
+      if (composite) {
+        d[starter_pos] = composite;
+        continue;
+      }
+      if (cls == 0) starter_pos = write;
+      last_class = cls;
+      d[write++] = ch;
+    }
+    d.resize(write);
+  }
+  for (std::uint32_t cp : d) append_utf8(out, cp);
+  return out;
+}
+
 }  // namespace bitrank::io::detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -30,5 +31,11 @@ void split_qwen2(std::string_view s, std::uint32_t base, int max_digits, Pieces&
 // Digits(individual_digits=true): every \p{N} character alone, the runs
 // between as pieces.
 void split_digits(std::string_view s, std::uint32_t base, Pieces& out);
+
+// Unicode normalisation form C. An invalid UTF-8 byte passes through as is
+// and behaves as a starter that composes with nothing.
+// nfc_unchanged: a quick check; true means NFC(s) == s.
+bool nfc_unchanged(std::string_view s);
+std::string nfc(std::string_view s);
 
 }  // namespace bitrank::io::detail

@@ -172,11 +172,46 @@ struct Tokenizer::Impl {
   struct Added {
     std::string text;
     std::int32_t id;
-    bool control;
   };
-  // Added tokens by first byte, longest first.
-  std::array<std::vector<Added>, 256> added_by_byte;
-  bool any_added = false;
+  // Added tokens by first byte, longest first: control tokens are matched in
+  // the raw text, user-defined ones in the normalised text (as `tokenizers`
+  // does with its default normalized=false for special tokens and true for
+  // the others).
+  struct AddedTable {
+    std::array<std::vector<Added>, 256> by_byte;
+    bool empty = true;
+    void add(const std::string& text, std::int32_t id) {
+      by_byte[static_cast<unsigned char>(text[0])].push_back({text, id});
+      empty = false;
+    }
+    void sort() {
+      for (auto& v : by_byte)
+        std::stable_sort(v.begin(), v.end(), [](const Added& a, const Added& b) { return a.text.size() > b.text.size(); });
+    }
+    // Calls span(text between matches) and token(id) in order.
+    template <class Span, class Token>
+    void split(std::string_view text, Span&& span, Token&& token) const {
+      std::size_t start = 0, i = 0;
+      while (!empty && i < text.size()) {
+        const Added* hit = nullptr;
+        for (const auto& a : by_byte[static_cast<unsigned char>(text[i])])
+          if (text.compare(i, a.text.size(), a.text) == 0) {
+            hit = &a;
+            break;
+          }
+        if (!hit) {
+          ++i;
+          continue;
+        }
+        span(text.substr(start, i - start));
+        token(hit->id);
+        i += hit->text.size();
+        start = i;
+      }
+      span(text.substr(start));
+    }
+  };
+  AddedTable control_tokens, user_tokens;
 
   mutable std::mutex mutex;
   mutable StringMap<std::vector<std::int32_t>> cache;
@@ -235,15 +270,12 @@ Tokenizer::Impl::Impl(TokenizerSpec s) : spec(std::move(s)) {
   if (spec.add_bos && spec.bos_id < 0) fail("tokenizer: add_bos without a bos id");
   if (spec.add_eos && spec.eos_id < 0) fail("tokenizer: add_eos without an eos id");
   for (std::size_t i = 0; i < n; ++i) {
-    const bool control = spec.types[i] == TokenType::control;
-    if (!control && spec.types[i] != TokenType::user_defined) continue;
     if (spec.tokens[i].empty()) continue;
-    const auto first = static_cast<unsigned char>(spec.tokens[i][0]);
-    added_by_byte[first].push_back({spec.tokens[i], static_cast<std::int32_t>(i), control});
-    any_added = true;
+    if (spec.types[i] == TokenType::control) control_tokens.add(spec.tokens[i], static_cast<std::int32_t>(i));
+    if (spec.types[i] == TokenType::user_defined) user_tokens.add(spec.tokens[i], static_cast<std::int32_t>(i));
   }
-  for (auto& v : added_by_byte)
-    std::stable_sort(v.begin(), v.end(), [](const Added& a, const Added& b) { return a.text.size() > b.text.size(); });
+  control_tokens.sort();
+  user_tokens.sort();
 }
 
 // Merges by rank over the byte tokens of word (as `tokenizers`' Word::merge_all:
@@ -337,11 +369,6 @@ void Tokenizer::Impl::byte_level(std::string_view piece, bool use_regex, std::ve
 
 void Tokenizer::Impl::encode_span(std::string_view span, std::vector<std::int32_t>& out) const {
   if (span.empty()) return;
-  if (spec.normalizer == Normalizer::nfc) {
-    // NFC leaves text below U+0300 unchanged; beyond it is not implemented.
-    for (unsigned char c : span)
-      if (c >= 0xCC) fail("tokenizer: NFC normalisation of text with characters from U+0300 on is not implemented");
-  }
   pieces.clear();
   switch (spec.pre) {
     case PreTokenizer::gpt2:
@@ -379,26 +406,19 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, const EncodeO
   std::vector<std::int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (options.add_special && m.spec.add_bos) out.push_back(m.spec.bos_id);
-  std::size_t span_start = 0, i = 0;
-  while (m.any_added && i < text.size()) {
-    const Impl::Added* hit = nullptr;
-    for (const auto& a : m.added_by_byte[static_cast<unsigned char>(text[i])]) {
-      if (a.control && !options.parse_special) continue;
-      if (text.compare(i, a.text.size(), a.text) == 0) {
-        hit = &a;
-        break;
-      }
+  auto push_token = [&](std::int32_t id) { out.push_back(id); };
+  auto user_split = [&](std::string_view raw) {
+    std::string normalized;
+    if (m.spec.normalizer == Normalizer::nfc && !detail::nfc_unchanged(raw)) {
+      normalized = detail::nfc(raw);
+      raw = normalized;
     }
-    if (!hit) {
-      ++i;
-      continue;
-    }
-    m.encode_span(text.substr(span_start, i - span_start), out);
-    out.push_back(hit->id);
-    i += hit->text.size();
-    span_start = i;
-  }
-  m.encode_span(text.substr(span_start), out);
+    m.user_tokens.split(raw, [&](std::string_view span) { m.encode_span(span, out); }, push_token);
+  };
+  if (options.parse_special)
+    m.control_tokens.split(text, user_split, push_token);
+  else
+    user_split(text);
   if (options.add_special && m.spec.add_eos) out.push_back(m.spec.eos_id);
   return out;
 }
