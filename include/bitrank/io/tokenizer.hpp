@@ -2,11 +2,12 @@
 // it for SmolLM2, Qwen2/3 and Llama 3.
 //
 // encode(text):
-//   1. Added tokens are cut out of the raw text first: user-defined tokens
-//      always, control (special) tokens only when parse_special is set. At
-//      each position the leftmost match wins, the longest among those.
-//   2. Each remaining span is normalised (NFC where the spec says so) and
-//      split into pre-tokens by the spec's pre-tokenizer kind (hand-written
+//   1. Control (special) tokens are cut out of the raw text when
+//      parse_special is set; each remaining span is normalised (NFC where
+//      the spec says so) and user-defined tokens are cut out of it, always.
+//      At each position the leftmost match wins, the longest among those.
+//   2. Each remaining span is split into pre-tokens by the spec's
+//      pre-tokenizer kind (hand-written
 //      matchers equal to the regexes below, over a table of \p{L}, \p{N} and
 //      \s generated from Unicode data).
 //   3. Each pre-token's bytes start as one symbol per byte (the token of the
