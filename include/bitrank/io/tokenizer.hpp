@@ -1,0 +1,120 @@
+// Byte-level BPE tokenizer (GPT-2 style), as Hugging Face `tokenizers` runs
+// it for SmolLM2, Qwen2/3 and Llama 3.
+//
+// encode(text):
+//   1. Control (special) tokens are cut out of the raw text when
+//      parse_special is set; each remaining span is normalised (NFC where
+//      the spec says so) and user-defined tokens are cut out of it, always.
+//      At each position the leftmost match wins, the longest among those.
+//   2. Each remaining span is split into pre-tokens by the spec's
+//      pre-tokenizer kind (hand-written
+//      matchers equal to the regexes below, over a table of \p{L}, \p{N} and
+//      \s generated from Unicode data).
+//   3. Each pre-token's bytes start as one symbol per byte (the token of the
+//      byte's GPT-2 unicode stand-in); the adjacent pair of lowest merge rank
+//      is merged (leftmost on ties) until no pair has a rank.
+//   Invalid UTF-8 is not an error: each bad byte counts as one "other"
+//   character to the pre-tokenizer and still encodes as its byte token, so
+//   decode(encode(t)) == t for every byte string t.
+// decode(ids): each token's text is its byte-level string mapped back to
+//   bytes, or, if one of its characters is no byte stand-in (added tokens
+//   such as "<user tag>"), its UTF-8 text as is; the result is the raw bytes
+//   (no replacement of invalid UTF-8).
+//
+// The spec is independent of the file format: load_tokenizer_json fills it
+// from tokenizer.json, a GGUF reader fills it from tokenizer.ggml.* keys.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace bitrank::io {
+
+// The pre-tokenizer, by the regex it equals. GPT2_RE is
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// QWEN2_RE is
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+enum class PreTokenizer : std::uint8_t {
+  gpt2,    // ByteLevel(use_regex): GPT2_RE (GGUF pre "gpt2")
+  smollm,  // Digits(individual_digits) then GPT2_RE in each piece (GGUF "smollm")
+  qwen2,   // Split(QWEN2_RE, Isolated) then ByteLevel(use_regex=false) (GGUF "qwen2")
+  llama3,  // as qwen2 with \p{N}{1,3} (GGUF "llama-bpe")
+};
+std::string_view pre_tokenizer_name(PreTokenizer kind);
+
+enum class Normalizer : std::uint8_t { none, nfc };
+
+// Numbering of GGUF's tokenizer.ggml.token_type.
+enum class TokenType : std::uint8_t {
+  normal = 1,
+  unknown = 2,
+  control = 3,       // special token: matched in raw text only when asked
+  user_defined = 4,  // added token: always matched in raw text
+  unused = 5,
+  byte = 6,
+};
+
+struct TokenizerSpec {
+  // Token strings in id order. Normal tokens are byte-level strings (each
+  // byte written as its GPT-2 unicode stand-in, e.g. "Ġthe"); control and
+  // user-defined tokens are their raw text as matched in input.
+  std::vector<std::string> tokens;
+  std::vector<TokenType> types;  // one per token
+  // Merges in rank order (rank 0 first): the two byte-level strings merged.
+  std::vector<std::pair<std::string, std::string>> merges;
+  PreTokenizer pre = PreTokenizer::gpt2;
+  Normalizer normalizer = Normalizer::none;
+  bool add_prefix_space = false;  // ByteLevel: prepend ' ' to a piece not starting with one
+  bool ignore_merges = false;     // BPE: a pre-token that is itself a token is not merged
+  std::int32_t bos_id = -1;       // -1: none
+  std::int32_t eos_id = -1;
+  bool add_bos = false;  // encode with add_special prepends bos_id
+  bool add_eos = false;  // ... and appends eos_id
+};
+
+// Reads a Hugging Face tokenizer.json (model BPE; merges as "a b" strings or
+// ["a", "b"] pairs; pre_tokenizer and normalizer of the kinds above;
+// added_tokens; TemplateProcessing post-processor for bos/eos). Anything
+// else is a bitrank::Error naming the file and the key.
+TokenizerSpec load_tokenizer_json(const std::filesystem::path& path);
+TokenizerSpec parse_tokenizer_json(std::string_view json_text, std::string_view source);
+
+struct EncodeOptions {
+  bool parse_special = false;  // match control tokens in the text
+  bool add_special = false;    // add bos/eos as the spec's add_bos/add_eos say
+};
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(TokenizerSpec spec);  // checks the spec (Error if inconsistent)
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Thread-safe; calls are serialised on the pre-token cache.
+  std::vector<std::int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // Error on an id out of range. skip_control drops control tokens.
+  std::string decode(std::span<const std::int32_t> ids, bool skip_control = false) const;
+
+  const TokenizerSpec& spec() const;
+  std::int32_t n_tokens() const;
+  std::optional<std::int32_t> token_id(std::string_view token) const;  // by spec string
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// GPT-2's reversible byte → unicode stand-in map (printable Latin-1 bytes map
+// to themselves, the rest to U+0100 onwards), as UTF-8.
+std::string byte_to_unicode(std::uint8_t byte);
+
+}  // namespace bitrank::io
