@@ -98,7 +98,6 @@ def write_metadata_fixture(rng):
     w.add_bool("test.bool_true", True)
     w.add_bool("test.bool_false", False)
     w.add_string("test.string", "héllo, GGUF ✓")
-    w.add_string("test.empty_string", "")
     w.add_uint64("test.u64", 18000000000000000000)
     w.add_int64("test.i64", -9000000000000000000)
     w.add_float64("test.f64", -2.5e-300)
