@@ -19,7 +19,10 @@ finite values, which exercises every bit of the quant fields.
 `metadata.gguf` holds one key of every GGUF value type, an array of every
 element type, alignment 64 and three tensors (F32 of two odd shapes and a
 Q5_0 one, a type the reader knows but does not dequantize). The C++ test
-repeats the same values.
+repeats the same values. (The Python writer drops empty strings and empty
+arrays; the C++ test writes those itself.)
+
+Made with gguf 0.19.0 and numpy 2.4; the output is deterministic.
 """
 
 import os

@@ -49,10 +49,18 @@
 //     and value = (d * scales[e / 16]) * (code - 32) for elem e of the half.
 //
 // Numerics: each value is computed with the f32 operations of ggml's
-// dequantize_row_* in the same order; each product is its own statement so
-// no compiler contracts it with the following add into an FMA, which would
-// change the rounding.
+// dequantize_row_* in the same order, never contracted into an FMA (which
+// would round differently): see the pragma below.
 #include "bitrank/io/dequant.hpp"
+
+// No FMA contraction in this file (GCC contracts across statements at -O2
+// with -march flags that have FMA, even in ISO mode): ggml rounds each
+// product before the add.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 #include <array>
 #include <bit>
