@@ -49,13 +49,14 @@
 //     and value = (d * scales[e / 16]) * (code - 32) for elem e of the half.
 //
 // Numerics: each value is computed with the f32 operations of ggml's
-// dequantize_row_* in the same order, never contracted into an FMA (which
-// would round differently): see the pragma below.
+// dequantize_row_* in the same order. An f16 scale times a scale or code of
+// at most 8 bits is exact in f32, so only the final add (Q4_1, Q4_K) or the
+// final product (Q6_K) rounds, as in ggml; FMA contraction is switched off
+// below all the same, so that no kernel here can round differently.
 #include "bitrank/io/dequant.hpp"
 
-// No FMA contraction in this file (GCC contracts across statements at -O2
-// with -march flags that have FMA, even in ISO mode): ggml rounds each
-// product before the add.
+// No FMA contraction in this file (GCC contracts across statements with
+// -march flags that have FMA, even in ISO C++ mode).
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
