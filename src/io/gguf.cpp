@@ -44,19 +44,15 @@
 // once and must be finite.
 #include "bitrank/io/gguf.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "bitrank/error.hpp"
+#include "bitrank/io/mapped_file.hpp"
 
 namespace bitrank::io {
 
@@ -258,14 +254,7 @@ std::string GgufValue::type_name() const {
 // ---- mapping ----
 
 struct GgufFile::Mapping {
-  void* addr = nullptr;
-  std::size_t size = 0;
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
-  }
+  MappedFile file;
 };
 
 GgufFile::GgufFile(GgufFile&&) noexcept = default;
@@ -275,30 +264,8 @@ GgufFile::~GgufFile() = default;
 GgufFile GgufFile::open(const std::filesystem::path& path, GgufOptions options) {
   GgufFile f;
   f.name_ = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("gguf '{}': cannot open: {}", f.name_, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("gguf '{}': cannot stat: {}", f.name_, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("gguf '{}': not a regular file", f.name_);
-  }
-  f.mapping_ = std::make_unique<Mapping>();
-  if (st.st_size > 0) {
-    void* addr = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (addr == MAP_FAILED) fail("gguf '{}': cannot map {} bytes: {}", f.name_, st.st_size, std::strerror(err));
-    f.mapping_->addr = addr;
-    f.mapping_->size = static_cast<std::size_t>(st.st_size);
-    f.bytes_ = {static_cast<const std::byte*>(addr), f.mapping_->size};
-  } else {
-    ::close(fd);
-  }
+  f.mapping_ = std::make_unique<Mapping>(Mapping{MappedFile(path, fmt::format("gguf '{}'", f.name_))});
+  f.bytes_ = f.mapping_->file.bytes();
   f.parse(options);
   return f;
 }

@@ -289,23 +289,12 @@ std::uint32_t compose(std::uint32_t a, std::uint32_t b) {
   return it != std::end(kCompositions) && it->first == a && it->second == b ? it->composite : 0;
 }
 
-void append_utf8(std::string& s, std::uint32_t cp) {
+// A code point or an invalid byte kept as kRawByte | byte.
+void append_code(std::string& s, std::uint32_t cp) {
   if (cp >= kRawByte) {
     s += static_cast<char>(cp & 0xFF);
-  } else if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
   } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
+    append_utf8(s, cp);
   }
 }
 
@@ -372,8 +361,26 @@ std::string nfc(std::string_view s) {
     }
     d.resize(write);
   }
-  for (std::uint32_t cp : d) append_utf8(out, cp);
+  for (std::uint32_t cp : d) append_code(out, cp);
   return out;
+}
+
+void append_utf8(std::string& s, std::uint32_t cp) {
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
 }
 
 }  // namespace bitrank::io::detail

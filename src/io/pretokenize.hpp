@@ -23,6 +23,9 @@ CharClass char_class(std::uint32_t cp);
 // cp = 0xFFFFFFFF with len 1.
 std::uint32_t decode_utf8(std::string_view s, std::size_t i, std::size_t& len);
 
+// Appends the UTF-8 encoding of code point cp (< 0x110000) to s.
+void append_utf8(std::string& s, std::uint32_t cp);
+
 using Pieces = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
 
 // Appends the pieces of s, offset by base, to out.

@@ -34,24 +34,6 @@ constexpr std::string_view kQwen2Pattern =
 constexpr std::string_view kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-void append_utf8(std::string& s, std::uint32_t cp) {
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // GPT-2's bytes_to_unicode: bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF stand for
 // themselves; the other 68 take U+0100.. in byte order.
 std::array<std::uint32_t, 256> make_byte_stand_ins() {
@@ -147,7 +129,7 @@ class MergeTable {
 
 std::string byte_to_unicode(std::uint8_t byte) {
   std::string s;
-  append_utf8(s, kByteStandIn[byte]);
+  detail::append_utf8(s, kByteStandIn[byte]);
   return s;
 }
 
@@ -334,7 +316,7 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<std::int32_
   bool whole = false;
   if (spec.ignore_merges) {
     std::string level;
-    for (char c : word) append_utf8(level, kByteStandIn[static_cast<unsigned char>(c)]);
+    for (char c : word) detail::append_utf8(level, kByteStandIn[static_cast<unsigned char>(c)]);
     if (const auto it = ids.find(level); it != ids.end()) {
       out.push_back(it->second);
       whole = true;

@@ -35,6 +35,8 @@
 // available, but reading them as f32 is an error.
 #pragma once
 
+#include "bitrank/io/mapped_file.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -61,23 +63,6 @@ struct TensorInfo {
   std::uint64_t data_begin = 0;  // byte range in the data buffer of its file
   std::uint64_t data_end = 0;
   std::string file;  // the file holding it (as named in errors)
-};
-
-// A read-only memory mapping of a whole file; move-only.
-class MappedFile {
- public:
-  explicit MappedFile(const std::filesystem::path& path);
-  MappedFile(MappedFile&& o) noexcept;
-  MappedFile& operator=(MappedFile&& o) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
-
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  const std::byte* data_ = nullptr;
-  std::size_t size_ = 0;
 };
 
 // One safetensors checkpoint: a single file, or the shards of an index.
