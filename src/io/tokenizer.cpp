@@ -232,10 +232,12 @@ Tokenizer::Impl::Impl(TokenizerSpec s) : spec(std::move(s)) {
     const auto t = static_cast<int>(spec.types[i]);
     if (t < 1 || t > 6) fail("tokenizer: token {} has type {} (expected 1..6)", i, t);
   }
+  // A byte without a token (SmolLM2's vocabulary lacks 21, e.g. 0x04, 0xFF)
+  // is dropped from the text before merging, as `tokenizers` drops a
+  // character its BPE model (without unk token) cannot spell.
   for (int b = 0; b < 256; ++b) {
     const auto it = ids.find(byte_to_unicode(static_cast<std::uint8_t>(b)));
-    if (it == ids.end()) fail("tokenizer: no token for byte 0x{:02X} (a byte-level vocabulary has all 256)", b);
-    byte_token[static_cast<std::size_t>(b)] = it->second;
+    byte_token[static_cast<std::size_t>(b)] = it == ids.end() ? -1 : it->second;
   }
   std::vector<std::tuple<std::int32_t, std::int32_t, MergeTable::Merge>> table;
   table.reserve(spec.merges.size());
@@ -263,12 +265,16 @@ Tokenizer::Impl::Impl(TokenizerSpec s) : spec(std::move(s)) {
 // Merges by rank over the byte tokens of word (as `tokenizers`' Word::merge_all:
 // a min-heap of (rank, position), stale entries skipped).
 void Tokenizer::Impl::bpe(std::string_view word, std::vector<std::int32_t>& out) const {
-  const auto n = static_cast<std::int32_t>(word.size());
-  symbols.resize(static_cast<std::size_t>(n));
+  symbols.resize(word.size());
   heap.clear();
-  for (std::int32_t i = 0; i < n; ++i)
-    symbols[static_cast<std::size_t>(i)] = {byte_token[static_cast<unsigned char>(word[static_cast<std::size_t>(i)])],
-                                            i - 1, i + 1 < n ? i + 1 : -1};
+  std::int32_t n = 0;  // symbols: the bytes that have a token
+  for (const char c : word) {
+    const std::int32_t id = byte_token[static_cast<unsigned char>(c)];
+    if (id < 0) continue;
+    symbols[static_cast<std::size_t>(n)] = {id, n - 1, -1};
+    if (n > 0) symbols[static_cast<std::size_t>(n - 1)].next = n;
+    ++n;
+  }
   auto push_pair = [&](std::int32_t pos) {
     const Symbol& s = symbols[static_cast<std::size_t>(pos)];
     if (s.next < 0) return;
@@ -295,14 +301,14 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<std::int32_t>& out)
     if (s.prev >= 0) push_pair(s.prev);
     push_pair(top.pos);
   }
-  for (std::int32_t i = 0; i >= 0 && i < n; i = symbols[static_cast<std::size_t>(i)].next)
+  for (std::int32_t i = n > 0 ? 0 : -1; i >= 0 && i < n; i = symbols[static_cast<std::size_t>(i)].next)
     out.push_back(symbols[static_cast<std::size_t>(i)].id);
 }
 
 void Tokenizer::Impl::encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
   if (word.empty()) return;
   if (word.size() == 1) {
-    out.push_back(byte_token[static_cast<unsigned char>(word[0])]);
+    if (const std::int32_t id = byte_token[static_cast<unsigned char>(word[0])]; id >= 0) out.push_back(id);
     return;
   }
   const bool cacheable = word.size() <= kCacheMaxBytes;

@@ -15,14 +15,17 @@
 //      is merged (leftmost on ties) until no pair has a rank.
 //   Invalid UTF-8 is not an error: each bad byte counts as one "other"
 //   character to the pre-tokenizer and still encodes as its byte token, so
-//   decode(encode(t)) == t for every byte string t.
+//   decode(encode(t)) == t for every byte string t when the vocabulary has
+//   all 256 byte tokens. A byte without a token is dropped before merging
+//   (as `tokenizers` drops what a BPE model without unk token cannot spell;
+//   SmolLM2's vocabulary lacks 21 bytes, e.g. 0x04, 0x1D, 0xF5..0xFF).
 // decode(ids): each token's text is its byte-level string mapped back to
 //   bytes, or, if one of its characters is no byte stand-in (added tokens
 //   such as "<user tag>"), its UTF-8 text as is; the result is the raw bytes
 //   (no replacement of invalid UTF-8).
 //
 // The spec is independent of the file format: load_tokenizer_json fills it
-// from tokenizer.json, a GGUF reader fills it from tokenizer.ggml.* keys.
+// from tokenizer.json, tokenizer_spec_from_gguf from tokenizer.ggml.* keys.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +89,14 @@ struct TokenizerSpec {
 // else is a bitrank::Error naming the file and the key.
 TokenizerSpec load_tokenizer_json(const std::filesystem::path& path);
 TokenizerSpec parse_tokenizer_json(std::string_view json_text, std::string_view source);
+
+class GgufFile;
+// Reads a GGUF file's tokenizer.ggml.* keys (model "gpt2" = byte-level BPE;
+// pre "gpt-2", "smollm", "qwen2", "llama3"/"llama-v3"/"llama-bpe" as
+// llama.cpp names them; the key list and mapping are written at the top of
+// src/io/tokenizer_gguf.cpp). Anything missing, mistyped, out of range or
+// unsupported is a bitrank::Error naming the file and the key.
+TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& file);
 
 struct EncodeOptions {
   bool parse_special = false;  // match control tokens in the text
