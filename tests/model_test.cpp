@@ -3,17 +3,21 @@
 // SmolLM2-135M (finite logits, perplexity of a fixed passage), bad input.
 #include "bitrank/model/model.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/io/hf_config.hpp"
+#include "bitrank/io/safetensors.hpp"
 #include "support/backends.hpp"
 
 namespace bitrank {
@@ -285,6 +289,80 @@ TEST(Model, BadInputIsAnError) {
   expect_error([&] { m.logits(std::vector<std::int32_t>{1, 2, 3}, 2); }, {"not a whole number of windows"});
 }
 
+// The same tiny model as a Hugging Face checkpoint (config.json text and an
+// F32 safetensors image): HF rows need no permutation.
+std::string hf_name_of(const std::string& g) {
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  const std::size_t dot = g.find('.', 4);
+  const std::string block = g.substr(4, dot - 4), rest = g.substr(dot + 1);
+  const std::map<std::string, std::string> m{{"attn_norm.weight", "input_layernorm.weight"},
+                                             {"attn_q.weight", "self_attn.q_proj.weight"},
+                                             {"attn_k.weight", "self_attn.k_proj.weight"},
+                                             {"attn_v.weight", "self_attn.v_proj.weight"},
+                                             {"attn_output.weight", "self_attn.o_proj.weight"},
+                                             {"ffn_norm.weight", "post_attention_layernorm.weight"},
+                                             {"ffn_gate.weight", "mlp.gate_proj.weight"},
+                                             {"ffn_up.weight", "mlp.up_proj.weight"},
+                                             {"ffn_down.weight", "mlp.down_proj.weight"}};
+  return "model.layers." + block + "." + m.at(rest);
+}
+
+std::vector<std::byte> write_safetensors(const HostWeights& w) {
+  std::string header = "{";
+  std::uint64_t offset = 0;
+  std::vector<std::byte> data;
+  bool first = true;
+  for (const auto& [name, t] : w.tensors) {
+    std::string shape;
+    for (index_t d : t.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
+    const std::uint64_t end = offset + t.values.size() * 4;
+    header += (first ? "" : ",") + std::string("\"") + hf_name_of(name) + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    first = false;
+    const auto* p = reinterpret_cast<const std::byte*>(t.values.data());
+    data.insert(data.end(), p, p + t.values.size() * 4);
+    offset = end;
+  }
+  header += "}";
+  while (header.size() % 8) header += ' ';
+  std::vector<std::byte> out(8);
+  const std::uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  for (char c : header) out.push_back(static_cast<std::byte>(c));
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+TEST(Model, HuggingFaceCheckpointLoadsTheSameModel) {
+  const HostWeights w = tiny_weights(false, 41);
+  const auto bytes = write_safetensors(w);
+  const auto st = io::Safetensors::from_memory(bytes, "tiny.safetensors");
+  const std::string config_json = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,
+      "rms_norm_eps": 1e-5, "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": false})";
+  const auto config = io::parse_hf_config(config_json, "config.json");
+  const HostWeights loaded = model::load_hf_weights(st, config, "tiny");
+  for (const auto& [name, t] : w.tensors) EXPECT_EQ(loaded.at(name).values, t.values) << name;
+  // qwen2 (attention biases) is not this model.
+  auto qwen2 = config;
+  qwen2.family = io::ModelFamily::qwen2;
+  qwen2.model_type = "qwen2";
+  expect_error([&] { model::load_hf_weights(st, qwen2, "tiny"); }, {"tiny", "qwen2", "not a dense llama"});
+  // Tied config: lm_head is not needed; a missing layer tensor is named by its HF name.
+  auto tied = config;
+  tied.tie_word_embeddings = true;
+  EXPECT_NO_THROW(model::load_hf_weights(st, tied, "tiny"));
+  auto more_layers = config;
+  more_layers.num_layers = 3;
+  expect_error([&] { model::load_hf_weights(st, more_layers, "tiny"); },
+               {"model.layers.2.input_layernorm.weight", "missing"});
+}
+
 // ---------------------------------------------------------------------------
 // The real SmolLM2-135M-Instruct (Q4_1), when installed.
 
@@ -326,7 +404,7 @@ TEST(Model, SmolLM2PerplexityOfAnEnglishPassage) {
 // The corpus split is fixed: every 10th sorted file is evaluation, disjoint from training.
 TEST(Corpus, SplitIsEveryTenthSortedFile) {
   std::vector<std::filesystem::path> files;
-  for (int i = 0; i < 25; ++i) files.push_back("f" + std::to_string(100 + i));
+  for (int i = 0; i < 25; ++i) files.push_back(fmt::format("f{}", 100 + i));
   const auto s = io::split_corpus(files);
   ASSERT_EQ(s.eval.size(), 2u);
   EXPECT_EQ(s.eval[0], "f109");

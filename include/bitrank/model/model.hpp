@@ -40,6 +40,7 @@
 
 namespace bitrank::io {
 class GgufFile;
+class Safetensors;
 }
 
 namespace bitrank::model {
@@ -78,6 +79,17 @@ void check_weights(const HostWeights& w);
 // q/k rows un-permuted (see above), checked.
 HostWeights load_gguf_weights(const io::GgufFile& gguf);
 HostWeights load_gguf_weights(const std::filesystem::path& path);
+
+// Reads a Hugging Face dense llama checkpoint (model_type "llama" without
+// attention biases; qwen2's biases and qwen3's q/k norms are not in this
+// model): model.embed_tokens → token_embd, model.layers.N.{input_layernorm,
+// self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}
+// → blk.N.{attn_norm, attn_q/k/v, attn_output, ffn_norm, ffn_gate/up/down},
+// model.norm → output_norm, lm_head → output (untied only). HF rows are
+// already in half-split RoPE order. `dir` holds config.json and the
+// safetensors (one file or an index).
+HostWeights load_hf_weights(const io::Safetensors& st, const ModelConfig& config, const std::string& source);
+HostWeights load_hf_weights(const std::filesystem::path& dir);
 
 // Every intermediate of one block's forward over n rows.
 template <class T>
