@@ -136,6 +136,68 @@ TEST(Rope, CpuGainGradientDoesNotDependOnThreads) {
   EXPECT_EQ(run(one), run(three));
 }
 
+// Plain RoPE: position 0 is the identity, each pair keeps its length, the
+// tail past 2·half is copied, and the backward is the forward's adjoint
+// (⟨dy, R·x⟩ = ⟨Rᵀ·dy, x⟩) and its inverse (Rᵀ·R·x = x).
+TEST(Rope, PlainRopeRotatesPairsAndItsBackwardIsTheAdjoint) {
+  auto& ref = test::ref_backend().rope();
+  const index_t window = 5, heads = 3, hd = 10, half = 4, n = 2 * window, width = heads * hd;
+  auto x = rnd64(n * width, 41, 1.5);
+  auto dy = rnd64(n * width, 42, 1.0);
+  auto table = rope_table<double>(window, half, 100.0);
+  std::vector<double> y(x.size()), dx(x.size()), back(x.size());
+  ref.rope_forward(view_of(x, {n, width}), view_of(table, {window, half, 2}), heads, view_of(y, {n, width}));
+  ref.rope_backward(view_of(dy, {n, width}), view_of(table, {window, half, 2}), heads, view_of(dx, {n, width}));
+  ref.rope_backward(view_of(y, {n, width}), view_of(table, {window, half, 2}), heads, view_of(back, {n, width}));
+  EXPECT_NEAR(dot(dy, y), dot(dx, x), 1e-12 * (1 + std::abs(dot(dy, y))));
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 1e-13) << i;
+  int moved = 0;
+  for (index_t row = 0; row < n; ++row)
+    for (index_t u = 0; u < heads; ++u) {
+      const index_t base = (row * heads + u) * hd;
+      for (index_t i = 0; i < half; ++i) {
+        const double a = x[base + i], b = x[base + i + half], ya = y[base + i], yb = y[base + i + half];
+        EXPECT_NEAR(ya * ya + yb * yb, a * a + b * b, 1e-12);
+        if (row % window == 0) {
+          EXPECT_EQ(ya, a);
+          EXPECT_EQ(yb, b);
+        } else {
+          moved += ya != a;
+        }
+      }
+      for (index_t c = 2 * half; c < hd; ++c) EXPECT_EQ(y[base + c], x[base + c]);
+    }
+  EXPECT_EQ(moved, (n - 2) * heads * half);
+  // Position 1, pair 0 turns by exactly 1 radian: (a, b) → (a cos 1 − b sin 1, a sin 1 + b cos 1).
+  const double a = x[width], b = x[width + half];
+  EXPECT_NEAR(y[width], a * std::cos(1.0) - b * std::sin(1.0), 1e-14);
+  EXPECT_NEAR(y[width + half], a * std::sin(1.0) + b * std::cos(1.0), 1e-14);
+}
+
+TEST(Rope, PlainRopeBadInputIsAnError) {
+  auto& be = test::cpu_backend().rope();
+  Buffer<float> buf(host_memory(), 4096), out(host_memory(), 4096);
+  auto fwd = [&](Shape x, Shape table, index_t heads, Shape y) {
+    be.rope_forward(buf.view(x), buf.view(table), heads, out.view(y));
+  };
+  EXPECT_NO_THROW(fwd({8, 32}, {4, 8, 2}, 2, {8, 32}));
+  EXPECT_THROW(fwd({8, 30}, {4, 4, 2}, 4, {8, 30}), Error);   // 30 columns are not 4 heads
+  EXPECT_THROW(fwd({6, 32}, {4, 4, 2}, 2, {6, 32}), Error);   // 6 rows, windows of 4
+  EXPECT_THROW(fwd({8, 32}, {4, 9, 2}, 2, {8, 32}), Error);   // 2·half > hd
+  EXPECT_THROW(fwd({8, 32}, {4, 4, 3}, 2, {8, 32}), Error);   // not [T][half][2]
+  EXPECT_THROW(fwd({8, 32}, {4, 4, 2}, 0, {8, 32}), Error);   // no heads
+  EXPECT_THROW(fwd({0, 32}, {4, 4, 2}, 2, {0, 32}), Error);   // empty
+  EXPECT_THROW(fwd({8, 32}, {4, 4, 2}, 2, {8, 16}), Error);   // wrong y
+  EXPECT_THROW(be.rope_backward(buf.view({8, 32}), buf.view({4, 4, 2}), 2, out.view({4, 32})), Error);
+  try {
+    fwd({8, 32}, {4, 9, 2}, 2, {8, 32});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_forward: rotary dims 2·half = 18 exceed head_dim 16"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Rope, BadInputIsAnError) {
   auto& be = test::cpu_backend().rope();
   Buffer<float> buf(host_memory(), 4096), out(host_memory(), 4096), out2(host_memory(), 4096);

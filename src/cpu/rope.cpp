@@ -21,6 +21,13 @@ class CpuRopeOps final : public RopeOps<float> {
   explicit CpuRopeOps(ThreadPool& pool) : pool_(pool) {}
 
  protected:
+  void rope_forward_impl(CView<float> x, CView<float> table, index_t heads, View<float> y) override {
+    rotate(x, table, heads, 1.0f, y);
+  }
+  void rope_backward_impl(CView<float> dy, CView<float> table, index_t heads, View<float> dx) override {
+    rotate(dy, table, heads, -1.0f, dx);  // Rᵀ: the same angle, negated
+  }
+
   void qk_norm_rope_forward_impl(CView<float> x, CView<float> gain, CView<float> table, const QkNormRopeOptions& opt,
                                  View<float> y, View<float> inv_rms) override {
     const index_t n = x.dim(0), heads = opt.heads, hd = gain.dim(0);
@@ -91,6 +98,29 @@ class CpuRopeOps final : public RopeOps<float> {
   }
 
  private:
+  // y = R(direction·angle)·x per (row, head), threads over rows.
+  void rotate(CView<float> x, CView<float> table, index_t heads, float direction, View<float> y) {
+    const index_t n = x.dim(0), hd = x.dim(1) / heads, window = table.dim(0), half = table.dim(1);
+    pool_.parallel_for(
+        n,
+        [&](index_t r0, index_t r1) {
+          for (index_t row = r0; row < r1; ++row) {
+            const float* rot = table.data + (row % window) * half * 2;
+            for (index_t u = 0; u < heads; ++u) {
+              const float* xr = x.data + (row * heads + u) * hd;
+              float* yr = y.data + (row * heads + u) * hd;
+              for (index_t i = 0; i < half; ++i) {
+                const float cs = rot[2 * i], sn = direction * rot[2 * i + 1];
+                yr[i] = xr[i] * cs - xr[i + half] * sn;
+                yr[i + half] = xr[i] * sn + xr[i + half] * cs;
+              }
+              for (index_t c = 2 * half; c < hd; ++c) yr[c] = xr[c];
+            }
+          }
+        },
+        std::max<index_t>(1, 4096 / std::max<index_t>(x.dim(1), 1)));
+  }
+
   static std::vector<float> effective_gain(CView<float> gain, const QkNormRopeOptions& opt) {
     std::vector<float> w(gain.data, gain.data + gain.dim(0));
     if (opt.gain_plus_one)

@@ -9,6 +9,13 @@ namespace {
 
 class RefRopeOps final : public RopeOps<double> {
  protected:
+  void rope_forward_impl(CView<double> x, CView<double> table, index_t heads, View<double> y) override {
+    rotate(x, table, heads, 1.0, y);
+  }
+  void rope_backward_impl(CView<double> dy, CView<double> table, index_t heads, View<double> dx) override {
+    rotate(dy, table, heads, -1.0, dx);  // Rᵀ: the same angle, negated
+  }
+
   void qk_norm_rope_forward_impl(CView<double> x, CView<double> gain, CView<double> table, const QkNormRopeOptions& opt,
                                  View<double> y, View<double> inv_rms) override {
     const index_t n = x.dim(0), heads = opt.heads, hd = gain.dim(0);
@@ -67,6 +74,24 @@ class RefRopeOps final : public RopeOps<double> {
   }
 
  private:
+  // y = R(direction·angle)·x per (row, head); dims past 2·half are copied.
+  static void rotate(CView<double> x, CView<double> table, index_t heads, double direction, View<double> y) {
+    const index_t n = x.dim(0), hd = x.dim(1) / heads, window = table.dim(0), half = table.dim(1);
+    for (index_t row = 0; row < n; ++row) {
+      const index_t pos = row % window;
+      for (index_t u = 0; u < heads; ++u) {
+        const double* xr = x.data + (row * heads + u) * hd;
+        double* yr = y.data + (row * heads + u) * hd;
+        for (index_t i = 0; i < half; ++i) {
+          const double cs = table[(pos * half + i) * 2], sn = direction * table[(pos * half + i) * 2 + 1];
+          yr[i] = xr[i] * cs - xr[i + half] * sn;
+          yr[i + half] = xr[i] * sn + xr[i + half] * cs;
+        }
+        for (index_t c = 2 * half; c < hd; ++c) yr[c] = xr[c];
+      }
+    }
+  }
+
   static double gain_of(CView<double> gain, index_t c, const QkNormRopeOptions& opt) {
     return opt.gain_plus_one ? 1.0 + gain[c] : gain[c];
   }

@@ -3,6 +3,8 @@
 // odd sizes: one-token windows, windows longer than a row block, a head_dim
 // that is not a multiple of 8 with partial rotary dims, and full rotary.
 #include "bitrank/ops/rope.hpp"
+#include <gtest/gtest.h>
+
 #include "support/parity.hpp"
 
 namespace bitrank::test {
@@ -43,7 +45,31 @@ void qk_norm_rope_case(ParityRun& p, const RopeShape& s) {
   p.expect_close("dgain", dgain, 1e-5);
 }
 
+// Plain RoPE (Llama q and k): forward and its backward (the inverse rotation).
+void rope_case(ParityRun& p, index_t windows, index_t window, index_t heads, index_t hd, index_t half, double theta) {
+  if (p.be.name == "cuda") GTEST_SKIP() << "plain RoPE is not on the cuda backend yet";
+  const index_t n = windows * window, width = heads * hd;
+  auto x = p.input({n, width}, 2.0f);
+  const auto table_values = rope_table<float>(window, half, theta);
+  auto table = p.input({window, half, 2}, table_values);
+  auto y = p.output({n, width});
+  p.ref.rope().rope_forward(x.ref(), table.ref(), heads, y.ref());
+  p.be.rope().rope_forward(x.be(), table.be(), heads, y.be());
+  // Two f32 products and a sum per element.
+  p.expect_close("y", y, 1e-6);
+  auto dx = p.output({n, width});
+  p.ref.rope().rope_backward(x.ref(), table.ref(), heads, dx.ref());
+  p.be.rope().rope_backward(x.be(), table.be(), heads, dx.be());
+  p.expect_close("dx", dx, 1e-6);  // the same arithmetic as the forward
+}
+
 }  // namespace
+
+// SmolLM2-135M's attention: 9 heads of 64, full rotary, θ = 1e5.
+BR_PARITY_CASE(rope_2x33_h9_hd64_half32) { rope_case(p, 2, 33, 9, 64, 32, 1e5); }
+// Odd head_dim with partial rotary dims, one-token windows.
+BR_PARITY_CASE(rope_7x1_h3_hd37_half11) { rope_case(p, 7, 1, 3, 37, 11, 1e4); }
+BR_PARITY_CASE(rope_1x130_h2_hd20_half7) { rope_case(p, 1, 130, 2, 20, 7, 1e6); }
 
 BR_PARITY_CASE(qk_norm_rope_2x19_h3_hd256_half32_gain1pw) { qk_norm_rope_case(p, {2, 19, 3, 256, 32, 1e7, true}); }
 BR_PARITY_CASE(qk_norm_rope_2x19_h3_hd256_half32_gainw) { qk_norm_rope_case(p, {2, 19, 3, 256, 32, 1e7, false}); }

@@ -1,5 +1,10 @@
-// Per-head q/k RMSNorm followed by partial rotary embedding (RoPE), as in
-// gated full attention (DESIGN §2).
+// Rotary embedding (RoPE): plain (Llama-style q and k, no norm) and fused
+// with a per-head q/k RMSNorm, as in gated full attention (DESIGN §2).
+//
+// Plain RoPE (rope_forward / rope_backward), per (row, head), same layout
+// and table as below: y = R·x with the pair rotation below applied to x
+// itself; the backward is the inverse rotation dx = Rᵀ·dy. Both overwrite
+// their output; no parameters.
 //
 // Layout: x, y, dy, dx are [n][heads·hd] row-major, one row per token,
 // n = windows·T; head u of a row is columns [u·hd, (u+1)·hd). The gain
@@ -63,6 +68,23 @@ class RopeOps {
  public:
   virtual ~RopeOps() = default;
 
+  // y [n][heads·hd] = R·x: pairs (i, i + half) of each head rotated by the
+  // table's angle for the row's position; hd = x.dim(1) / heads.
+  void rope_forward(CView<T> x, CView<T> table, index_t heads, View<T> y) {
+    constexpr std::string_view op = "rope_forward";
+    check_plain(op, x, table, heads);
+    check::dense(op, "y", y, x.shape);
+    rope_forward_impl(x, table, heads, y);
+  }
+
+  // dx [n][heads·hd] = Rᵀ·dy (overwritten): the backward of rope_forward.
+  void rope_backward(CView<T> dy, CView<T> table, index_t heads, View<T> dx) {
+    constexpr std::string_view op = "rope_backward";
+    check_plain(op, dy, table, heads);
+    check::dense(op, "dx", dx, dy.shape);
+    rope_backward_impl(dy, table, heads, dx);
+  }
+
   // y [n][heads·hd] and inv_rms [n][heads] from x; hd = gain's length,
   // T and half from the table [T][half][2].
   void qk_norm_rope_forward(CView<T> x, CView<T> gain, CView<T> table, const QkNormRopeOptions& opt, View<T> y,
@@ -90,12 +112,34 @@ class RopeOps {
   }
 
  protected:
+  // Plain RoPE: ref and cpu implement it; a backend that does not yet
+  // (cuda, for now) inherits these, which throw.
+  virtual void rope_forward_impl(CView<T>, CView<T>, index_t, View<T>) {
+    fail("rope_forward: not implemented on this backend yet");
+  }
+  virtual void rope_backward_impl(CView<T>, CView<T>, index_t, View<T>) {
+    fail("rope_backward: not implemented on this backend yet");
+  }
   virtual void qk_norm_rope_forward_impl(CView<T> x, CView<T> gain, CView<T> table, const QkNormRopeOptions& opt,
                                          View<T> y, View<T> inv_rms) = 0;
   virtual void qk_norm_rope_backward_impl(CView<T> x, CView<T> gain, CView<T> table, CView<T> inv_rms, CView<T> dy,
                                           const QkNormRopeOptions& opt, View<T> dx, View<T> dgain) = 0;
 
  private:
+  static void check_plain(std::string_view op, CView<T> x, CView<T> table, index_t heads) {
+    check::positive(op, "heads", heads);
+    check::rank(op, "table", table, 3);
+    check::contiguous(op, "table", table);
+    check::require(table.dim(2) == 2, op, "table has shape {}, expected [T, half, 2]", table.shape.str());
+    check::rank(op, "x", x, 2);
+    check::contiguous(op, "x", x);
+    check::require(x.dim(1) % heads == 0, op, "x has shape {}, not {} heads of equal width", x.shape.str(), heads);
+    const index_t hd = x.dim(1) / heads, window = table.dim(0), half = table.dim(1);
+    check::require(2 * half <= hd, op, "rotary dims 2·half = {} exceed head_dim {} (table {}, x {}, {} heads)",
+                   2 * half, hd, table.shape.str(), x.shape.str(), heads);
+    check::require(x.dim(0) % window == 0, op, "x has {} rows, not a whole number of windows of T = {}", x.dim(0),
+                   window);
+  }
   static void check_common(std::string_view op, CView<T> x, CView<T> gain, CView<T> table,
                            const QkNormRopeOptions& opt) {
     check::positive(op, "heads", opt.heads);

@@ -1,0 +1,19 @@
+// `bitrank eval`: perplexity of a model over non-overlapping windows of text.
+#pragma once
+
+#include <string>
+
+namespace bitrank::cli {
+
+struct EvalOptions {
+  std::string model;     // .gguf (dense llama); empty: the configured default
+  std::string text;      // text file; empty: the evaluation split of the default corpus
+  std::string ids;       // instead of text: a file of whitespace-separated token ids
+  long seq_len = 512;    // T: tokens per window
+  long max_windows = 0;  // 0: all windows
+  std::string device = "cpu";
+};
+
+int run_eval(const EvalOptions& options);
+
+}  // namespace bitrank::cli

@@ -1,0 +1,220 @@
+// Dense Llama-style weights from GGUF: the config from its metadata, every
+// tensor dequantized to f32 and checked, q/k rows put back in half-split
+// RoPE order (contract: include/bitrank/model/model.hpp).
+#include <cmath>
+#include <string>
+
+#include "bitrank/error.hpp"
+#include "bitrank/io/gguf.hpp"
+#include "bitrank/io/safetensors.hpp"
+#include "bitrank/model/model.hpp"
+
+namespace bitrank::model {
+namespace {
+
+std::string shape_str(const std::vector<index_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+double get_real(const io::GgufFile& g, const std::string& key) {
+  const io::GgufValue& v = g.value(key);
+  if (const float* f = v.get_if<float>()) return *f;
+  if (const double* d = v.get_if<double>()) return *d;
+  fail("gguf '{}': key {} holds {}, expected f32 or f64", g.name(), key, v.type_name());
+}
+
+std::int64_t get_positive(const io::GgufFile& g, const std::string& key) {
+  const std::int64_t v = g.get_int(key);
+  if (v <= 0) fail("gguf '{}': key {} is {}, expected a positive integer", g.name(), key, v);
+  return v;
+}
+
+// llama.cpp stores q (and k) rows of each head interleaved for adjacent-pair
+// RoPE: GGUF row 2i + j of a head is HF row j·half + i. This puts them back.
+void unpermute_rows(HostTensor& t, index_t heads) {
+  const index_t rows = t.shape[0], cols = t.shape[1], hd = rows / heads, half = hd / 2;
+  std::vector<float> out(t.values.size());
+  for (index_t h = 0; h < heads; ++h)
+    for (index_t i = 0; i < half; ++i)
+      for (index_t j = 0; j < 2; ++j) {
+        const float* src = t.values.data() + (h * hd + 2 * i + j) * cols;
+        std::copy(src, src + cols, out.data() + (h * hd + j * half + i) * cols);
+      }
+  t.values = std::move(out);
+}
+
+}  // namespace
+
+const HostTensor& HostWeights::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) fail("model '{}': tensor {} is missing", source, name);
+  return it->second;
+}
+
+ModelConfig config_from_gguf(const io::GgufFile& g) {
+  const std::string arch = g.has("general.architecture") ? g.get_string("general.architecture") : std::string("(none)");
+  if (arch != "llama")
+    fail("gguf '{}': unknown architecture '{}' (general.architecture); supported: llama", g.name(), arch);
+  const std::string p = "llama.";
+  ModelConfig c;
+  c.family = io::ModelFamily::llama;
+  c.model_type = "llama";
+  c.hidden_size = get_positive(g, p + "embedding_length");
+  c.num_layers = get_positive(g, p + "block_count");
+  c.num_heads = get_positive(g, p + "attention.head_count");
+  c.num_kv_heads = g.has(p + "attention.head_count_kv") ? get_positive(g, p + "attention.head_count_kv") : c.num_heads;
+  c.intermediate_size = get_positive(g, p + "feed_forward_length");
+  c.max_position_embeddings = g.has(p + "context_length") ? get_positive(g, p + "context_length") : 0;
+  c.rms_norm_eps = get_real(g, p + "attention.layer_norm_rms_epsilon");
+  c.rope_theta = g.has(p + "rope.freq_base") ? get_real(g, p + "rope.freq_base") : 10000.0;
+  if (c.num_heads % c.num_kv_heads != 0)
+    fail("gguf '{}': attention.head_count {} is not a multiple of head_count_kv {}", g.name(), c.num_heads,
+         c.num_kv_heads);
+  c.head_dim = g.has(p + "attention.key_length") ? get_positive(g, p + "attention.key_length")
+                                                  : c.hidden_size / c.num_heads;
+  if (c.head_dim * c.num_heads != c.hidden_size && !g.has(p + "attention.key_length"))
+    fail("gguf '{}': embedding_length {} is not a multiple of head_count {}", g.name(), c.hidden_size, c.num_heads);
+  if (c.head_dim % 2 != 0) fail("gguf '{}': head_dim {} is odd; RoPE needs pairs", g.name(), c.head_dim);
+  if (g.has(p + "rope.dimension_count") && g.get_int(p + "rope.dimension_count") != c.head_dim)
+    fail("gguf '{}': rope.dimension_count {} differs from head_dim {} (partial rotary is not a llama model)",
+         g.name(), g.get_int(p + "rope.dimension_count"), c.head_dim);
+  if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0))
+    fail("gguf '{}': attention.layer_norm_rms_epsilon is {}, expected finite and positive", g.name(), c.rms_norm_eps);
+  if (!(std::isfinite(c.rope_theta) && c.rope_theta > 0))
+    fail("gguf '{}': rope.freq_base is {}, expected finite and positive", g.name(), c.rope_theta);
+  if (g.has(p + "vocab_size"))
+    c.vocab_size = get_positive(g, p + "vocab_size");
+  else if (g.has("tokenizer.ggml.tokens"))
+    c.vocab_size = static_cast<std::int64_t>(g.value("tokenizer.ggml.tokens").array_size());
+  else
+    c.vocab_size = static_cast<std::int64_t>(g.tensor_info("token_embd.weight").dims[1]);
+  c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+std::vector<std::pair<std::string, std::vector<index_t>>> expected_tensors(const ModelConfig& c) {
+  const index_t d = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim,
+                f = c.intermediate_size, V = c.vocab_size;
+  std::vector<std::pair<std::string, std::vector<index_t>>> out;
+  out.push_back({"token_embd.weight", {V, d}});
+  for (index_t b = 0; b < c.num_layers; ++b) {
+    const std::string p = "blk." + std::to_string(b) + ".";
+    out.push_back({p + "attn_norm.weight", {d}});
+    out.push_back({p + "attn_q.weight", {q, d}});
+    out.push_back({p + "attn_k.weight", {kv, d}});
+    out.push_back({p + "attn_v.weight", {kv, d}});
+    out.push_back({p + "attn_output.weight", {d, q}});
+    out.push_back({p + "ffn_norm.weight", {d}});
+    out.push_back({p + "ffn_gate.weight", {f, d}});
+    out.push_back({p + "ffn_up.weight", {f, d}});
+    out.push_back({p + "ffn_down.weight", {d, f}});
+  }
+  out.push_back({"output_norm.weight", {d}});
+  if (!c.tie_word_embeddings) out.push_back({"output.weight", {V, d}});
+  return out;
+}
+
+void check_weights(const HostWeights& w) {
+  const ModelConfig& c = w.config;
+  if (c.is_hybrid()) fail("model '{}': the hybrid {} family is not supported yet", w.source, c.model_type);
+  if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
+      c.intermediate_size <= 0 || c.vocab_size <= 0)
+    fail("model '{}': config sizes must be positive", w.source);
+  if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0)
+    fail("model '{}': {} heads / {} kv heads of {} do not make a RoPE GQA layer", w.source, c.num_heads,
+         c.num_kv_heads, c.head_dim);
+  for (const auto& [name, shape] : expected_tensors(c)) {
+    const HostTensor& t = w.at(name);
+    if (t.shape != shape)
+      fail("model '{}': tensor {} has shape {}, expected {}", w.source, name, shape_str(t.shape), shape_str(shape));
+    index_t numel = 1;
+    for (index_t s : shape) numel *= s;
+    if (static_cast<index_t>(t.values.size()) != numel)
+      fail("model '{}': tensor {} holds {} values, expected {}", w.source, name, t.values.size(), numel);
+    for (std::size_t i = 0; i < t.values.size(); ++i)
+      if (!std::isfinite(t.values[i])) fail("model '{}': tensor {} has a non-finite value at {}", w.source, name, i);
+  }
+}
+
+HostWeights load_gguf_weights(const io::GgufFile& g) {
+  HostWeights w;
+  w.source = g.name();
+  w.config = config_from_gguf(g);
+  for (const auto& [name, shape] : expected_tensors(w.config)) {
+    const io::GgufTensorInfo* info = g.find_tensor(name);
+    if (!info) fail("gguf '{}': tensor {} is missing", g.name(), name);
+    // GGUF dims run fastest first: a [rows][cols] matrix is stored as {cols, rows}.
+    std::vector<index_t> stored;
+    for (std::uint32_t i = info->n_dims; i-- > 0;) stored.push_back(static_cast<index_t>(info->dims[i]));
+    if (stored != shape)
+      fail("gguf '{}': tensor {} has shape {} (rows, cols), expected {}", g.name(), name, shape_str(stored),
+           shape_str(shape));
+    HostTensor t{shape, g.dequantize(name)};
+    const bool is_q = name.ends_with(".attn_q.weight"), is_k = name.ends_with(".attn_k.weight");
+    if (is_q) unpermute_rows(t, w.config.num_heads);
+    if (is_k) unpermute_rows(t, w.config.num_kv_heads);
+    w.tensors.emplace(name, std::move(t));
+  }
+  check_weights(w);
+  return w;
+}
+
+HostWeights load_gguf_weights(const std::filesystem::path& path) {
+  // The data is dequantized (and checked finite) as it is loaded, so the
+  // header check alone is enough here.
+  const io::GgufFile g = io::GgufFile::open(path, io::GgufOptions{.verify_data = false});
+  return load_gguf_weights(g);
+}
+
+namespace {
+
+// The HF name of a GGUF-named tensor (the inverse of the table in model.hpp).
+std::string hf_name(const std::string& gguf) {
+  static const std::pair<const char*, const char*> per_block[] = {
+      {"attn_norm.weight", "input_layernorm.weight"},       {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},         {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},          {"ffn_up.weight", "mlp.up_proj.weight"},
+      {"ffn_down.weight", "mlp.down_proj.weight"}};
+  if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
+  if (gguf == "output_norm.weight") return "model.norm.weight";
+  if (gguf == "output.weight") return "lm_head.weight";
+  const std::size_t dot = gguf.find('.', 4);  // "blk.N.<rest>"
+  const std::string block = gguf.substr(4, dot - 4), rest = gguf.substr(dot + 1);
+  for (const auto& [g, h] : per_block)
+    if (rest == g) return "model.layers." + block + "." + h;
+  fail("model: no Hugging Face name for tensor {}", gguf);
+}
+
+}  // namespace
+
+HostWeights load_hf_weights(const io::Safetensors& st, const ModelConfig& config, const std::string& source) {
+  if (config.family != io::ModelFamily::llama || config.attention_bias)
+    fail("model '{}': model_type '{}'{} is not a dense llama model without biases", source, config.model_type,
+         config.attention_bias ? " with attention_bias" : "");
+  if (config.rotary_dim() != config.head_dim)
+    fail("model '{}': partial rotary ({} of {} dims) is not supported", source, config.rotary_dim(), config.head_dim);
+  HostWeights w;
+  w.source = source;
+  w.config = config;
+  for (const auto& [name, shape] : expected_tensors(config)) {
+    const std::string hf = hf_name(name);
+    if (!st.contains(hf)) fail("model '{}': tensor {} is missing", source, hf);
+    const io::TensorInfo& info = st.info(hf);
+    if (info.shape != shape)
+      fail("model '{}': tensor {} has shape {}, expected {}", source, hf, shape_str(info.shape), shape_str(shape));
+    w.tensors.emplace(name, HostTensor{shape, st.read_f32(hf)});
+  }
+  check_weights(w);
+  return w;
+}
+
+HostWeights load_hf_weights(const std::filesystem::path& dir) {
+  const ModelConfig config = io::read_hf_config(dir);
+  const io::Safetensors st = io::Safetensors::open(dir);
+  return load_hf_weights(st, config, dir.string());
+}
+
+}  // namespace bitrank::model
