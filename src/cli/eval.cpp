@@ -21,6 +21,8 @@
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/corpus.hpp"
+#include "bitrank/io/gguf.hpp"
+#include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/model.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
@@ -30,11 +32,13 @@
 namespace bitrank::cli {
 namespace {
 
-// Text → token ids with the model's own tokenizer. The GGUF tokenizer
-// loader is not in the library yet, so this refuses; --ids takes ids made
-// elsewhere meanwhile.
-std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& /*model*/, const std::string& /*text*/) {
-  fail("eval: text → token ids needs the GGUF tokenizer loader, which is not available yet; pass --ids FILE");
+// Text → token ids with the model's own tokenizer (from the GGUF's
+// tokenizer.ggml.* metadata; the header alone is read here). No special
+// tokens are matched or added: the text is scored as plain text.
+std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
+  const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
+  const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
+  return tok.encode(text);
 }
 
 std::vector<std::int32_t> read_ids(const std::string& path) {
