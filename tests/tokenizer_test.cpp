@@ -5,6 +5,8 @@
 // loader errors.
 #include <gtest/gtest.h>
 
+#include "support/corpus_digest.hpp"
+
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,16 +22,8 @@ namespace {
 
 const std::string kDir = std::string(BITRANK_TEST_DATA_DIR) + "/tokenizer/";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const nlohmann::json& reference() {
-  static const nlohmann::json ref = nlohmann::json::parse(read_file(kDir + "reference.json"));
+  static const nlohmann::json ref = nlohmann::json::parse(test::read_file(kDir + "reference.json"));
   return ref;
 }
 
@@ -55,15 +49,6 @@ std::string show(const std::vector<std::int32_t>& ids) {
   std::string s;
   for (auto id : ids) s += std::to_string(id) + " ";
   return s;
-}
-
-std::uint64_t fnv1a64(const std::vector<std::int32_t>& ids) {
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (std::int32_t id : ids) {
-    const auto u = static_cast<std::uint32_t>(id);
-    for (int k = 0; k < 4; ++k) h = (h ^ ((u >> (8 * k)) & 0xFF)) * 0x100000001B3ULL;
-  }
-  return h;
 }
 
 TEST(Tokenizer, ByteStandIns) {
@@ -92,7 +77,7 @@ TEST(Tokenizer, LoadsSpecs) {
 }
 
 TEST(Tokenizer, MergeFormsAgree) {
-  auto j = nlohmann::json::parse(read_file(kDir + "smollm.json"));
+  auto j = nlohmann::json::parse(test::read_file(kDir + "smollm.json"));
   const TokenizerSpec pairs = parse_tokenizer_json(j.dump(), "pairs");
   for (auto& m : j["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
   const TokenizerSpec strings = parse_tokenizer_json(j.dump(), "strings");
@@ -199,7 +184,7 @@ TEST(Tokenizer, InvalidUtf8KeepsBytes) {
 // A byte with no token is dropped before merging, as `tokenizers` drops a
 // character its BPE model (no unk token) cannot spell.
 TEST(Tokenizer, ByteWithoutTokenIsDropped) {
-  auto j = nlohmann::json::parse(read_file(kDir + "qwen2.json"));
+  auto j = nlohmann::json::parse(test::read_file(kDir + "qwen2.json"));
   const auto z_id = j["model"]["vocab"]["z"];
   j["model"]["vocab"].erase("z");
   j["model"]["vocab"]["no byte z"] = z_id;
@@ -231,7 +216,7 @@ TEST(Tokenizer, DecodeRejectsBadIds) {
 }
 
 TEST(Tokenizer, BosEosFromTemplate) {
-  auto j = nlohmann::json::parse(read_file(kDir + "qwen2.json"));
+  auto j = nlohmann::json::parse(test::read_file(kDir + "qwen2.json"));
   j["post_processor"] = nlohmann::json::parse(
       R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<|im_start|>","type_id":0}},
           {"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":"<|endoftext|>","type_id":0}}],
@@ -246,7 +231,7 @@ TEST(Tokenizer, BosEosFromTemplate) {
 }
 
 TEST(Tokenizer, LoaderErrors) {
-  const auto base = nlohmann::json::parse(read_file(kDir + "qwen2.json"));
+  const auto base = nlohmann::json::parse(test::read_file(kDir + "qwen2.json"));
   auto expect_error = [](const nlohmann::json& j, const std::string& needle) {
     try {
       (void)Tokenizer(parse_tokenizer_json(j.dump(), "bad.json"));
@@ -285,41 +270,20 @@ TEST(Tokenizer, LoaderErrors) {
 // file, token count and FNV-1a 64 of the ids equal those `tokenizers` gave.
 TEST(Tokenizer, CorpusDigestsEqualTokenizersLibrary) {
   const Tokenizer smollm(spec_for("smollm")), qwen(spec_for("qwen2"));
-  std::istringstream table(read_file(kDir + "corpus_digest.tsv"));
-  std::string line;
-  std::size_t files = 0, bytes = 0, tokens[2] = {0, 0};
+  std::size_t bytes = 0, tokens[2] = {0, 0};
   double seconds[2] = {0, 0};
-  while (std::getline(table, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream row(line);
-    std::string path, want_hash[2];
-    std::size_t want_bytes = 0, want_count[2] = {0, 0};
-    row >> path >> want_bytes >> want_count[0] >> want_hash[0] >> want_count[1] >> want_hash[1];
-    ASSERT_FALSE(row.fail()) << "bad digest row: " << line;
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) {
-      ADD_FAILURE() << "corpus file " << path << " is missing: tools/setup.sh installs python3.11-doc and fortunes";
-      continue;
-    }
-    const std::string text = read_file(path);
-    if (text.size() != want_bytes) {
-      ADD_FAILURE() << path << ": " << text.size() << " bytes, the digest was made from " << want_bytes;
-      continue;
-    }
-    ++files;
-    bytes += text.size();
+  const std::size_t files = test::for_each_digest_row(kDir + "corpus_digest.tsv", [&](const test::DigestRow& row) {
+    bytes += row.text.size();
     const Tokenizer* toks[2] = {&smollm, &qwen};
     for (int t = 0; t < 2; ++t) {
       const auto t0 = std::chrono::steady_clock::now();
-      const auto ids = toks[t]->encode(text, {.parse_special = true});
+      const auto ids = toks[t]->encode(row.text, {.parse_special = true});
       seconds[t] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       tokens[t] += ids.size();
-      char hash[17];
-      std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(ids)));
-      EXPECT_EQ(ids.size(), want_count[t]) << path << (t ? " qwen2" : " smollm");
-      EXPECT_EQ(std::string(hash), want_hash[t]) << path << (t ? " qwen2" : " smollm");
+      EXPECT_EQ(ids.size(), row.count[t]) << row.path << (t ? " qwen2" : " smollm");
+      EXPECT_EQ(test::fnv1a64_hex(ids), row.hash[t]) << row.path << (t ? " qwen2" : " smollm");
     }
-  }
+  });
   EXPECT_GT(files, 500u);
   std::printf("[ tokenizer ] corpus: %zu files, %.1f MB; smollm %zu tokens at %.1f MB/s, qwen2 %zu tokens at %.1f MB/s\n",
               files, bytes / 1e6, tokens[0], bytes / 1e6 / seconds[0], tokens[1], bytes / 1e6 / seconds[1]);
