@@ -3,7 +3,11 @@
 // byte flips, lying counts and offsets), and an optional real model.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <bit>
+#include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -625,6 +629,99 @@ TEST(GgufModel, SmolLM2) {
   check("blk.0.attn_norm.weight", GgmlType::f32, {576});
   EXPECT_EQ(f.tensor_info("token_embd.weight").type, GgmlType::q8_0);
   EXPECT_EQ(f.tensor_info("token_embd.weight").dims[1], vocab);
+}
+
+// A 27B-class checkpoint is checked before any work starts: a synthetic
+// GGUF with Qwen3.5-27B's shapes (DESIGN §2: hidden 5120, 64 blocks, every
+// 4th gated attention with 24 heads / 4 kv heads of 256, the others GDN with
+// 16 k-heads / 48 v-heads of 128, MLP 17408, vocab 248320) and a complete
+// tensor table, its data section a hole of the right size (a sparse file:
+// no disk is used and no data page is read). Header-only open must validate
+// every tensor's shape, type and extent, fast. (Tensor names are this
+// test's own; the hybrid model loader will fix the real ones.)
+TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
+  constexpr std::uint64_t d = 5120, blocks = 64, ffn = 17408, vocab = 248320;
+  constexpr std::uint64_t heads = 24, kv_heads = 4, hd = 256, hk = 16, hv = 48, dk = 128;
+  constexpr std::uint32_t f32 = 0, q4_k = 12;  // ggml types
+  struct Info {
+    std::string name;
+    std::vector<std::uint64_t> dims;  // dims[0] contiguous (ggml order)
+    std::uint32_t type;
+  };
+  std::vector<Info> table{{"token_embd.weight", {d, vocab}, q4_k}};
+  for (std::uint64_t b = 0; b < blocks; ++b) {
+    const std::string p = "blk." + std::to_string(b) + ".";
+    table.push_back({p + "attn_norm.weight", {d}, f32});
+    table.push_back({p + "post_attention_norm.weight", {d}, f32});
+    if ((b + 1) % 4 == 0) {  // gated full attention: q_proj gives [q | gate] per head
+      table.push_back({p + "attn_q.weight", {d, 2 * heads * hd}, q4_k});
+      table.push_back({p + "attn_k.weight", {d, kv_heads * hd}, q4_k});
+      table.push_back({p + "attn_v.weight", {d, kv_heads * hd}, q4_k});
+      table.push_back({p + "attn_output.weight", {heads * hd, d}, q4_k});
+      table.push_back({p + "attn_q_norm.weight", {hd}, f32});
+      table.push_back({p + "attn_k_norm.weight", {hd}, f32});
+    } else {  // Gated DeltaNet
+      table.push_back({p + "ssm_in_qkv.weight", {d, 2 * hk * dk + hv * dk}, q4_k});
+      table.push_back({p + "ssm_in_z.weight", {d, hv * dk}, q4_k});
+      table.push_back({p + "ssm_in_a.weight", {d, hv}, f32});
+      table.push_back({p + "ssm_in_b.weight", {d, hv}, f32});
+      table.push_back({p + "ssm_conv1d.weight", {4, 2 * hk * dk + hv * dk}, f32});
+      table.push_back({p + "ssm_a_log", {hv}, f32});
+      table.push_back({p + "ssm_dt_bias", {hv}, f32});
+      table.push_back({p + "ssm_norm.weight", {dk}, f32});
+      table.push_back({p + "ssm_out.weight", {hv * dk, d}, q4_k});
+    }
+    table.push_back({p + "ffn_gate.weight", {d, ffn}, q4_k});
+    table.push_back({p + "ffn_up.weight", {d, ffn}, q4_k});
+    table.push_back({p + "ffn_down.weight", {ffn, d}, q4_k});
+  }
+  table.push_back({"output_norm.weight", {d}, f32});
+  table.push_back({"output.weight", {d, vocab}, q4_k});
+
+  // Bytes per tensor: Q4_K stores 256 values in 144 bytes.
+  auto bytes_of = [](const Info& t) {
+    std::uint64_t n = 1;
+    for (auto v : t.dims) n *= v;
+    return t.type == q4_k ? n / 256 * 144 : n * 4;
+  };
+  Writer w;
+  w.header(table.size(), 3);
+  w.str("general.architecture").put(static_cast<std::uint32_t>(GgufType::string)).str("qwen35");
+  w.kv("qwen35.block_count", GgufType::u32, static_cast<std::uint32_t>(blocks));
+  w.kv("qwen35.embedding_length", GgufType::u32, static_cast<std::uint32_t>(d));
+  std::uint64_t offset = 0, params = 0;
+  for (const auto& t : table) {
+    w.tensor_info(t.name, t.dims, t.type, offset);
+    offset = (offset + bytes_of(t) + 31) / 32 * 32;
+    std::uint64_t n = 1;
+    for (auto v : t.dims) n *= v;
+    params += n;
+  }
+  w.pad(32);
+  const std::uint64_t file_size = w.bytes.size() + offset;
+
+  const auto path = std::filesystem::temp_directory_path() / ("bitrank_qwen35_27b_" + std::to_string(::getpid()) + ".gguf");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
+  }
+  std::filesystem::resize_file(path, file_size);  // the data section: a hole
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    const GgufFile f = GgufFile::open(path, {.verify_data = false});
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("[ gguf ] Qwen3.5-27B-shaped header: %zu tensors, %.2fB parameters, %.1f GB file, validated in %.1f ms\n",
+                f.tensors().size(), params / 1e9, file_size / 1e9, ms);
+    EXPECT_EQ(f.tensors().size(), table.size());
+    EXPECT_EQ(f.get_u32("qwen35.block_count"), blocks);
+    EXPECT_GT(params, 25'000'000'000ull);
+    EXPECT_LT(ms, 2000.0) << "header validation must not read the data";
+    EXPECT_EQ(f.tensor_info("output.weight").n_bytes, d * vocab / 256 * 144);
+  }
+  // One byte short: the last tensor runs past the end, found from the header.
+  std::filesystem::resize_file(path, file_size - 1);
+  expect_error([&] { GgufFile::open(path, {.verify_data = false}); }, {path.filename().string(), "output.weight"});
+  std::filesystem::remove(path);
 }
 
 }  // namespace
