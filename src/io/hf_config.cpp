@@ -173,12 +173,15 @@ void read_hybrid(const Keys& k, ModelConfig& c) {
 }
 
 void read_moe(const Keys& k, ModelConfig& c) {
-  const auto experts = k.opt_size("num_experts");
+  const json* experts = k.find("num_experts");
   if (!experts) return;
   MoeConfig m;
-  m.num_experts = *experts;
+  // 0 experts (a dense model written with the MoE keys) is allowed.
+  m.num_experts = k.as_int("num_experts", *experts);
+  if (m.num_experts < 0 || m.num_experts > kMaxSize)
+    k.bad("num_experts", "must be a count from 0 to {}, got {}", kMaxSize, m.num_experts);
   m.num_experts_per_tok = k.size_or("num_experts_per_tok", 0);
-  if (m.num_experts_per_tok > m.num_experts)
+  if (m.num_experts > 0 && m.num_experts_per_tok > m.num_experts)
     k.bad("num_experts_per_tok", "{} exceeds num_experts {}", m.num_experts_per_tok, m.num_experts);
   m.moe_intermediate_size = k.size_or("moe_intermediate_size", 0);
   m.shared_expert_intermediate_size = k.size_or("shared_expert_intermediate_size", 0);

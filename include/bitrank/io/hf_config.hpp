@@ -22,9 +22,10 @@
 //             linear_conv_kernel_dim (all required); layer_types, else
 //             full_attention_interval (default 4): block i is full attention
 //             when (i + 1) % interval == 0; attn_output_gate (true)
-//   MoE       num_experts, num_experts_per_tok, moe_intermediate_size,
-//             shared_expert_intermediate_size, norm_topk_prob,
-//             decoder_sparse_step, mlp_only_layers — recorded when present
+//   MoE       num_experts (0 allowed: no experts), num_experts_per_tok,
+//             moe_intermediate_size, shared_expert_intermediate_size,
+//             norm_topk_prob, decoder_sparse_step, mlp_only_layers —
+//             recorded when num_experts is present
 //
 // Checks: every key of the right JSON type (integers are integers, not
 // floats or bools), sizes positive, eps and θ finite and positive,
