@@ -19,6 +19,7 @@
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "support/backends.hpp"
+#include "support/model_files.hpp"
 
 namespace bitrank {
 namespace {
@@ -133,24 +134,7 @@ TEST(Model, WindowsDoNotSeeEachOther) {
 }
 
 // ---------------------------------------------------------------------------
-// A minimal GGUF v3 writer (F32 tensors) for the load path.
-
-struct GgufWriter {
-  std::vector<std::byte> b;
-  template <class T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    b.insert(b.end(), p, p + sizeof(T));
-  }
-  void str(std::string_view s) {
-    put<std::uint64_t>(s.size());
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    b.insert(b.end(), p, p + s.size());
-  }
-  void pad() {
-    while (b.size() % 32) b.push_back(std::byte{0});
-  }
-};
+// The GGUF load path (an F32 image written here).
 
 // llama.cpp's converter order for q/k rows: GGUF row 2i + j = HF row j·half + i per head.
 std::vector<float> permute_like_llama_cpp(const HostTensor& t, index_t heads) {
@@ -171,7 +155,16 @@ struct GgufEdits {
 
 std::vector<std::byte> write_gguf(const HostWeights& w, const GgufEdits& e = {}) {
   const io::ModelConfig& c = w.config;
-  std::vector<std::pair<std::string, HostTensor>> tensors;
+  test::GgufImage g;
+  g.string("general.architecture", e.architecture)
+      .u32("llama.embedding_length", static_cast<std::uint32_t>(c.hidden_size))
+      .u32("llama.block_count", static_cast<std::uint32_t>(c.num_layers))
+      .u32("llama.attention.head_count", static_cast<std::uint32_t>(c.num_heads))
+      .u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.num_kv_heads))
+      .u32("llama.feed_forward_length", static_cast<std::uint32_t>(c.intermediate_size))
+      .f32("llama.rope.freq_base", static_cast<float>(c.rope_theta))
+      .f32("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  // (vocab size: from token_embd's rows)
   for (const auto& [name, shape] : model::expected_tensors(c)) {
     if (name == e.drop) continue;
     HostTensor t = w.at(name);
@@ -181,50 +174,9 @@ std::vector<std::byte> write_gguf(const HostWeights& w, const GgufEdits& e = {})
       t.shape[0] -= 1;
       t.values.resize(t.values.size() - static_cast<std::size_t>(shape.size() == 2 ? shape[1] : 1));
     }
-    tensors.emplace_back(name, std::move(t));
+    g.tensor({name, t.shape, t.values});
   }
-  GgufWriter g;
-  const std::uint64_t n_kv = 8;
-  g.put<std::uint32_t>(0x46554747u);
-  g.put<std::uint32_t>(3);
-  g.put<std::uint64_t>(tensors.size());
-  g.put<std::uint64_t>(n_kv);
-  auto kv_u32 = [&](std::string_view k, std::int64_t v) {
-    g.str(k);
-    g.put<std::uint32_t>(4);
-    g.put(static_cast<std::uint32_t>(v));
-  };
-  auto kv_f32 = [&](std::string_view k, double v) {
-    g.str(k);
-    g.put<std::uint32_t>(6);
-    g.put(static_cast<float>(v));
-  };
-  g.str("general.architecture");
-  g.put<std::uint32_t>(8);
-  g.str(e.architecture);
-  kv_u32("llama.embedding_length", c.hidden_size);
-  kv_u32("llama.block_count", c.num_layers);
-  kv_u32("llama.attention.head_count", c.num_heads);
-  kv_u32("llama.attention.head_count_kv", c.num_kv_heads);
-  kv_u32("llama.feed_forward_length", c.intermediate_size);
-  kv_f32("llama.rope.freq_base", c.rope_theta);
-  kv_f32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps);
-  // (vocab size: from token_embd's rows)
-  std::uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    g.str(name);
-    g.put<std::uint32_t>(static_cast<std::uint32_t>(t.shape.size()));
-    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) g.put<std::uint64_t>(static_cast<std::uint64_t>(*it));
-    g.put<std::uint32_t>(0);  // F32
-    g.put<std::uint64_t>(offset);
-    offset += (t.values.size() * 4 + 31) / 32 * 32;
-  }
-  g.pad();
-  for (const auto& [name, t] : tensors) {
-    for (float v : t.values) g.put(v);
-    g.pad();
-  }
-  return g.b;
+  return g.bytes();
 }
 
 TEST(Model, GgufRoundTripUndoesTheQkPermutation) {
@@ -310,32 +262,9 @@ std::string hf_name_of(const std::string& g) {
 }
 
 std::vector<std::byte> write_safetensors(const HostWeights& w) {
-  std::string header = "{";
-  std::uint64_t offset = 0;
-  std::vector<std::byte> data;
-  bool first = true;
-  for (const auto& [name, t] : w.tensors) {
-    std::string shape;
-    for (index_t d : t.shape) {
-      if (!shape.empty()) shape += ',';
-      shape += std::to_string(d);
-    }
-    const std::uint64_t end = offset + t.values.size() * 4;
-    header += (first ? "" : ",") + std::string("\"") + hf_name_of(name) + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
-    first = false;
-    const auto* p = reinterpret_cast<const std::byte*>(t.values.data());
-    data.insert(data.end(), p, p + t.values.size() * 4);
-    offset = end;
-  }
-  header += "}";
-  while (header.size() % 8) header += ' ';
-  std::vector<std::byte> out(8);
-  const std::uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  for (char c : header) out.push_back(static_cast<std::byte>(c));
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
+  std::vector<test::NamedTensor> tensors;
+  for (const auto& [name, t] : w.tensors) tensors.push_back({hf_name_of(name), t.shape, t.values});
+  return test::safetensors_image(tensors);
 }
 
 TEST(Model, HuggingFaceCheckpointLoadsTheSameModel) {

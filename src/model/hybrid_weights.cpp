@@ -418,7 +418,7 @@ HostWeights load_hybrid_gguf_weights(const io::GgufFile& g) {
     if (name.ends_with(".ssm_a_log"))
       for (float& v : t.values) {
         if (!(v < 0.0f) || !std::isfinite(v))
-          fail("gguf '{}': tensor {} holds {}, expected −exp(A_log) < 0", g.name(), gguf_name(name), v);
+          fail("gguf '{}': tensor {} holds {}, expected ssm_a = -exp(A_log) < 0", g.name(), gguf_name(name), v);
         v = std::log(-v);
       }
     if (tiled) {
