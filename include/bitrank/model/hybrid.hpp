@@ -104,7 +104,7 @@ HostWeights load_hybrid_hf_weights(const std::filesystem::path& dir);
 // attention.head_count_kv, attention.key_length (= value_length; default
 // embedding_length / head_count), feed_forward_length,
 // attention.layer_norm_rms_epsilon, rope.freq_base (default 10000),
-// rope.dimension_count (the rotary dims; default key_length / 4),
+// rope.dimension_count (the rotary dims),
 // context_length (optional), ssm.conv_kernel, ssm.state_size (dk),
 // ssm.group_count (Hk), ssm.time_step_rank (Hv), ssm.inner_size (Hv·dv),
 // the layer types from attention.recurrent_layers (an array, when present)
