@@ -109,7 +109,8 @@ std::vector<double> DecoderModel<T>::logits(std::span<const std::int32_t> tokens
   std::vector<double> all(static_cast<std::size_t>(n * V));
   for_each_logit_slice(tokens, window, [&](index_t v0, index_t vs, const T* z) {
     for (index_t r = 0; r < n; ++r)
-      for (index_t j = 0; j < vs; ++j) all[static_cast<std::size_t>(r * V + v0 + j)] = static_cast<double>(z[r * vs + j]);
+      for (index_t j = 0; j < vs; ++j)
+        all[static_cast<std::size_t>(r * V + v0 + j)] = static_cast<double>(z[r * vs + j]);
   });
   return all;
 }

@@ -40,8 +40,7 @@ bool hybrid_block_is_moe(const ModelConfig& c, index_t b) {
   const std::int64_t experts = c.moe ? c.moe->num_experts : kQwen3NextDefaultExperts;
   const std::int64_t step = c.moe ? c.moe->decoder_sparse_step : 1;
   if (experts <= 0) return false;
-  if (c.moe && std::find(c.moe->mlp_only_layers.begin(), c.moe->mlp_only_layers.end(), b) != c.moe->mlp_only_layers.end())
-    return false;
+  if (c.moe && std::ranges::find(c.moe->mlp_only_layers, b) != c.moe->mlp_only_layers.end()) return false;
   return (b + 1) % step == 0;
 }
 
@@ -378,7 +377,9 @@ ModelConfig hybrid_config_from_gguf(const io::GgufFile& g) {
     if (const auto* bools = rec->get_if<std::vector<bool>>()) flags = *bools;
     else if (const auto* i32 = rec->get_if<std::vector<std::int32_t>>()) flags.assign(i32->begin(), i32->end());
     else if (const auto* u8 = rec->get_if<std::vector<std::uint8_t>>()) flags.assign(u8->begin(), u8->end());
-    else fail("gguf '{}': key {}attention.recurrent_layers holds {}, expected an array of bool", g.name(), p, rec->type_name());
+    else
+      fail("gguf '{}': key {}attention.recurrent_layers holds {}, expected an array of bool", g.name(), p,
+           rec->type_name());
     if (static_cast<std::int64_t>(flags.size()) < c.num_layers)
       fail("gguf '{}': {}attention.recurrent_layers has {} entries for {} blocks", g.name(), p, flags.size(),
            c.num_layers);
@@ -386,7 +387,8 @@ ModelConfig hybrid_config_from_gguf(const io::GgufFile& g) {
       c.layer_types.push_back(flags[static_cast<std::size_t>(b)] ? io::LayerType::linear_attention
                                                                  : io::LayerType::full_attention);
   } else {
-    const std::int64_t every = g.has(p + "full_attention_interval") ? gguf_positive(g, p + "full_attention_interval") : 4;
+    const std::string key = p + "full_attention_interval";
+    const std::int64_t every = g.has(key) ? gguf_positive(g, key) : 4;
     for (std::int64_t b = 0; b < c.num_layers; ++b)
       c.layer_types.push_back((b + 1) % every == 0 ? io::LayerType::full_attention : io::LayerType::linear_attention);
   }
