@@ -92,6 +92,28 @@ TEST(Rng, MatchesSeedSequence) {
   EXPECT_EQ(v[3], 1.9986071586608887f);
 }
 
+// gaussian: moments of 20000 values within 4 standard errors (mean ±0.028,
+// variance ±0.04, P(|x| < 1) = 0.6827 ± 0.013), odd lengths, determinism.
+TEST(Rng, GaussianMoments) {
+  const std::size_t n = 20000;
+  const auto v = gaussian(n, 3);
+  double sum = 0, sq = 0;
+  std::size_t inside = 0;
+  for (float x : v) {
+    sum += x;
+    sq += double(x) * x;
+    inside += std::fabs(x) < 1.0f;
+  }
+  const double mean = sum / n, var = sq / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.028);
+  EXPECT_NEAR(var, 1.0, 0.04);
+  EXPECT_NEAR(double(inside) / n, 0.6827, 0.013);
+  EXPECT_EQ(gaussian(n, 3), v);
+  EXPECT_NE(gaussian(n, 4), v);
+  const auto odd = gaussian(7, 3);
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 7), odd);
+}
+
 TEST(ThreadPool, CoversRangeOnceAndPropagatesErrors) {
   ThreadPool pool(3);
   std::vector<std::atomic<int>> hits(10007);

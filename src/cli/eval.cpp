@@ -2,7 +2,7 @@
 // into non-overlapping windows of T tokens (a tail shorter than T is
 // dropped) and reports the perplexity exp(Σ NLL / predictions), each window
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
-// tokens/s) goes to stderr, a JSON summary to stdout.
+// tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout.
 //
 // --model is a GGUF file or a Hugging Face directory; the file's
 // architecture or config.json's model_type picks the family (dense Llama or
@@ -18,15 +18,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/corpus.hpp"
-#include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/load.hpp"
+#include "bitrank/progress.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -34,23 +33,6 @@
 
 namespace bitrank::cli {
 namespace {
-
-// Text → token ids with the model's own tokenizer: a Hugging Face
-// directory's tokenizer.json, or a GGUF's tokenizer.ggml.* metadata (the
-// header alone is read here). No special tokens are matched or added: the
-// text is scored as plain text.
-std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(model, ec)) {
-    const std::filesystem::path json = std::filesystem::path(model) / "tokenizer.json";
-    if (!std::filesystem::exists(json, ec))
-      fail("eval: {} has no tokenizer.json; give the text as token ids (--ids)", model);
-    return io::Tokenizer(io::load_tokenizer_json(json)).encode(text);
-  }
-  const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
-  const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
-  return tok.encode(text);
-}
 
 std::vector<std::int32_t> read_ids(const std::string& path) {
   std::ifstream in(path);
@@ -88,7 +70,8 @@ int run_eval(const EvalOptions& o) {
       text = io::read_corpus_text({o.text});
       text_name = o.text;
     }
-    ids = tokenize_with_model_tokenizer(model_path, text);
+    // The model's own tokenizer, plain text: no special tokens matched or added.
+    ids = io::load_model_tokenizer(model_path).encode(text);
   }
 
   const auto t_load = std::chrono::steady_clock::now();
@@ -106,17 +89,21 @@ int run_eval(const EvalOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   double nll = 0;
   std::int64_t predictions = 0;
+  ProgressLine progress;
   for (index_t w = 0; w < windows; ++w) {
     const auto r = net.nll(std::span<const std::int32_t>(ids.data() + w * T, static_cast<std::size_t>(T)), T);
     nll += r.sum;
     predictions += r.count;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\reval: window %lld/%lld  %.0f tokens/s  ppl %.3f", static_cast<long long>(w + 1),
-                 static_cast<long long>(windows), static_cast<double>((w + 1) * T) / s,
-                 std::exp(nll / static_cast<double>(predictions)));
-    std::fflush(stderr);
+    if (w + 1 == windows || progress.due()) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string line =
+          fmt::format("eval: window {}/{}  {:.0f} tokens/s  ppl {:.3f}  ETA {}", w + 1, windows,
+                      static_cast<double>((w + 1) * T) / s, std::exp(nll / static_cast<double>(predictions)),
+                      format_duration(s / static_cast<double>(w + 1) * static_cast<double>(windows - w - 1)));
+      if (w + 1 == windows) progress.finish(line);
+      else progress.update(line, /*force=*/true);
+    }
   }
-  std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::ordered_json j;
   j["model"] = model_path;

@@ -124,6 +124,12 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The tokenizer of a model as bitrank loads models: a directory's
+// tokenizer.json (Hugging Face layout), else a .gguf file's tokenizer.ggml.*
+// keys (only the header is read, no tensor data). `bitrank eval` and the
+// trainer turn text into ids with it, as plain text: encode(text).
+Tokenizer load_model_tokenizer(const std::filesystem::path& model);
+
 // GPT-2's reversible byte → unicode stand-in map (printable Latin-1 bytes map
 // to themselves, the rest to U+0100 onwards), as UTF-8.
 std::string byte_to_unicode(std::uint8_t byte);

@@ -1,0 +1,79 @@
+// Honest bit accounting of BLR matrices and whole models (DESIGN §1).
+//
+// One path of an m×n BLR matrix at rank r stores
+//     sign bits      (m + n)·r          S_U [m][r] and S_V [n][r], 1 bit each
+//     scale values   m + r + n          h [m], ℓ [r], g [n], each at the scale
+//                                       width b (16 for f16, 32 for f32)
+// so P paths store
+//     bits(m, n, r, P, b) = P·((m + n)·r + (m + n + r)·b)
+// and the matrix costs bpw = bits / (m·n) bits per weight. Nothing is left
+// out: the second path's scales count as much as the first's.
+//
+// rank_for_bpw(m, n, target, P, b) is the largest multiple of 32 whose
+// bpw ≤ target, i.e. r ≤ (target·m·n/P − (m + n)·b) / (m + n + b) rounded
+// down to 32 (then checked in exact integer bits, so a rank that lands
+// exactly on the target is taken). Ranks above min(m, n) are allowed: binary
+// factors are not limited by the real rank. Error when even r = 32 exceeds
+// the target.
+//
+// The whole-model figure adds every tensor that is not compressed
+// (embeddings, head, norms, …) at its stored width: bits = Σ BLR bits +
+// Σ numel·width, over Σ m·n + Σ numel weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bitrank/io/hf_config.hpp"
+#include "bitrank/tensor.hpp"
+
+namespace bitrank::blr {
+
+// Bits of one BLR matrix (all paths). Error for m, n < 1, r not a positive
+// multiple of 32, paths not 1 or 2, scale_bits not 16 or 32.
+std::int64_t blr_bits(index_t m, index_t n, index_t r, int paths, int scale_bits);
+double blr_bpw(index_t m, index_t n, index_t r, int paths, int scale_bits);
+
+// The largest multiple of 32 with blr_bpw ≤ bpw (see above); Error naming
+// the shape, target and the bpw of rank 32 when none fits, or for a
+// non-finite or non-positive target.
+index_t rank_for_bpw(index_t m, index_t n, double bpw, int paths, int scale_bits);
+
+// One tensor of a model's accounting: compressed (rank > 0) or dense.
+struct TensorBits {
+  std::string name;
+  index_t weights = 0;    // m·n, or numel for a dense tensor
+  std::int64_t bits = 0;  // as stored
+  index_t m = 0, n = 0;   // compressed: the matrix shape
+  index_t rank = 0;       // 0: dense
+  int paths = 0;          // compressed: 1 or 2
+  int width = 0;          // scale bits (compressed) or value bits (dense)
+};
+
+class ModelBits {
+ public:
+  void add_blr(std::string name, index_t m, index_t n, index_t rank, int paths, int scale_bits);
+  // A tensor kept dense at `bits_per_value` bits (16 for f16/bf16, 32 for f32).
+  void add_dense(std::string name, index_t numel, int bits_per_value);
+
+  const std::vector<TensorBits>& tensors() const { return tensors_; }
+  std::int64_t bits() const;         // everything
+  index_t weights() const;           // everything
+  double bpw() const;                // whole model
+  std::int64_t blr_bits() const;     // compressed tensors only
+  index_t blr_weights() const;
+  double blr_bpw() const;            // compressed tensors only (0 when none)
+
+ private:
+  std::vector<TensorBits> tensors_;
+};
+
+// A dense Llama-style model (model::expected_tensors) with every decoder
+// projection (attn_q/k/v/output, ffn_gate/up/down) compressed at the rank
+// rank_for_bpw gives its shape for `bpw`, and every other tensor (token
+// embeddings, untied head, norms) dense at `dense_bits`. A tied head is the
+// embedding table and counts once.
+ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits);
+
+}  // namespace bitrank::blr
