@@ -25,7 +25,10 @@ bool fits(std::int64_t bits, index_t m, index_t n, double bpw) {
   return static_cast<double>(bits) <= bpw * static_cast<double>(m) * static_cast<double>(n);
 }
 
-bool is_projection(const std::string& name) {
+
+}  // namespace
+
+bool is_llama_projection(const std::string& name) {
   static const char* const suffixes[] = {".attn_q.weight",      ".attn_k.weight",  ".attn_v.weight", ".attn_output.weight",
                                          ".ffn_gate.weight",    ".ffn_up.weight",  ".ffn_down.weight"};
   if (name.rfind("blk.", 0) != 0) return false;
@@ -35,8 +38,6 @@ bool is_projection(const std::string& name) {
   }
   return false;
 }
-
-}  // namespace
 
 std::int64_t blr_bits(index_t m, index_t n, index_t r, int paths, int scale_bits) {
   check_layout("blr_bits", m, n, paths, scale_bits);
@@ -117,17 +118,73 @@ double ModelBits::blr_bpw() const {
   return blr_weights() > 0 ? static_cast<double>(blr_bits()) / static_cast<double>(blr_weights()) : 0.0;
 }
 
-ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
-  ModelBits out;
-  for (const auto& [name, shape] : model::expected_tensors(config)) {
-    if (shape.size() == 2 && is_projection(name)) {
-      index_t r = 0;
-      try {
-        r = rank_for_bpw(shape[0], shape[1], bpw, paths, scale_bits);
-      } catch (const Error& e) {
-        fail("{}: {}", name, e.what());
+std::vector<RankPlan> plan_ranks(std::vector<RankPlan> plan, double bpw, int paths, int scale_bits) {
+  if (plan.empty()) fail("plan_ranks: no matrices");
+  std::int64_t budget_weights = 0;
+  for (RankPlan& p : plan) {
+    try {
+      p.rank = rank_for_bpw(p.m, p.n, bpw, paths, scale_bits);
+    } catch (const Error&) {
+      (void)blr_bits(p.m, p.n, 32, paths, scale_bits);  // shape, paths and width errors still surface
+      if (!(std::isfinite(bpw) && bpw > 0)) throw;
+      p.rank = 32;  // the smallest rank there is; the budget is met below by the others, if it can be
+    }
+    budget_weights += static_cast<std::int64_t>(p.m) * p.n;
+  }
+  const auto total = [&] {
+    std::int64_t bits = 0;
+    for (const RankPlan& p : plan) bits += blr_bits(p.m, p.n, p.rank, paths, scale_bits);
+    return bits;
+  };
+  const double budget_bits = bpw * static_cast<double>(budget_weights);
+  for (std::int64_t bits = total(); static_cast<double>(bits) > budget_bits;) {
+    RankPlan* pick = nullptr;
+    for (RankPlan& p : plan) {
+      if (p.rank <= 32) continue;
+      const double b = blr_bpw(p.m, p.n, p.rank, paths, scale_bits);
+      if (!pick) {
+        pick = &p;
+        continue;
       }
-      out.add_blr(name, shape[0], shape[1], r, paths, scale_bits);
+      const double pb = blr_bpw(pick->m, pick->n, pick->rank, paths, scale_bits);
+      if (b > pb || (b == pb && p.m * p.n > pick->m * pick->n)) pick = &p;
+    }
+    if (!pick) return plan;  // every rank is 32: the smallest model there is
+    bits -= blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
+    pick->rank -= 32;
+    bits += blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
+  }
+  // Hand back what the lowering (or the per-matrix rounding) left unused:
+  // raise the lowest-bpw matrix whose next 32 still fits, until none does.
+  for (std::int64_t bits = total();;) {
+    RankPlan* pick = nullptr;
+    std::int64_t pick_bits = 0;
+    for (RankPlan& p : plan) {
+      const std::int64_t more =
+          bits - blr_bits(p.m, p.n, p.rank, paths, scale_bits) + blr_bits(p.m, p.n, p.rank + 32, paths, scale_bits);
+      if (static_cast<double>(more) > budget_bits) continue;
+      if (!pick || blr_bpw(p.m, p.n, p.rank, paths, scale_bits) < blr_bpw(pick->m, pick->n, pick->rank, paths, scale_bits)) {
+        pick = &p;
+        pick_bits = more;
+      }
+    }
+    if (!pick) return plan;
+    pick->rank += 32;
+    bits = pick_bits;
+  }
+}
+
+ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
+  std::vector<RankPlan> projections;
+  for (const auto& [name, shape] : model::expected_tensors(config))
+    if (shape.size() == 2 && is_llama_projection(name)) projections.push_back({name, shape[0], shape[1], 0});
+  const std::vector<RankPlan> plan = plan_ranks(std::move(projections), bpw, paths, scale_bits);
+  ModelBits out;
+  std::size_t next = 0;
+  for (const auto& [name, shape] : model::expected_tensors(config)) {
+    if (next < plan.size() && plan[next].name == name) {
+      const RankPlan& p = plan[next++];
+      out.add_blr(name, p.m, p.n, p.rank, paths, scale_bits);
     } else {
       index_t numel = 1;
       for (index_t d : shape) numel *= d;

@@ -16,6 +16,17 @@
 // factors are not limited by the real rank. Error when even r = 32 exceeds
 // the target.
 //
+// A whole model's ranks (plan_ranks): every projection first gets the rank
+// rank_for_bpw gives its own shape, or 32 when even 32 exceeds the target
+// (small matrices such as SmolLM2's 192×576 k/v at 0.55 bpw with 2 paths:
+// 32 is the smallest rank the format has). When that leaves the
+// projections' honest total above target·Σ m·n, ranks are lowered 32 at a
+// time, always at the matrix with the highest bpw (ties: the larger matrix,
+// then the earlier name), until the total fits or every rank is 32; then
+// the bits left over are handed back 32 ranks at a time to the lowest-bpw
+// matrix whose next step still fits, until none does. The result's bpw is
+// what the report states, never the target.
+//
 // The whole-model figure adds every tensor that is not compressed
 // (embeddings, head, norms, …) at its stored width: bits = Σ BLR bits +
 // Σ numel·width, over Σ m·n + Σ numel weights.
@@ -39,6 +50,18 @@ double blr_bpw(index_t m, index_t n, index_t r, int paths, int scale_bits);
 // the shape, target and the bpw of rank 32 when none fits, or for a
 // non-finite or non-positive target.
 index_t rank_for_bpw(index_t m, index_t n, double bpw, int paths, int scale_bits);
+
+// One matrix of a rank plan: the tensor's name and shape, and its rank.
+struct RankPlan {
+  std::string name;
+  index_t m = 0, n = 0;
+  index_t rank = 0;
+};
+
+// Ranks for every matrix of `matrices` (their rank fields are ignored) at a
+// whole-projection target (see above). Error for an empty list or a bad
+// target, paths or scale width.
+std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, int paths, int scale_bits);
 
 // One tensor of a model's accounting: compressed (rank > 0) or dense.
 struct TensorBits {
@@ -69,9 +92,13 @@ class ModelBits {
   std::vector<TensorBits> tensors_;
 };
 
+// Whether a tensor name is a decoder projection of a dense Llama-style
+// model: blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight.
+bool is_llama_projection(const std::string& name);
+
 // A dense Llama-style model (model::expected_tensors) with every decoder
-// projection (attn_q/k/v/output, ffn_gate/up/down) compressed at the rank
-// rank_for_bpw gives its shape for `bpw`, and every other tensor (token
+// projection (attn_q/k/v/output, ffn_gate/up/down) compressed at the ranks
+// plan_ranks gives for `bpw`, and every other tensor (token
 // embeddings, untied head, norms) dense at `dense_bits`. A tied head is the
 // embedding table and counts once.
 ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits);
