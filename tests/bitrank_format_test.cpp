@@ -48,7 +48,9 @@ std::string slurp(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-std::string as_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+std::string as_string(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
 
 ModelConfig tiny_config() {
   return parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
@@ -111,12 +113,16 @@ CompressedModel tiny_model(Storage storage) {
   m.blr["blk.0.attn_q"] = random_blr(64, 64, 32, 1, 1);
   m.blr["blk.0.ffn_up"] = random_blr(96, 64, 64, 2, 2);
   std::uint64_t seed = 100;
-  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<index_t>>>{
-           {"token_embd.weight", {40, 64}},        {"blk.0.attn_norm.weight", {64}},
-           {"blk.0.attn_k.weight", {32, 64}},      {"blk.0.attn_v.weight", {32, 64}},
-           {"blk.0.attn_output.weight", {64, 64}}, {"blk.0.ffn_norm.weight", {64}},
-           {"blk.0.ffn_gate.weight", {96, 64}},    {"blk.0.ffn_down.weight", {64, 96}},
-           {"output_norm.weight", {64}}})
+  for (const auto& [name, shape] :
+       std::vector<std::pair<std::string, std::vector<index_t>>>{{"token_embd.weight", {40, 64}},
+                                                                 {"blk.0.attn_norm.weight", {64}},
+                                                                 {"blk.0.attn_k.weight", {32, 64}},
+                                                                 {"blk.0.attn_v.weight", {32, 64}},
+                                                                 {"blk.0.attn_output.weight", {64, 64}},
+                                                                 {"blk.0.ffn_norm.weight", {64}},
+                                                                 {"blk.0.ffn_gate.weight", {96, 64}},
+                                                                 {"blk.0.ffn_down.weight", {64, 96}},
+                                                                 {"output_norm.weight", {64}}})
     m.dense[name] = random_dense(shape, seed++);
   m.summary = {{"steps", 120}, {"final_loss", 2.718281828}, {"objective", "layer"}, {"note", "ünïcode"}};
   return m;
@@ -241,8 +247,8 @@ TEST(BitrankFormat, WithoutTokenizerAndWithoutBlr) {
 TEST(BitrankFormat, DenseNeighboursOfABlrMatrixAreKept) {
   CompressedModel m = tiny_model({});
   m.dense["blk.0.attn_q.bias"] = random_dense({64}, 7);
-  m.dense["blk.0.attn_q.p0"] = random_dense({2}, 8);      // no part suffix
-  m.dense["blk.0.attn_q.px.su"] = random_dense({2}, 9);   // no path number
+  m.dense["blk.0.attn_q.p0"] = random_dense({2}, 8);     // no part suffix
+  m.dense["blk.0.attn_q.px.su"] = random_dense({2}, 9);  // no path number
   expect_model_eq(load_bitrank(bitrank_image(m), "neighbours"), m);
 }
 
@@ -330,10 +336,11 @@ TEST(BitrankFormat, InfoReportsTheHonestNumbers) {
 
   const std::string text = describe_bitrank_text(d);
   for (const std::string& piece : std::vector<std::string>{
-           "llama: 1 layers, hidden 64, 2 heads / 1 kv heads × 32, ffn 96, vocab 40, tied head", "smollm, 8 tokens, 2 merges",
-        "scales F16, dense F32", "BLR matrices (2)", "blk.0.attn_q", "64×64", "1.6250", "blk.0.ffn_up", "96×64", "4.5000",
-        "10240 weights, 34304 bits, 3.3500 bpw", "23232 params, 743424 bits", "33472 params, 777728 bits, 23.2352 bpw",
-        std::to_string(fs::file_size(file)) + " bytes", "\"final_loss\": 2.718281828", "\"objective\": \"layer\""})
+           "llama: 1 layers, hidden 64, 2 heads / 1 kv heads × 32, ffn 96, vocab 40, tied head",
+           "smollm, 8 tokens, 2 merges", "scales F16, dense F32", "BLR matrices (2)", "blk.0.attn_q", "64×64", "1.6250",
+           "blk.0.ffn_up", "96×64", "4.5000", "10240 weights, 34304 bits, 3.3500 bpw", "23232 params, 743424 bits",
+           "33472 params, 777728 bits, 23.2352 bpw", std::to_string(fs::file_size(file)) + " bytes",
+           "\"final_loss\": 2.718281828", "\"objective\": \"layer\""})
     EXPECT_NE(text.find(piece), std::string::npos) << "'" << piece << "' not in:\n" << text;
 }
 
@@ -392,7 +399,8 @@ TEST(BitrankFormat, TruncatedFileIsAnError) {
   const TempDir dir;
   const fs::path file = dir.path() / "cut.bitrank";
   const auto image = bitrank_image(tiny_model({}));
-  for (const std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{200}, image.size() / 2, image.size() - 1}) {
+  for (const std::size_t keep :
+       {std::size_t{0}, std::size_t{5}, std::size_t{200}, image.size() / 2, image.size() - 1}) {
     std::ofstream(file, std::ios::binary | std::ios::trunc)
         .write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(keep));
     expect_error_with([&] { (void)load_bitrank(file); }, {"cut.bitrank"});
@@ -408,7 +416,8 @@ TEST(BitrankFormat, WrongFormatOrVersionIsAnError) {
 }
 
 TEST(BitrankFormat, BadConfigIsAnError) {
-  expect_bad_file([](Parts& p) { p.meta["bitrank.config"] = "{\"model_type\": \"llama\", "; }, {"bitrank.config", "JSON"});
+  expect_bad_file([](Parts& p) { p.meta["bitrank.config"] = "{\"model_type\": \"llama\", "; },
+                  {"bitrank.config", "JSON"});
   expect_bad_file([](Parts& p) { p.meta.erase("bitrank.config"); }, {"bitrank.config", "missing"});
   expect_bad_file(
       [](Parts& p) {
@@ -434,7 +443,8 @@ TEST(BitrankFormat, LyingTokenizerIsAnError) {
       p.set_meta_json("bitrank.tokenizer", t);
     };
   };
-  expect_bad_file(edit([](json& t) { t["types"].erase(t["types"].size() - 1); }), {"bitrank.tokenizer", "7 token types for 8 tokens"});
+  expect_bad_file(edit([](json& t) { t["types"].erase(t["types"].size() - 1); }),
+                  {"bitrank.tokenizer", "7 token types for 8 tokens"});
   expect_bad_file(edit([](json& t) { t["bos_id"] = 8; }), {"bitrank.tokenizer", "bos/eos id 8"});
   expect_bad_file(edit([](json& t) { t["merges"].push_back({"b", "c"}); }), {"bitrank.tokenizer", "merge 2"});
   expect_bad_file(edit([](json& t) { t["types"][1] = 9; }), {"bitrank.tokenizer", "'types'", "entry 1"});
@@ -517,12 +527,22 @@ TEST(BitrankFormat, StrayTensorsAndOtherMetadataLiesAreAnError) {
         p.tensors["blk.0.attn_q.weight"] = {StDType::F32, {1}, std::vector<std::byte>(4)};
       },
       {"'blk.0.attn_q.weight'", "BLR matrix 'blk.0.attn_q'"});
-  expect_bad_file([](Parts& p) { p.tensors["extra.bits"] = {StDType::U32, {1}, std::vector<std::byte>(4)}; },
-                  {"'extra.bits'", "dtype U32", "expected F32"});
-  expect_bad_file([](Parts& p) { p.tensors["scalar"] = {StDType::F32, {}, std::vector<std::byte>(4)}; },
-                  {"'scalar'", "no dimensions"});
-  expect_bad_file([](Parts& p) { p.tensors.at("output_norm.weight").dtype = StDType::BF16; p.tensors.at("output_norm.weight").shape = {128}; },
-                  {"'output_norm.weight'", "dtype BF16"});
+  expect_bad_file(
+      [](Parts& p) {
+        p.tensors["extra.bits"] = {StDType::U32, {1}, std::vector<std::byte>(4)};
+      },
+      {"'extra.bits'", "dtype U32", "expected F32"});
+  expect_bad_file(
+      [](Parts& p) {
+        p.tensors["scalar"] = {StDType::F32, {}, std::vector<std::byte>(4)};
+      },
+      {"'scalar'", "no dimensions"});
+  expect_bad_file(
+      [](Parts& p) {
+        p.tensors.at("output_norm.weight").dtype = StDType::BF16;
+        p.tensors.at("output_norm.weight").shape = {128};
+      },
+      {"'output_norm.weight'", "dtype BF16"});
   expect_bad_file([](Parts& p) { p.meta["bitrank.storage"] = R"({"scales": "F8", "dense": "F32"})"; },
                   {"bitrank.storage", "'scales'", "F8"});
   expect_bad_file(
@@ -578,13 +598,17 @@ TEST(BitrankFormat, SaveRefusesABadModelAndWritesNothing) {
                  {"'blk.0.ffn_norm.weight'", "63 values for shape [64]"});
   expect_refused([](CompressedModel& m) { m.dense["output_norm.weight"].values[0] = INFINITY; },
                  {"'output_norm.weight'", "not finite"});
-  expect_refused([](CompressedModel& m) { m.dense["blk.0.attn_q.weight"] = random_dense({64, 64}, 1); },
-                 {"'blk.0.attn_q.weight'", "BLR matrix 'blk.0.attn_q'"});
+  expect_refused(
+      [](CompressedModel& m) {
+        m.dense["blk.0.attn_q.weight"] = random_dense({64, 64}, 1);
+      },
+      {"'blk.0.attn_q.weight'", "BLR matrix 'blk.0.attn_q'"});
   expect_refused([](CompressedModel& m) { m.dense["blk.0.ffn_up.p3.h"] = random_dense({96}, 1); },
                  {"'blk.0.ffn_up.p3.h'", "BLR matrix 'blk.0.ffn_up'"});
   expect_refused([](CompressedModel& m) { m.config.rms_norm_eps = -1; }, {"config", "rms_norm_eps"});
   expect_refused([](CompressedModel& m) { m.tokenizer->eos_id = 99; }, {"tokenizer", "bos/eos id 99"});
-  expect_refused([](CompressedModel& m) { m.tokenizer->tokens[3] = std::string(1, static_cast<char>(0xc3)); }, {"UTF-8"});
+  expect_refused([](CompressedModel& m) { m.tokenizer->tokens[3] = std::string(1, static_cast<char>(0xc3)); },
+                 {"UTF-8"});
   expect_refused([](CompressedModel& m) { m.summary = json::array(); }, {"summary", "object"});
   expect_refused([](CompressedModel& m) { m.summary["bad"] = "\xff"; }, {"summary", "JSON"});
 }

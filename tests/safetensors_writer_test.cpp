@@ -8,6 +8,7 @@
 #include "bitrank/io/safetensors_writer.hpp"
 
 #include <gtest/gtest.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,12 +44,9 @@ TEST(SafetensorsWriter, RoundTripEveryKindExactly) {
   const std::vector<std::byte> i8{std::byte{0x80}, std::byte{0x7f}, std::byte{0x01}};
   const std::vector<float> empty;
   const std::vector<StTensorOut> tensors{
-      StTensorOut::f32("a.f32", StDType::F32, {6, 5}, a),
-      StTensorOut::f32("b.f16", StDType::F16, {7}, b),
-      StTensorOut::f32("c.bf16", StDType::BF16, {3, 3}, c),
-      StTensorOut::u32("d.bits", {4, 3}, words),
-      StTensorOut::raw("e.i8", StDType::I8, {3}, i8),
-      StTensorOut::f32("f.empty", StDType::F32, {0, 4}, empty),
+      StTensorOut::f32("a.f32", StDType::F32, {6, 5}, a),   StTensorOut::f32("b.f16", StDType::F16, {7}, b),
+      StTensorOut::f32("c.bf16", StDType::BF16, {3, 3}, c), StTensorOut::u32("d.bits", {4, 3}, words),
+      StTensorOut::raw("e.i8", StDType::I8, {3}, i8),       StTensorOut::f32("f.empty", StDType::F32, {0, 4}, empty),
   };
   const std::map<std::string, std::string> meta{{"k", "v"}, {"json", R"({"x": [1, "é"]})"}};
   const fs::path file = dir.path() / "t.safetensors";
@@ -105,7 +103,7 @@ TEST(SafetensorsWriter, BadInputIsRefusedBeforeAnythingIsCreated) {
   expect_error_with(write({StTensorOut::f32("x", StDType::F32, {5}, v)}), {"bad.safetensors", "'x'", "4 values", "5"});
   expect_error_with(write({StTensorOut::u32("w", {2, 2}, w)}), {"'w'", "12 bytes", "16 bytes"});
   expect_error_with(write({StTensorOut::f32("x", StDType::F32, {4}, v), StTensorOut::f32("x", StDType::F16, {4}, v)}),
-               {"'x'", "twice"});
+                    {"'x'", "twice"});
   expect_error_with(write({StTensorOut::f32("", StDType::F32, {4}, v)}), {"empty name"});
   expect_error_with(write({StTensorOut::f32("__metadata__", StDType::F32, {4}, v)}), {"__metadata__"});
   expect_error_with(write({StTensorOut::f32("x", StDType::I32, {4}, v)}), {"'x'", "I32"});
@@ -123,7 +121,7 @@ TEST(SafetensorsWriter, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
 
   // A missing directory.
   expect_error_with([&] { write_safetensors(dir.path() / "no" / "such.safetensors", tensors); },
-               {"such.safetensors", "temporary file"});
+                    {"such.safetensors", "temporary file"});
 
   // An older file at the target survives a write that fails half-way: the
   // process may not grow a file past 64 KiB (RLIMIT_FSIZE; SIGXFSZ ignored

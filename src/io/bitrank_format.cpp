@@ -161,9 +161,9 @@ Contents contents_of(const CompressedModel& model, const std::string& where) {
       fail("{}: {}", where, e.what());
     }
   }
-  c.metadata[key::storage] = dump_json(
-      json{{"scales", std::string(stored_float_name(model.storage.scales))}, {"dense", std::string(stored_float_name(model.storage.dense))}},
-      where, "storage");
+  c.metadata[key::storage] = dump_json(json{{"scales", std::string(stored_float_name(model.storage.scales))},
+                                            {"dense", std::string(stored_float_name(model.storage.dense))}},
+                                       where, "storage");
   c.metadata[key::blr] = dump_json(index, where, "the BLR index");
   c.metadata[key::accounting] = dump_json(bitrank_accounting(model), where, "the accounting");
   c.metadata[key::summary] = dump_json(model.summary, where, "the summary");
@@ -262,7 +262,8 @@ class Loader {
       auto bad = [&](std::string_view what) {
         fail("{}: metadata '{}': matrix '{}': {}", file_, key::blr, name, what);
       };
-      if (!entry.is_object() || entry.size() != 4) bad(fmt::format("expected {{m, n, rank, paths}}, got {}", json_excerpt(entry)));
+      if (!entry.is_object() || entry.size() != 4)
+        bad(fmt::format("expected {{m, n, rank, paths}}, got {}", json_excerpt(entry)));
       auto size = [&](const char* k, std::int64_t hi) {
         const auto it = entry.find(k);
         if (it == entry.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() < 1 ||
@@ -334,8 +335,8 @@ json bitrank_accounting(const CompressedModel& model) {
   json matrices = json::object();
   std::uint64_t blr_weights = 0, blr_bits = 0;
   for (const auto& [name, w] : model.blr) {
-    const std::uint64_t bits =
-        blr::honest_bits(w.m, w.n, w.r, static_cast<std::int64_t>(w.paths.size()), static_cast<std::int64_t>(scale_bits));
+    const std::uint64_t bits = blr::honest_bits(w.m, w.n, w.r, static_cast<std::int64_t>(w.paths.size()),
+                                                static_cast<std::int64_t>(scale_bits));
     const std::uint64_t weights = static_cast<std::uint64_t>(w.m) * static_cast<std::uint64_t>(w.n);
     // Every count unsigned, as a parsed file's are, so that json::diff names
     // the first real difference.
@@ -351,13 +352,20 @@ json bitrank_accounting(const CompressedModel& model) {
   std::uint64_t params = 0;
   for (const auto& [name, t] : model.dense) params += t.values.size();
   const std::uint64_t bits = params * dense_bits;
-  return json{{"scale_bits", scale_bits},
-              {"dense_value_bits", dense_bits},
-              {"matrices", std::move(matrices)},
-              {"blr", {{"matrices", static_cast<std::uint64_t>(model.blr.size())}, {"weights", blr_weights}, {"bits", blr_bits}, {"bpw", bpw(blr_bits, blr_weights)}}},
-              {"dense", {{"tensors", static_cast<std::uint64_t>(model.dense.size())}, {"params", params}, {"bits", bits}}},
-              {"model",
-               {{"params", blr_weights + params}, {"bits", blr_bits + bits}, {"bpw", bpw(blr_bits + bits, blr_weights + params)}}}};
+  return json{
+      {"scale_bits", scale_bits},
+      {"dense_value_bits", dense_bits},
+      {"matrices", std::move(matrices)},
+      {"blr",
+       {{"matrices", static_cast<std::uint64_t>(model.blr.size())},
+        {"weights", blr_weights},
+        {"bits", blr_bits},
+        {"bpw", bpw(blr_bits, blr_weights)}}},
+      {"dense", {{"tensors", static_cast<std::uint64_t>(model.dense.size())}, {"params", params}, {"bits", bits}}},
+      {"model",
+       {{"params", blr_weights + params},
+        {"bits", blr_bits + bits},
+        {"bpw", bpw(blr_bits + bits, blr_weights + params)}}}};
 }
 
 void check_compressed_model(const CompressedModel& model, const std::string& where) {
@@ -455,18 +463,20 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
 std::string describe_bitrank_text(const ordered_json& d) {
   std::string out;
   const Lines line{out};
-  auto bpw_text = [](const ordered_json& v) { return v.is_null() ? std::string("-") : fmt::format("{:.4f}", v.get<double>()); };
+  auto bpw_text = [](const ordered_json& v) {
+    return v.is_null() ? std::string("-") : fmt::format("{:.4f}", v.get<double>());
+  };
   const ordered_json& a = d.at("architecture");
   const ordered_json& acc = d.at("accounting");
   line("file          {} ({} bytes)", d.at("file").get<std::string>(), d.at("file_bytes").get<std::uint64_t>());
   line("format        {} v{}", d.at("format").get<std::string>(), d.at("version").get<int>());
-  std::string arch = fmt::format(
-      "{}: {} layers, hidden {}, {} heads / {} kv heads × {}, ffn {}, vocab {}, {} head",
-      a.at("model_type").get<std::string>(), a.at("num_hidden_layers").get<std::int64_t>(),
-      a.at("hidden_size").get<std::int64_t>(), a.at("num_attention_heads").get<std::int64_t>(),
-      a.at("num_key_value_heads").get<std::int64_t>(), a.at("head_dim").get<std::int64_t>(),
-      a.at("intermediate_size").get<std::int64_t>(), a.at("vocab_size").get<std::int64_t>(),
-      a.at("tie_word_embeddings").get<bool>() ? "tied" : "untied");
+  std::string arch =
+      fmt::format("{}: {} layers, hidden {}, {} heads / {} kv heads × {}, ffn {}, vocab {}, {} head",
+                  a.at("model_type").get<std::string>(), a.at("num_hidden_layers").get<std::int64_t>(),
+                  a.at("hidden_size").get<std::int64_t>(), a.at("num_attention_heads").get<std::int64_t>(),
+                  a.at("num_key_value_heads").get<std::int64_t>(), a.at("head_dim").get<std::int64_t>(),
+                  a.at("intermediate_size").get<std::int64_t>(), a.at("vocab_size").get<std::int64_t>(),
+                  a.at("tie_word_embeddings").get<bool>() ? "tied" : "untied");
   if (a.contains("layer_types")) {
     std::size_t full = 0;
     for (const auto& t : a.at("layer_types")) full += t == "full_attention";
@@ -500,9 +510,9 @@ std::string describe_bitrank_text(const ordered_json& d) {
   line("totals");
   line("  compressed projections  {} weights, {} bits, {} bpw", blr.at("weights").get<std::uint64_t>(),
        blr.at("bits").get<std::uint64_t>(), bpw_text(blr.at("bpw")));
-  line("  dense tensors           {} tensors, {} params, {} bits ({}-bit values)", dense.at("tensors").get<std::uint64_t>(),
-       dense.at("params").get<std::uint64_t>(), dense.at("bits").get<std::uint64_t>(),
-       acc.at("dense_value_bits").get<std::uint64_t>());
+  line("  dense tensors           {} tensors, {} params, {} bits ({}-bit values)",
+       dense.at("tensors").get<std::uint64_t>(), dense.at("params").get<std::uint64_t>(),
+       dense.at("bits").get<std::uint64_t>(), acc.at("dense_value_bits").get<std::uint64_t>());
   line("  whole model             {} params, {} bits, {} bpw", model.at("params").get<std::uint64_t>(),
        model.at("bits").get<std::uint64_t>(), bpw_text(model.at("bpw")));
   line("  file size               {} bytes", d.at("file_bytes").get<std::uint64_t>());

@@ -121,7 +121,9 @@ Plan plan(const std::string& where, std::span<const StTensorOut> tensors,
     std::uint64_t numel = 1;
     for (const std::int64_t d : t->shape) numel *= static_cast<std::uint64_t>(d);
     const std::uint64_t nbytes = numel * st_dtype_size(t->dtype);
-    header[t->name] = {{"dtype", std::string(st_dtype_name(t->dtype))}, {"shape", t->shape}, {"data_offsets", {offset, offset + nbytes}}};
+    header[t->name] = {{"dtype", std::string(st_dtype_name(t->dtype))},
+                       {"shape", t->shape},
+                       {"data_offsets", {offset, offset + nbytes}}};
     p.nbytes.push_back(nbytes);
     offset += nbytes;
   }

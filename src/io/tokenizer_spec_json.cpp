@@ -49,7 +49,7 @@ TokenizerSpec parse_tokenizer_spec_json(std::string_view text, const std::string
   // Containers: the object (0), its arrays (1), each merge pair (2).
   const json j = parse_json_checked(text, source, "tokenizer", /*max_depth=*/3);
   if (!j.is_object()) fail("{}: tokenizer must be a JSON object, got {}", source, j.type_name());
-  static const char* const kKeys[] = {"tokens", "types", "merges", "pre", "normalizer", "add_prefix_space",
+  static const char* const kKeys[] = {"tokens",        "types",  "merges", "pre",     "normalizer", "add_prefix_space",
                                       "ignore_merges", "bos_id", "eos_id", "add_bos", "add_eos"};
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
