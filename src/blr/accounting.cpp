@@ -17,7 +17,7 @@ void check_layout(std::string_view op, index_t m, index_t n, int paths, int scal
 }
 
 std::int64_t bits_unchecked(index_t m, index_t n, index_t r, int paths, int scale_bits) {
-  return paths * ((m + n) * r + (m + n + r) * static_cast<std::int64_t>(scale_bits));
+  return static_cast<std::int64_t>(honest_bits(m, n, r, paths, scale_bits));
 }
 
 // Exact "bits / (m·n) ≤ bpw" without dividing the bits.

@@ -9,6 +9,7 @@
 #include "bitrank/error.hpp"
 #include "cli/bench.hpp"
 #include "cli/eval.hpp"
+#include "cli/info.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bitrank: compress LLMs to about one bit per weight with binary low-rank layers"};
@@ -31,10 +32,16 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--device", eval.device, "cpu")->check(CLI::IsMember({"cpu", "cuda"}));
 
+  bitrank::cli::InfoOptions info;
+  auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");
+  info_cmd->add_option("file", info.file, "a bitrank model file")->required();
+  info_cmd->add_flag("--json", info.json, "print one JSON object instead of text");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
+    if (info_cmd->parsed()) return bitrank::cli::run_info(info);
   } catch (const bitrank::Error& e) {
     std::fprintf(stderr, "bitrank: error: %s\n", e.what());
     return 1;

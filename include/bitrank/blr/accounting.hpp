@@ -41,6 +41,14 @@
 
 namespace bitrank::blr {
 
+// The formula alone, unchecked (header-only so that readers outside src/blr,
+// such as the bitrank format, count with the same expression).
+inline std::uint64_t honest_bits(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t paths,
+                                 std::int64_t scale_bits) {
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  return u(paths) * (u(r) * (u(m) + u(n)) + u(scale_bits) * (u(m) + u(r) + u(n)));
+}
+
 // Bits of one BLR matrix (all paths). Error for m, n < 1, r not a positive
 // multiple of 32, paths not 1 or 2, scale_bits not 16 or 32.
 std::int64_t blr_bits(index_t m, index_t n, index_t r, int paths, int scale_bits);
