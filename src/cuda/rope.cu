@@ -1,6 +1,14 @@
-// CUDA q/k norm + RoPE (contract: include/bitrank/ops/rope.hpp).
+// CUDA RoPE: plain and fused with the q/k norm (contract:
+// include/bitrank/ops/rope.hpp).
 //
-// forward: one warp per (row, head). Lane l owns the columns l, l + 32, …;
+// plain (rope_forward / rope_backward): one thread per (row, head, slot),
+// slot s < hd − half: s < half rotates the pair (s, s + half), s ≥ half
+// copies column s + half (the dims past 2·half). Adjacent threads take
+// adjacent columns of a head, so loads and stores are coalesced. The
+// backward is the same kernel with sin negated (Rᵀ). The products are the
+// CPU's f32 expressions with explicitly rounded operations (no FMA
+// contraction), so the result equals the CPU's bit for bit.
+// q/k norm forward: one warp per (row, head). Lane l owns the columns l, l + 32, …;
 // the sum of squares is taken in f64 (lane partials, then an xor-shuffle
 // tree) and inv = 1/√(Σ/hd + eps) is formed in f64 and rounded once. A
 // rotated column reads its partner's x directly (the same row, so the
@@ -179,6 +187,29 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
   }
 }
 
+constexpr unsigned kPlainThreads = 256;
+
+// y = R(direction·angle)·x over units = n·heads heads of hd columns.
+__global__ void rope_kernel(const float* __restrict__ x, const float* __restrict__ table, index_t units,
+                            index_t heads, index_t hd, index_t window, index_t half, float direction,
+                            float* __restrict__ y) {
+  const index_t slots = hd - half;
+  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= units * slots) return;
+  const index_t unit = e / slots, s = e - unit * slots;
+  const float* xr = x + unit * hd;
+  float* yr = y + unit * hd;
+  if (s < half) {
+    const float* rot = table + (((unit / heads) % window) * half + s) * 2;
+    const float cs = rot[0], sn = direction * rot[1];  // ±1 · sin: exact
+    const float a = xr[s], b = xr[s + half];
+    yr[s] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
+    yr[s + half] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs));
+  } else {
+    yr[s + half] = xr[s + half];
+  }
+}
+
 constexpr int kFinishCols = 32, kFinishLanes = 32;
 
 // dgain[c] = f32(dgain[c] + Σ_blk partial[blk][c]). Block (32 columns, 32
@@ -208,6 +239,13 @@ class CudaRopeOps final : public RopeOps<float> {
   explicit CudaRopeOps(Context& ctx) : ctx_(ctx) {}
 
  protected:
+  void rope_forward_impl(CView<float> x, CView<float> table, index_t heads, View<float> y) override {
+    rotate(x, table, heads, 1.0f, y);
+  }
+  void rope_backward_impl(CView<float> dy, CView<float> table, index_t heads, View<float> dx) override {
+    rotate(dy, table, heads, -1.0f, dx);  // Rᵀ: the same angle, negated
+  }
+
   void qk_norm_rope_forward_impl(CView<float> x, CView<float> gain, CView<float> table, const QkNormRopeOptions& opt,
                                  View<float> y, View<float> inv_rms) override {
     const index_t n = x.dim(0), hd = gain.dim(0), units = n * opt.heads;
@@ -242,6 +280,14 @@ class CudaRopeOps final : public RopeOps<float> {
   }
 
  private:
+  void rotate(CView<float> x, CView<float> table, index_t heads, float direction, View<float> y) {
+    const index_t units = x.dim(0) * heads, hd = x.dim(1) / heads, half = table.dim(1);
+    const std::size_t threads = static_cast<std::size_t>(units * (hd - half));
+    rope_kernel<<<blocks_for(threads, kPlainThreads), kPlainThreads, 0, ctx_.stream.get()>>>(
+        x.data, table.data, units, heads, hd, table.dim(0), half, direction, y.data);
+    BR_CUDA_LAUNCHED();
+  }
+
   Context& ctx_;
 };
 

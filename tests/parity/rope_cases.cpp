@@ -1,7 +1,9 @@
-// Parity cases of the q/k norm + RoPE at the seed's shape (2 windows of 19
-// tokens, 3 heads of 256, 64 rotary dims, θ = 1e7, both gain styles) and at
-// odd sizes: one-token windows, windows longer than a row block, a head_dim
-// that is not a multiple of 8 with partial rotary dims, and full rotary.
+// Parity cases of plain RoPE (SmolLM2's attention shape; odd head_dim with
+// partial rotary dims; one-token windows) and of the q/k norm + RoPE at the
+// seed's shape (2 windows of 19 tokens, 3 heads of 256, 64 rotary dims,
+// θ = 1e7, both gain styles) and at odd sizes: one-token windows, windows
+// longer than a row block, a head_dim that is not a multiple of 8 with
+// partial rotary dims, and full rotary.
 #include "bitrank/ops/rope.hpp"
 #include <gtest/gtest.h>
 
@@ -47,7 +49,6 @@ void qk_norm_rope_case(ParityRun& p, const RopeShape& s) {
 
 // Plain RoPE (Llama q and k): forward and its backward (the inverse rotation).
 void rope_case(ParityRun& p, index_t windows, index_t window, index_t heads, index_t hd, index_t half, double theta) {
-  if (p.be.name == "cuda") GTEST_SKIP() << "plain RoPE is not on the cuda backend yet";
   const index_t n = windows * window, width = heads * hd;
   auto x = p.input({n, width}, 2.0f);
   const auto table_values = rope_table<float>(window, half, theta);

@@ -112,14 +112,8 @@ class RopeOps {
   }
 
  protected:
-  // Plain RoPE: ref and cpu implement it; a backend that does not yet
-  // (cuda, for now) inherits these, which throw.
-  virtual void rope_forward_impl(CView<T>, CView<T>, index_t, View<T>) {
-    fail("rope_forward: not implemented on this backend yet");
-  }
-  virtual void rope_backward_impl(CView<T>, CView<T>, index_t, View<T>) {
-    fail("rope_backward: not implemented on this backend yet");
-  }
+  virtual void rope_forward_impl(CView<T> x, CView<T> table, index_t heads, View<T> y) = 0;
+  virtual void rope_backward_impl(CView<T> dy, CView<T> table, index_t heads, View<T> dx) = 0;
   virtual void qk_norm_rope_forward_impl(CView<T> x, CView<T> gain, CView<T> table, const QkNormRopeOptions& opt,
                                          View<T> y, View<T> inv_rms) = 0;
   virtual void qk_norm_rope_backward_impl(CView<T> x, CView<T> gain, CView<T> table, CView<T> inv_rms, CView<T> dy,
