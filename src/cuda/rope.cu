@@ -8,13 +8,13 @@
 // backward is the same kernel with sin negated (Rᵀ). The products are the
 // CPU's f32 expressions with explicitly rounded operations (no FMA
 // contraction), so the result equals the CPU's bit for bit.
-// q/k norm forward: one warp per (row, head). Lane l owns the columns l, l + 32, …;
-// the sum of squares is taken in f64 (lane partials, then an xor-shuffle
-// tree) and inv = 1/√(Σ/hd + eps) is formed in f64 and rounded once. A
-// rotated column reads its partner's x directly (the same row, so the
-// second read hits L1). The elementwise products are the CPU's f32
+// q/k norm forward: one warp per (row, head). Lane l owns the columns l,
+// l + 32, …; the sum of squares is taken in f64 (lane partials, then an
+// xor-shuffle tree) and inv = 1/√(Σ/hd + eps) is formed in f64 and rounded
+// once. A rotated column reads its partner's x directly (the same row, so
+// the second read hits L1). The elementwise products are the CPU's f32
 // expressions: z = (x·inv)·w, y = z_i·cos − z_{i+half}·sin, ….
-// backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
+// q/k norm backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
 // (fewer when there are fewer rows), 8 warps per block taking the block's
 // (row, head) units in turn. For hd ≤ 256 a lane holds its columns of x,
 // g = Rᵀ·dy and the gain in registers (all loads of a unit in flight at
