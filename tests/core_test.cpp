@@ -1,4 +1,5 @@
-// Core: f16/bf16 conversions, the xorshift generator, views, the thread pool.
+// Core: f16/bf16 conversions, the xorshift generator, views, the thread pool,
+// the memory-use counters.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include "bitrank/memory.hpp"
 #include "bitrank/rng.hpp"
 #include "bitrank/thread_pool.hpp"
+#include "support/backends.hpp"
 
 namespace bitrank {
 namespace {
@@ -143,6 +145,42 @@ TEST(Tensor, ViewsAndBuffers) {
   Buffer<float> moved = std::move(b);
   EXPECT_EQ(b.data(), nullptr);
   EXPECT_EQ(moved.size(), 12u);
+}
+
+// Host memory does not track its use (0); a memory that does (cuda's device
+// memory, where a GPU is visible) counts live blocks by size class, keeps the
+// peak, and restarts it from the current use on reset_peak().
+TEST(Memory, UseCountersTrackLiveBlocksAndThePeak) {
+  {
+    Buffer<float> b(host_memory(), 1000);
+    EXPECT_EQ(host_memory().current_bytes(), 0u);
+    EXPECT_EQ(host_memory().peak_bytes(), 0u);
+  }
+  bool tracked = false;
+  for (const auto& name : test::available_backends()) {
+    Memory& mem = *test::backend(name).memory;
+    if (mem.host_accessible()) continue;
+    tracked = true;
+    mem.synchronize();
+    const std::size_t base = mem.current_bytes();
+    EXPECT_GT(base, 0u) << name;  // the backend's own workspace at least
+    mem.reset_peak();
+    EXPECT_EQ(mem.peak_bytes(), base) << name;
+    {
+      Buffer<float> big(mem, (3u << 20) / sizeof(float));  // 3 MiB: two 2 MiB pages
+      EXPECT_EQ(mem.current_bytes(), base + (4u << 20)) << name;
+      {
+        Buffer<float> small(mem, 250);  // 1000 bytes: the 1 KiB class
+        EXPECT_EQ(mem.current_bytes(), base + (4u << 20) + 1024) << name;
+      }
+      EXPECT_EQ(mem.current_bytes(), base + (4u << 20)) << name;
+    }
+    EXPECT_EQ(mem.current_bytes(), base) << name;
+    EXPECT_EQ(mem.peak_bytes(), base + (4u << 20) + 1024) << name;
+    mem.reset_peak();
+    EXPECT_EQ(mem.peak_bytes(), base) << name;
+  }
+  if (!tracked) GTEST_SKIP() << "no backend with tracked memory here (cuda: no GPU visible or not built)";
 }
 
 }  // namespace

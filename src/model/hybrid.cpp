@@ -123,8 +123,8 @@ void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, Hybrid
     be.dense().split_q_gate(a.qg.view({n, 2 * qw}), H, a.q.view({n, qw}), a.gate.view({n, qw}));
     be.dense().dense_forward(xn1, W(w.wk, kw, d), a.k.view({n, kw}), false);
     be.dense().dense_forward(xn1, W(w.wv, kw, d), a.v.view({n, kw}), false);
-    const QkNormRopeOptions q_opt{.heads = H, .eps = eps, .gain_plus_one = true};
-    const QkNormRopeOptions k_opt{.heads = Hkv, .eps = eps, .gain_plus_one = true};
+    const QkNormRopeOptions q_opt{.heads = H, .eps = eps, .gain = GainStyle::zero_centred};
+    const QkNormRopeOptions k_opt{.heads = Hkv, .eps = eps, .gain = GainStyle::zero_centred};
     be.rope().qk_norm_rope_forward(a.q.view({n, qw}), w.q_norm.view({hd}), table, q_opt, a.qr.view({n, qw}),
                                    a.q_inv.view({n, H}));
     be.rope().qk_norm_rope_forward(a.k.view({n, kw}), w.k_norm.view({hd}), table, k_opt, a.kr.view({n, kw}),
