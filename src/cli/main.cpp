@@ -9,6 +9,7 @@
 #include "bitrank/error.hpp"
 #include "cli/bench.hpp"
 #include "cli/eval.hpp"
+#include "cli/tokenize.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bitrank: compress LLMs to about one bit per weight with binary low-rank layers"};
@@ -31,10 +32,19 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--device", eval.device, "cpu")->check(CLI::IsMember({"cpu", "cuda"}));
 
+  bitrank::cli::TokenizeOptions tokenize;
+  auto* tokenize_cmd = app.add_subcommand("tokenize", "text → token ids, written as raw little-endian int32");
+  tokenize_cmd->add_option("--model", tokenize.model, "the .gguf whose tokenizer is used (default: as eval)");
+  auto* split_opt = tokenize_cmd->add_option("--split", tokenize.split, "corpus part when no --text: train or eval")
+                        ->check(CLI::IsMember({"train", "eval"}));
+  tokenize_cmd->add_option("--text", tokenize.text, "a text file instead of the corpus")->excludes(split_opt);
+  tokenize_cmd->add_option("-o,--out", tokenize.out, "the id file to write")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
+    if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {
     std::fprintf(stderr, "bitrank: error: %s\n", e.what());
     return 1;
