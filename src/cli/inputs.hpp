@@ -1,0 +1,30 @@
+// What the subcommands that read text share (`bitrank eval`, `bitrank
+// tokenize`): the default model and text → token ids with the model's own
+// tokenizer, from a file or from a part of the default corpus.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bitrank::cli {
+
+// `model`, or the SmolLM2 GGUF found when bitrank was configured; Error
+// naming `command` when neither exists.
+std::string model_or_default(const std::string& model, std::string_view command);
+
+enum class CorpusPart { train, eval };
+
+struct TextIds {
+  std::vector<std::int32_t> ids;
+  std::string name;         // the text file, or which corpus part
+  std::size_t text_bytes = 0;
+};
+
+// The ids of `text_file`, or of the corpus part when it is empty, encoded
+// by the model's tokenizer (io::load_model_tokenizer: a Hugging Face
+// directory's tokenizer.json or a GGUF's tokenizer.ggml.* metadata). No special tokens are matched or added: plain text.
+TextIds tokenize_text(const std::string& model, const std::string& text_file, CorpusPart part);
+
+}  // namespace bitrank::cli
