@@ -22,6 +22,10 @@ class Memory {
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;    // host → this memory
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;  // this memory → host
+  // Sets `bytes` bytes at dst (in this memory) to zero, ordered like the
+  // ops (asynchronous on a device). The default uploads zeros; host and
+  // device memory override it with memset / cudaMemsetAsync.
+  virtual void zero(void* dst, std::size_t bytes);
   virtual void synchronize() {}
   virtual bool host_accessible() const = 0;
 };
@@ -66,6 +70,9 @@ class Buffer {
   void upload(std::span<const T> src) {
     BR_ASSERT(src.size() <= size_);
     mem_->upload(data_, src.data(), src.size() * sizeof(T));
+  }
+  void zero() {
+    if (size_) mem_->zero(data_, size_ * sizeof(T));
   }
   std::vector<T> download() const {
     std::vector<T> out(size_);
