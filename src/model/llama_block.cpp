@@ -55,21 +55,16 @@ index_t LlamaBlockDims::out_features(LlamaProj p) const {
   fail("unknown Llama projection {}", static_cast<int>(p));
 }
 
-namespace {
 template <class T>
-void grow(Buffer<T>& b, Memory& mem, index_t n) {
-  if (static_cast<index_t>(b.size()) < n) b = Buffer<T>(mem, static_cast<std::size_t>(n));
-}
-}  // namespace
-
-template <class T>
-void BlockActivations<T>::reserve(Memory& mem, const LlamaBlockDims& dims, index_t n) {
-  const index_t d = dims.hidden, qw = dims.q_width(), kw = dims.kv_width(), f = dims.ffn;
+void BlockActivations<T>::reserve(Memory& mem, const LlamaBlockDims& dims, index_t rows) {
+  const auto n = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(dims.hidden),
+             qw = static_cast<std::size_t>(dims.q_width()), kw = static_cast<std::size_t>(dims.kv_width()),
+             f = static_cast<std::size_t>(dims.ffn);
   for (Buffer<T>* buf : {&xn1, &proj, &h, &xn2}) grow(*buf, mem, n * d);
   for (Buffer<T>* buf : {&inv1, &inv2}) grow(*buf, mem, n);
   for (Buffer<T>* buf : {&q, &qr, &att}) grow(*buf, mem, n * qw);
   for (Buffer<T>* buf : {&k, &v, &kr}) grow(*buf, mem, n * kw);
-  grow(lse, mem, n * dims.heads);
+  grow(lse, mem, n * static_cast<std::size_t>(dims.heads));
   for (Buffer<T>* buf : {&gate, &up, &act}) grow(*buf, mem, n * f);
 }
 
