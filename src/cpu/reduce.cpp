@@ -95,12 +95,12 @@ class CpuReduceOps final : public ReduceOps<float> {
     return blocked_sum_squares(pool_, a.numel(), [x](index_t i) { return x[i]; });
   }
 
-  double squared_error_impl(CView<float> y, CView<float> target, float grad_mul, View<float> dy) override {
-    const float *a = y.data, *t = target.data;
+  double squared_error_impl(CView<float> y, CView<float> target, double grad_mul, View<float> dy) override {
+    const float *a = y.data, *t = target.data, mul = static_cast<float>(grad_mul);
     float* g = dy.data;
     return blocked_sum_squares(pool_, y.numel(), [=](index_t i) {
       const float d = a[i] - t[i];
-      g[i] = grad_mul * d;
+      g[i] = mul * d;
       return d;
     });
   }

@@ -162,9 +162,9 @@ class CudaReduceOps final : public ReduceOps<float> {
     });
   }
 
-  double squared_error_impl(CView<float> y, CView<float> target, float grad_mul, View<float> dy) override {
+  double squared_error_impl(CView<float> y, CView<float> target, double grad_mul, View<float> dy) override {
     return blocked_sum(y.numel(), [&](unsigned blocks, double* partial) {
-      squared_error_partial_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(y.data, target.data, grad_mul,
+      squared_error_partial_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(y.data, target.data, static_cast<float>(grad_mul),
                                                                                 y.numel(), dy.data, partial);
     });
   }

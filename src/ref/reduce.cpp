@@ -30,12 +30,12 @@ class RefReduceOps final : public ReduceOps<double> {
     return sum;
   }
 
-  double squared_error_impl(CView<double> y, CView<double> target, float grad_mul, View<double> dy) override {
+  double squared_error_impl(CView<double> y, CView<double> target, double grad_mul, View<double> dy) override {
     double sum = 0;
     for (index_t i = 0; i < y.numel(); ++i) {
       const double d = y[i] - target[i];
       sum += d * d;
-      dy[i] = static_cast<double>(grad_mul) * d;
+      dy[i] = grad_mul * d;
     }
     return sum;
   }

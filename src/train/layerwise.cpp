@@ -39,10 +39,11 @@ float scale_for(LayerwiseState& state, const LayerwiseOptions& opt, index_t elem
 }
 
 template <class T>
-double layerwise_loss(Backend<T>& be, CView<T> y, CView<T> target, View<T> dy) {
+double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::type_identity_t<CView<T>> target,
+                      std::type_identity_t<View<T>> dy) {
   const index_t n = y.numel();
   if (n <= 0) fail("layerwise_loss: y is empty");
-  const double sum = be.reduce().squared_error(y, target, static_cast<float>(2.0 / static_cast<double>(n)), dy);
+  const double sum = be.reduce().squared_error(y, target, 2.0 / static_cast<double>(n), dy);
   return sum / static_cast<double>(n);
 }
 
@@ -81,8 +82,9 @@ StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState&
 }
 
 template <class T>
-StepReport train_step(StudentLlamaBlock<T>& block, CView<T> x, CView<T> target, index_t window,
-                      LayerwiseBuffers<T>& buf, LayerwiseState& state, const LayerwiseOptions& opt) {
+StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
+                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buf,
+                      LayerwiseState& state, const LayerwiseOptions& opt) {
   const index_t n = x.dim(0), d = block.dims().hidden;
   if (!(x.shape == Shape{n, d}) || !(target.shape == Shape{n, d}))
     fail("train_step: x {} and target {} must both be [n, {}]", x.shape.str(), target.shape.str(), d);

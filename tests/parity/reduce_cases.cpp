@@ -43,7 +43,7 @@ void squared_error_case(ParityRun& p, Shape shape, bool near) {
   auto y = p.input(shape, yv);
   auto target = p.input(shape, tv);
   auto dy = p.output(shape);
-  const float grad_mul = 2.0f / static_cast<float>(n);  // the mean's gradient: not a power of two
+  const double grad_mul = 2.0 / static_cast<double>(n);  // the mean's gradient: rarely a float
   const double want = p.ref.reduce().squared_error(y.ref(), target.ref(), grad_mul, dy.ref());
   const double got = p.be.reduce().squared_error(y.be(), target.be(), grad_mul, dy.be());
   p.expect_close("sum", got, want, kReduceTol);

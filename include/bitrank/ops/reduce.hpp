@@ -21,7 +21,9 @@
 // sum_squares in f64 from the f32 values (fixed blocks, so the result does
 // not depend on the thread count) and rounds once into f32. squared_error
 // forms d = f32(y − target) and dy = f32(grad_mul·d) (two roundings) and sums
-// the f32 d² in f64 like sum_squares. Tolerance 1e-6.
+// the f32 d² in f64 like sum_squares. grad_mul is an f64 (2/N is rarely a
+// float): the reference uses it as given, the f32 backends round it to f32
+// once. Tolerance 1e-6.
 #pragma once
 
 #include "bitrank/ops/check.hpp"
@@ -57,7 +59,7 @@ class ReduceOps {
     return sum_squares_impl(a);
   }
 
-  double squared_error(CView<T> y, CView<T> target, float grad_mul, View<T> dy) {
+  double squared_error(CView<T> y, CView<T> target, double grad_mul, View<T> dy) {
     constexpr std::string_view op = "squared_error";
     check::dense(op, "y", y, y.shape);
     check::dense(op, "target", target, y.shape);
@@ -70,7 +72,7 @@ class ReduceOps {
   virtual void col_sum_prod_impl(CView<T> a, CView<T> b, View<T> out) = 0;
   virtual void scale_cols_impl(CView<T> a, CView<T> col, View<T> out, bool accumulate) = 0;
   virtual double sum_squares_impl(CView<T> a) = 0;
-  virtual double squared_error_impl(CView<T> y, CView<T> target, float grad_mul, View<T> dy) = 0;
+  virtual double squared_error_impl(CView<T> y, CView<T> target, double grad_mul, View<T> dy) = 0;
 };
 
 }  // namespace bitrank

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/train/student_block.hpp"
@@ -76,13 +77,15 @@ struct LayerwiseBuffers {
 
 // loss = mean (y − target)²; dy = ∂loss/∂y (overwritten). Shapes must match.
 template <class T>
-double layerwise_loss(Backend<T>& be, CView<T> y, CView<T> target, View<T> dy);
+double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::type_identity_t<CView<T>> target,
+                      std::type_identity_t<View<T>> dy);
 
 // One step on x [n][hidden] (windows of `window` rows) towards target, the
-// teacher block's output for x.
+// teacher block's output for x. (T comes from the block: the views convert.)
 template <class T>
-StepReport train_step(StudentLlamaBlock<T>& block, CView<T> x, CView<T> target, index_t window,
-                      LayerwiseBuffers<T>& buffers, LayerwiseState& state, const LayerwiseOptions& opt);
+StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
+                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buffers,
+                      LayerwiseState& state, const LayerwiseOptions& opt);
 
 // The update half of train_step, for gradients already in the block (from
 // a backward run with grad_scale = scale_for(state, opt, elements)).
