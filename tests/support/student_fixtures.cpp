@@ -1,3 +1,4 @@
+// Test fixtures of the student block (contract: tests/support/student_fixtures.hpp).
 #include "support/student_fixtures.hpp"
 
 #include <cmath>
