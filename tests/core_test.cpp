@@ -1,4 +1,5 @@
-// Core: f16/bf16 conversions, the xorshift generator, views, memory, the thread pool.
+// Core: f16/bf16 conversions, the xorshift generator, views, memory (zeroing
+// and the use counters), the thread pool.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -95,6 +96,28 @@ TEST(Rng, MatchesSeedSequence) {
   EXPECT_EQ(v[3], 1.9986071586608887f);
 }
 
+// gaussian: moments of 20000 values within 4 standard errors (mean ±0.028,
+// variance ±0.04, P(|x| < 1) = 0.6827 ± 0.013), odd lengths, determinism.
+TEST(Rng, GaussianMoments) {
+  const std::size_t n = 20000;
+  const auto v = gaussian(n, 3);
+  double sum = 0, sq = 0;
+  std::size_t inside = 0;
+  for (float x : v) {
+    sum += x;
+    sq += double(x) * x;
+    inside += std::fabs(x) < 1.0f;
+  }
+  const double mean = sum / n, var = sq / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.028);
+  EXPECT_NEAR(var, 1.0, 0.04);
+  EXPECT_NEAR(double(inside) / n, 0.6827, 0.013);
+  EXPECT_EQ(gaussian(n, 3), v);
+  EXPECT_NE(gaussian(n, 4), v);
+  const auto odd = gaussian(7, 3);
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 7), odd);
+}
+
 TEST(ThreadPool, CoversRangeOnceAndPropagatesErrors) {
   ThreadPool pool(3);
   std::vector<std::atomic<int>> hits(10007);
@@ -155,6 +178,42 @@ TEST(Memory, ZeroClearsExactlyTheRange) {
   UploadOnlyMemory up;
   expect_zeroes_range(up, "default zero");
   for (const auto& name : test::available_backends()) expect_zeroes_range(*test::backend(name).memory, name);
+}
+
+// Host memory does not track its use (0); a memory that does (cuda's device
+// memory, where a GPU is visible) counts live blocks by size class, keeps the
+// peak, and restarts it from the current use on reset_peak().
+TEST(Memory, UseCountersTrackLiveBlocksAndThePeak) {
+  {
+    Buffer<float> b(host_memory(), 1000);
+    EXPECT_EQ(host_memory().current_bytes(), 0u);
+    EXPECT_EQ(host_memory().peak_bytes(), 0u);
+  }
+  bool tracked = false;
+  for (const auto& name : test::available_backends()) {
+    Memory& mem = *test::backend(name).memory;
+    if (mem.host_accessible()) continue;
+    tracked = true;
+    mem.synchronize();
+    const std::size_t base = mem.current_bytes();
+    EXPECT_GT(base, 0u) << name;  // the backend's own workspace at least
+    mem.reset_peak();
+    EXPECT_EQ(mem.peak_bytes(), base) << name;
+    {
+      Buffer<float> big(mem, (3u << 20) / sizeof(float));  // 3 MiB: two 2 MiB pages
+      EXPECT_EQ(mem.current_bytes(), base + (4u << 20)) << name;
+      {
+        Buffer<float> small(mem, 250);  // 1000 bytes: the 1 KiB class
+        EXPECT_EQ(mem.current_bytes(), base + (4u << 20) + 1024) << name;
+      }
+      EXPECT_EQ(mem.current_bytes(), base + (4u << 20)) << name;
+    }
+    EXPECT_EQ(mem.current_bytes(), base) << name;
+    EXPECT_EQ(mem.peak_bytes(), base + (4u << 20) + 1024) << name;
+    mem.reset_peak();
+    EXPECT_EQ(mem.peak_bytes(), base) << name;
+  }
+  if (!tracked) GTEST_SKIP() << "no backend with tracked memory here (cuda: no GPU visible or not built)";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <filesystem>
@@ -20,6 +21,7 @@
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/model/hybrid.hpp"
 
 #ifndef BITRANK_SMOLLM2_GGUF
 #define BITRANK_SMOLLM2_GGUF ""
@@ -632,16 +634,20 @@ TEST(GgufModel, SmolLM2) {
 }
 
 // A 27B-class checkpoint is checked before any work starts: a synthetic
-// GGUF with Qwen3.5-27B's shapes (DESIGN §2: hidden 5120, 64 blocks, every
-// 4th gated attention with 24 heads / 4 kv heads of 256, the others GDN with
-// 16 k-heads / 48 v-heads of 128, MLP 17408, vocab 248320) and a complete
-// tensor table, its data section a hole of the right size (a sparse file:
-// no disk is used and no data page is read). Header-only open must validate
-// every tensor's shape, type and extent, fast. (Tensor names are this
-// test's own; the hybrid model loader will fix the real ones.)
+// GGUF laid out as llama.cpp's convert_hf_to_gguf.py writes Qwen3.5-27B
+// (general.architecture "qwen35": hidden 5120, 64 blocks plus the one
+// multi-token-prediction block the converter appends, every 4th block gated
+// attention with 24 heads / 4 kv heads of 256 and 64 rotary dims, the others
+// GDN with 16 k-heads / 48 v-heads of 128, MLP 17408, vocab 248320; tensor
+// names and shapes of llama.cpp's qwen35 loader), its data section a hole of
+// the right size (a sparse file: no disk is used and no data page is read).
+// Header-only open must validate every tensor's shape, type and extent, and
+// the hybrid loader's header check must find every tensor the model needs,
+// from the header alone, fast.
 TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
-  constexpr std::uint64_t d = 5120, blocks = 64, ffn = 17408, vocab = 248320;
-  constexpr std::uint64_t heads = 24, kv_heads = 4, hd = 256, hk = 16, hv = 48, dk = 128;
+  constexpr std::uint64_t d = 5120, blocks = 64, mtp = 1, ffn = 17408, vocab = 248320;
+  constexpr std::uint64_t heads = 24, kv_heads = 4, hd = 256, hk = 16, hv = 48, dk = 128, conv = 4;
+  constexpr std::uint64_t qkv = 2 * hk * dk + hv * dk;  // GDN conv channels
   constexpr std::uint32_t f32 = 0, q4_k = 12;  // ggml types
   struct Info {
     std::string name;
@@ -649,11 +655,11 @@ TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
     std::uint32_t type;
   };
   std::vector<Info> table{{"token_embd.weight", {d, vocab}, q4_k}};
-  for (std::uint64_t b = 0; b < blocks; ++b) {
+  for (std::uint64_t b = 0; b < blocks + mtp; ++b) {
     const std::string p = "blk." + std::to_string(b) + ".";
     table.push_back({p + "attn_norm.weight", {d}, f32});
     table.push_back({p + "post_attention_norm.weight", {d}, f32});
-    if ((b + 1) % 4 == 0) {  // gated full attention: q_proj gives [q | gate] per head
+    if ((b + 1) % 4 == 0 || b >= blocks) {  // gated full attention: attn_q gives [q | gate] per head
       table.push_back({p + "attn_q.weight", {d, 2 * heads * hd}, q4_k});
       table.push_back({p + "attn_k.weight", {d, kv_heads * hd}, q4_k});
       table.push_back({p + "attn_v.weight", {d, kv_heads * hd}, q4_k});
@@ -661,19 +667,25 @@ TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
       table.push_back({p + "attn_q_norm.weight", {hd}, f32});
       table.push_back({p + "attn_k_norm.weight", {hd}, f32});
     } else {  // Gated DeltaNet
-      table.push_back({p + "ssm_in_qkv.weight", {d, 2 * hk * dk + hv * dk}, q4_k});
-      table.push_back({p + "ssm_in_z.weight", {d, hv * dk}, q4_k});
-      table.push_back({p + "ssm_in_a.weight", {d, hv}, f32});
-      table.push_back({p + "ssm_in_b.weight", {d, hv}, f32});
-      table.push_back({p + "ssm_conv1d.weight", {4, 2 * hk * dk + hv * dk}, f32});
-      table.push_back({p + "ssm_a_log", {hv}, f32});
-      table.push_back({p + "ssm_dt_bias", {hv}, f32});
+      table.push_back({p + "attn_qkv.weight", {d, qkv}, q4_k});
+      table.push_back({p + "attn_gate.weight", {d, hv * dk}, q4_k});
+      table.push_back({p + "ssm_conv1d.weight", {conv, qkv}, f32});
+      table.push_back({p + "ssm_dt.bias", {hv}, f32});
+      table.push_back({p + "ssm_a", {hv}, f32});
+      table.push_back({p + "ssm_beta.weight", {d, hv}, f32});
+      table.push_back({p + "ssm_alpha.weight", {d, hv}, f32});
       table.push_back({p + "ssm_norm.weight", {dk}, f32});
       table.push_back({p + "ssm_out.weight", {hv * dk, d}, q4_k});
     }
     table.push_back({p + "ffn_gate.weight", {d, ffn}, q4_k});
     table.push_back({p + "ffn_up.weight", {d, ffn}, q4_k});
     table.push_back({p + "ffn_down.weight", {ffn, d}, q4_k});
+    if (b >= blocks) {  // the MTP block's own tensors
+      table.push_back({p + "nextn.eh_proj.weight", {2 * d, d}, q4_k});
+      table.push_back({p + "nextn.enorm.weight", {d}, f32});
+      table.push_back({p + "nextn.hnorm.weight", {d}, f32});
+      table.push_back({p + "nextn.shared_head_norm.weight", {d}, f32});
+    }
   }
   table.push_back({"output_norm.weight", {d}, f32});
   table.push_back({"output.weight", {d, vocab}, q4_k});
@@ -684,36 +696,84 @@ TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
     for (auto v : t.dims) n *= v;
     return t.type == q4_k ? n / 256 * 144 : n * 4;
   };
-  Writer w;
-  w.header(table.size(), 3);
-  w.str("general.architecture").put(static_cast<std::uint32_t>(GgufType::string)).str("qwen35");
-  w.kv("qwen35.block_count", GgufType::u32, static_cast<std::uint32_t>(blocks));
-  w.kv("qwen35.embedding_length", GgufType::u32, static_cast<std::uint32_t>(d));
-  std::uint64_t offset = 0, params = 0;
-  for (const auto& t : table) {
-    w.tensor_info(t.name, t.dims, t.type, offset);
-    offset = (offset + bytes_of(t) + 31) / 32 * 32;
-    std::uint64_t n = 1;
-    for (auto v : t.dims) n *= v;
-    params += n;
-  }
-  w.pad(32);
-  const std::uint64_t file_size = w.bytes.size() + offset;
-
+  auto make = [&](const std::vector<Info>& tensors, std::uint64_t& params) {
+    Writer w;
+    w.header(tensors.size(), 20);
+    w.str("general.architecture").put(static_cast<std::uint32_t>(GgufType::string)).str("qwen35");
+    const auto u32 = [&](const std::string& key, std::uint64_t v) {
+      w.kv("qwen35." + key, GgufType::u32, static_cast<std::uint32_t>(v));
+    };
+    u32("block_count", blocks + mtp);
+    u32("nextn_predict_layers", mtp);
+    u32("context_length", 262144);
+    u32("embedding_length", d);
+    u32("feed_forward_length", ffn);
+    u32("attention.head_count", heads);
+    u32("attention.head_count_kv", kv_heads);
+    u32("attention.key_length", hd);
+    u32("attention.value_length", hd);
+    w.kv("qwen35.rope.freq_base", GgufType::f32, 1e7f);
+    u32("rope.dimension_count", hd / 4);
+    w.str("qwen35.rope.dimension_sections").put(static_cast<std::uint32_t>(GgufType::array));
+    w.put(static_cast<std::uint32_t>(GgufType::i32)).put<std::uint64_t>(4).put<std::int32_t>(11).put<std::int32_t>(11);
+    w.put<std::int32_t>(10).put<std::int32_t>(0);
+    w.kv("qwen35.attention.layer_norm_rms_epsilon", GgufType::f32, 1e-6f);
+    u32("ssm.conv_kernel", conv);
+    u32("ssm.state_size", dk);
+    u32("ssm.group_count", hk);
+    u32("ssm.time_step_rank", hv);
+    u32("ssm.inner_size", hv * dk);
+    u32("full_attention_interval", 4);
+    std::uint64_t offset = 0;
+    params = 0;
+    for (const auto& t : tensors) {
+      w.tensor_info(t.name, t.dims, t.type, offset);
+      offset = (offset + bytes_of(t) + 31) / 32 * 32;
+      std::uint64_t n = 1;
+      for (auto v : t.dims) n *= v;
+      params += n;
+    }
+    w.pad(32);
+    return std::make_pair(w.bytes, w.bytes.size() + offset);
+  };
   const auto path = std::filesystem::temp_directory_path() / ("bitrank_qwen35_27b_" + std::to_string(::getpid()) + ".gguf");
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(w.bytes.data()), static_cast<std::streamsize>(w.bytes.size()));
-  }
-  std::filesystem::resize_file(path, file_size);  // the data section: a hole
+  auto write = [&](const std::vector<std::byte>& header, std::uint64_t file_size) {
+    {
+      std::ofstream out(path, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
+    }
+    std::filesystem::resize_file(path, file_size);  // the data section: a hole
+  };
+
+  std::uint64_t params = 0;
+  const auto [header, file_size] = make(table, params);
+  write(header, file_size);
   const auto t0 = std::chrono::steady_clock::now();
   {
     const GgufFile f = GgufFile::open(path, {.verify_data = false});
+    const model::ModelConfig c = model::hybrid_config_from_gguf(f);
+    model::check_hybrid_gguf_tensors(f, c);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ gguf ] Qwen3.5-27B-shaped header: %zu tensors, %.2fB parameters, %.1f GB file, validated in %.1f ms\n",
+    std::printf("[ gguf ] Qwen3.5-27B-shaped qwen35 header: %zu tensors, %.2fB parameters, %.1f GB file, validated "
+                "(reader and hybrid loader) in %.1f ms\n",
                 f.tensors().size(), params / 1e9, file_size / 1e9, ms);
     EXPECT_EQ(f.tensors().size(), table.size());
-    EXPECT_EQ(f.get_u32("qwen35.block_count"), blocks);
+    EXPECT_EQ(c.num_layers, 64);  // the MTP block is not part of the model
+    EXPECT_EQ(c.hidden_size, 5120);
+    EXPECT_EQ(c.num_heads, 24);
+    EXPECT_EQ(c.num_kv_heads, 4);
+    EXPECT_EQ(c.head_dim, 256);
+    EXPECT_EQ(c.rotary_dim(), 64);
+    EXPECT_EQ(c.intermediate_size, 17408);
+    EXPECT_EQ(c.vocab_size, 248320);
+    EXPECT_FALSE(c.tie_word_embeddings);
+    ASSERT_TRUE(c.linear.has_value());
+    EXPECT_EQ(c.linear->num_key_heads, 16);
+    EXPECT_EQ(c.linear->num_value_heads, 48);
+    EXPECT_EQ(c.linear->key_head_dim, 128);
+    EXPECT_EQ(c.linear->value_head_dim, 128);
+    EXPECT_EQ(std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::full_attention), 16);
+    EXPECT_EQ(c.layer_types[3], LayerType::full_attention);
     EXPECT_GT(params, 25'000'000'000ull);
     EXPECT_LT(ms, 2000.0) << "header validation must not read the data";
     EXPECT_EQ(f.tensor_info("output.weight").n_bytes, d * vocab / 256 * 144);
@@ -721,6 +781,29 @@ TEST(GgufModel, Qwen35_27BHeaderValidatedWithoutReadingData) {
   // One byte short: the last tensor runs past the end, found from the header.
   std::filesystem::resize_file(path, file_size - 1);
   expect_error([&] { GgufFile::open(path, {.verify_data = false}); }, {path.filename().string(), "output.weight"});
+  // A GDN tensor of the wrong shape, or missing: the hybrid loader's header check names it.
+  auto bad = table;
+  for (auto& t : bad)
+    if (t.name == "blk.40.ssm_out.weight") t.dims = {hv * dk - 256, d};
+  std::uint64_t unused = 0;
+  const auto [bad_header, bad_size] = make(bad, unused);
+  write(bad_header, bad_size);
+  expect_error(
+      [&] {
+        const GgufFile f = GgufFile::open(path, {.verify_data = false});
+        model::check_hybrid_gguf_tensors(f, model::hybrid_config_from_gguf(f));
+      },
+      {path.filename().string(), "blk.40.ssm_out.weight", "[5120, 5888]", "expected [5120, 6144]"});
+  bad = table;
+  std::erase_if(bad, [](const Info& t) { return t.name == "blk.63.attn_k_norm.weight"; });
+  const auto [missing_header, missing_size] = make(bad, unused);
+  write(missing_header, missing_size);
+  expect_error(
+      [&] {
+        const GgufFile f = GgufFile::open(path, {.verify_data = false});
+        model::check_hybrid_gguf_tensors(f, model::hybrid_config_from_gguf(f));
+      },
+      {path.filename().string(), "blk.63.attn_k_norm.weight", "missing"});
   std::filesystem::remove(path);
 }
 

@@ -276,6 +276,14 @@ TEST(HfConfig, BadConfigsAreErrors) {
              {"'linear_num_value_heads'", "multiple"});
   expect_bad(next, [](json& j) { j["full_attention_interval"] = 0; }, {"'full_attention_interval'"});
   expect_bad(next, [](json& j) { j["num_experts_per_tok"] = 600; }, {"'num_experts_per_tok'"});
+  expect_bad(next, [](json& j) { j["num_experts"] = -1; }, {"'num_experts'"});
+  {  // 0 experts: a dense MLP in every block, not an error.
+    json j = next;
+    j["num_experts"] = 0;
+    const ModelConfig c = parse_hf_config(j.dump(), "next.json");
+    ASSERT_TRUE(c.moe.has_value());
+    EXPECT_EQ(c.moe->num_experts, 0);
+  }
   expect_bad(next, [](json& j) { j["mlp_only_layers"] = {3, 48}; }, {"'mlp_only_layers'", "48"});
 
   // Nested Qwen3.5: errors name text_config.* keys.

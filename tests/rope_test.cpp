@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 #include "support/gradcheck.hpp"
 
 namespace bitrank {
@@ -40,12 +42,12 @@ TEST(Rope, TableIsCosSinOfPositionTimesFrequency) {
 }
 
 // L = Σ dy ⊙ y(x, gain); the backward must give ∂L/∂x and (accumulated) ∂L/∂gain.
-void gradcheck_qk_norm_rope(bool gain_plus_one) {
+void gradcheck_qk_norm_rope(GainStyle style) {
   auto& ref = test::ref_backend().rope();
   const index_t windows = 2, window = 3, heads = 2, hd = 12, half = 4, n = windows * window, width = heads * hd;
-  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain_plus_one = gain_plus_one};
+  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain = style};
   auto x = rnd64(n * width, 21, 1.5);
-  auto gain = rnd64(hd, 22, 0.4, gain_plus_one ? 0.0 : 1.0);
+  auto gain = rnd64(hd, 22, 0.4, style == GainStyle::zero_centred ? 0.0 : 1.0);
   const auto dy = rnd64(n * width, 23, 1.0);
   auto table = rope_table<double>(window, half, 100.0);
   std::vector<double> y(n * width), inv(n * heads);
@@ -63,13 +65,13 @@ void gradcheck_qk_norm_rope(bool gain_plus_one) {
                             view_of(inv, {n, heads}), view_of(dyc, {n, width}), opt, view_of(dx, {n, width}),
                             view_of(dgain, {hd}));
   for (index_t c = 0; c < hd; ++c) dgain[c] -= dgain_start[c];  // the accumulated part
-  const char* style = gain_plus_one ? "(gain 1+w)" : "(gain w)";
-  test::grad_check(std::string("qk_norm_rope dx ") + style, x, dx, loss, 1e-6, 64);
-  test::grad_check(std::string("qk_norm_rope dgain ") + style, gain, dgain, loss, 1e-6, 64);
+  const std::string name = std::string(" (gain ") + gain_style_name(style) + ")";
+  test::grad_check("qk_norm_rope dx" + name, x, dx, loss, 1e-6, 64);
+  test::grad_check("qk_norm_rope dgain" + name, gain, dgain, loss, 1e-6, 64);
 }
 
-TEST(Rope, GradCheckGainW) { gradcheck_qk_norm_rope(false); }
-TEST(Rope, GradCheckGainOnePlusW) { gradcheck_qk_norm_rope(true); }
+TEST(Rope, GradCheckGainW) { gradcheck_qk_norm_rope(GainStyle::plain); }
+TEST(Rope, GradCheckGainOnePlusW) { gradcheck_qk_norm_rope(GainStyle::zero_centred); }
 
 // Positions restart in every window. Every row holds the same x, so rows
 // differ only by their rotation: row T+r equals row r bit for bit, row 1
@@ -77,7 +79,7 @@ TEST(Rope, GradCheckGainOnePlusW) { gradcheck_qk_norm_rope(true); }
 template <class T>
 void check_positions_restart(Backend<T>& be, const std::string& name) {
   const index_t window = 9, heads = 2, hd = 16, half = 6, n = 2 * window, width = heads * hd;
-  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain_plus_one = true};
+  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain = GainStyle::zero_centred};
   const auto row = rnd(static_cast<std::size_t>(width), 31, 2.0f);
   std::vector<T> x(static_cast<std::size_t>(n * width));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(row[i % row.size()]);
@@ -116,7 +118,7 @@ TEST(Rope, PositionsRestartInEachWindow) {
 // number of threads.
 TEST(Rope, CpuGainGradientDoesNotDependOnThreads) {
   const index_t window = 50, heads = 3, hd = 64, half = 16, n = 4 * window, width = heads * hd;
-  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain_plus_one = true};
+  const QkNormRopeOptions opt{.heads = heads, .eps = 1e-6f, .gain = GainStyle::zero_centred};
   const auto x = rnd(static_cast<std::size_t>(n * width), 81, 2.0f);
   const auto gain = rnd(static_cast<std::size_t>(hd), 82, 0.3f);
   const auto dy = rnd(x.size(), 83, 1.0f);
@@ -201,7 +203,7 @@ TEST(Rope, PlainRopeBadInputIsAnError) {
 TEST(Rope, BadInputIsAnError) {
   auto& be = test::cpu_backend().rope();
   Buffer<float> buf(host_memory(), 4096), out(host_memory(), 4096), out2(host_memory(), 4096);
-  const QkNormRopeOptions opt{.heads = 2, .eps = 1e-6f, .gain_plus_one = false};
+  const QkNormRopeOptions opt{.heads = 2, .eps = 1e-6f, .gain = GainStyle::plain};
   auto fwd = [&](Shape x, Shape gain, Shape table, const QkNormRopeOptions& o, Shape y, Shape inv) {
     be.qk_norm_rope_forward(buf.view(x), buf.view(gain), buf.view(table), o, out.view(y), out2.view(inv));
   };
@@ -227,6 +229,10 @@ TEST(Rope, BadInputIsAnError) {
   EXPECT_THROW(fwd({8, 32}, {16}, {4, 4, 2}, {.heads = 2, .eps = NAN}, {8, 32}, {8, 2}), Error);
   EXPECT_THROW(fwd({8, 32}, {16}, {4, 4, 2}, {.heads = 2, .eps = INFINITY}, {8, 32}, {8, 2}), Error);
   EXPECT_THROW(fwd({8, 32}, {16}, {4, 4, 2}, {.heads = 2, .eps = -1e-6f}, {8, 32}, {8, 2}), Error);
+  // An out-of-range gain style, in the forward and the backward.
+  const QkNormRopeOptions bad_style{.heads = 2, .eps = 1e-6f, .gain = static_cast<GainStyle>(7)};
+  test::expect_error([&] { fwd({8, 32}, {16}, {4, 4, 2}, bad_style, {8, 32}, {8, 2}); },
+                     "qk_norm_rope_forward: unknown gain style 7");
   // Backward: dgain of the wrong length, inv_rms of the wrong shape.
   Buffer<float> dx(host_memory(), 4096), dgain(host_memory(), 64);
   EXPECT_THROW(be.qk_norm_rope_backward(buf.view({8, 32}), buf.view({16}), buf.view({4, 4, 2}), buf.view({8, 2}),
@@ -235,6 +241,12 @@ TEST(Rope, BadInputIsAnError) {
   EXPECT_THROW(be.qk_norm_rope_backward(buf.view({8, 32}), buf.view({16}), buf.view({4, 4, 2}), buf.view({8, 3}),
                                         buf.view({8, 32}), opt, dx.view({8, 32}), dgain.view({16})),
                Error);
+  test::expect_error(
+      [&] {
+        be.qk_norm_rope_backward(buf.view({8, 32}), buf.view({16}), buf.view({4, 4, 2}), buf.view({8, 2}),
+                                 buf.view({8, 32}), bad_style, dx.view({8, 32}), dgain.view({16}));
+      },
+      "qk_norm_rope_backward: unknown gain style 7");
   // The table builder checks its arguments.
   EXPECT_THROW(rope_table<float>(4, 0, 1e4), Error);
   EXPECT_THROW(rope_table<float>(0, 4, 1e4), Error);

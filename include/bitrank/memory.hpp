@@ -4,6 +4,13 @@
 // memory for `cuda`. Buffer<T> owns `size` elements from a Memory; copying
 // between host and backend is explicit (upload / download). Destructors
 // never throw.
+//
+// Use: a Memory may count the bytes its live allocations hold
+// (current_bytes) and the most they held at once since it was made or since
+// reset_peak() (peak_bytes). Device memory does: it counts the blocks its
+// caching allocator hands out (size classes, so a little above the bytes
+// asked for; cached free blocks are not in use). Host memory does not track
+// and reports 0 for both.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +35,11 @@ class Memory {
   virtual void zero(void* dst, std::size_t bytes);
   virtual void synchronize() {}
   virtual bool host_accessible() const = 0;
+
+  // Bytes held now and at most since the last reset_peak(); 0: not tracked.
+  virtual std::size_t current_bytes() const { return 0; }
+  virtual std::size_t peak_bytes() const { return 0; }
+  virtual void reset_peak() {}  // the peak restarts from current_bytes()
 };
 
 // Plain host memory, 64-byte aligned (shared by `ref` and `cpu`).

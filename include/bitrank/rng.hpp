@@ -31,6 +31,12 @@ class XorShift {
 // The seeds' rnd(n, seed, scale).
 std::vector<float> rnd(std::size_t n, std::uint64_t seed, float scale);
 
+// Standard normal values by Box–Muller over XorShift(seed): per pair
+// u1 = (53 bits + ½)/2^53 ∈ (0, 1), u2 = 53 bits/2^53, values
+// √(−2 ln u1)·(cos 2πu2, sin 2πu2), rounded to f32 (the randomized SVD's
+// sketch, test matrices).
+std::vector<float> gaussian(std::size_t n, std::uint64_t seed);
+
 // Counter-based hash for seeded stochastic decisions (splitmix64 finaliser
 // of seed ⊕ counter): the same (seed, counter) gives the same bits on every
 // backend, in any order of evaluation.

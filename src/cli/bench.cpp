@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bitrank/error.hpp"
+#include "cli/device.hpp"
 
 namespace bitrank::cli {
 namespace {
@@ -50,24 +51,17 @@ std::string human_rate(double per_s, const char* unit) {
 
 int run_bench(const BenchOptions& opt) {
   if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
-  std::unique_ptr<Backend<float>> be;
+  const std::unique_ptr<Backend<float>> be = make_device_backend("bench", opt.device);
   std::vector<BenchCase> cases;
   std::string device_line;
   if (opt.device == "cpu") {
-    be = make_cpu_backend();
     cases = cpu_bench_cases(*be);
     device_line = fmt::format("cpu, {} threads", std::thread::hardware_concurrency());
-  } else if (opt.device == "cuda") {
-#ifdef BITRANK_HAS_CUDA
-    if (cuda_device_count() == 0) fail("bench: no CUDA device is visible");
-    be = make_cuda_backend(0);
-    cases = cuda_bench_cases(*be);
-    device_line = "cuda device 0";
-#else
-    fail("bench: this build has no CUDA backend (nvcc was not found when it was configured)");
-#endif
   } else {
-    fail("bench: unknown device '{}' (cpu or cuda)", opt.device);
+#ifdef BITRANK_HAS_CUDA
+    cases = cuda_bench_cases(*be);
+#endif
+    device_line = "cuda device 0";
   }
 
   // Keep the filtered cases and every anchor they name. A case is known by
@@ -126,6 +120,31 @@ int run_bench(const BenchOptions& opt) {
       vs = fmt::format("{:.0f}% of {}", 100.0 * ours / theirs, a.name);
     }
     fmt::print("{:<28} {:<36} {:>10.3f} {:>14} {:>22}\n", c->name, c->shape, s * 1e3, rate, vs);
+  }
+
+  // Memory of the cases that report it: one more run of the body from a
+  // reset peak gives what it allocates on top of the buffers it holds.
+  bool header = false;
+  for (const BenchCase* c : selected) {
+    if (c->memory_note.empty() || rep.errors.count(key(*c))) continue;
+    if (!header) {
+      fmt::print("\npeak memory of one run on {} (GB = 1e9 B)\n", be->name);
+      header = true;
+    }
+    if (c->held_bytes == 0) {  // a memory that does not track its use
+      fmt::print("{:<28} {:<36} peak not tracked; {}\n", c->name, c->shape, c->memory_note);
+      continue;
+    }
+    Memory& mem = *be->memory;
+    be->synchronize();
+    mem.reset_peak();
+    const std::size_t before = mem.current_bytes();
+    c->body();
+    be->synchronize();
+    const std::size_t extra = mem.peak_bytes() - before;
+    const auto gb = [](std::size_t bytes) { return static_cast<double>(bytes) / 1e9; };
+    fmt::print("{:<28} {:<36} peak {:.3f} GB = buffers {:.3f} GB + {:.3f} GB during the run; {}\n", c->name,
+               c->shape, gb(c->held_bytes + extra), gb(c->held_bytes), gb(extra), c->memory_note);
   }
   return 0;
 }

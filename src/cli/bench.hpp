@@ -5,6 +5,12 @@
 // is stable) with the FLOPs it does; a case may name an anchor case (e.g.
 // OpenBLAS sgemm of the same shapes) and the table reports our rate as a
 // fraction of the anchor's.
+//
+// A case may also report memory: held_bytes (what its buffers hold,
+// counted when it was made) and a memory_note (what the design implies).
+// After the table, each such case runs once more with the peak reset, and a
+// line gives its peak = held + the most its body allocated on top; only on
+// a backend whose Memory tracks its use (the CUDA device memory).
 #pragma once
 
 #include <functional>
@@ -22,6 +28,8 @@ struct BenchCase {
   double bytes = 0;    // per iteration, moved at least once (for memory-bound ops)
   std::string anchor;  // name of the anchor case, "" for none
   std::function<void()> body;
+  std::size_t held_bytes = 0;  // bytes of the backend's memory the case's buffers hold (0: not tracked)
+  std::string memory_note{};   // "" = no memory line
 };
 
 struct BenchOptions {

@@ -92,13 +92,19 @@ BenchCase attention_case(Backend<float>& be, index_t windows, index_t T, index_t
           }};
 }
 
-BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d) {
-  Memory& mem = *be.memory;
+GdnConfig gdn_bench_config(index_t T, index_t k_heads, index_t v_heads, index_t d) {
   GdnConfig cfg;
   cfg.k_heads = k_heads;
   cfg.v_heads = v_heads;
   cfg.head_dim = d;
   cfg.window = T;
+  return cfg;
+}
+
+BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d) {
+  Memory& mem = *be.memory;
+  const std::size_t held_before = mem.current_bytes();
+  const GdnConfig cfg = gdn_bench_config(T, k_heads, v_heads, d);
   const index_t n = windows * T, C = cfg.channels(), V = cfg.value_width();
   const auto sz = [](index_t v) { return static_cast<std::size_t>(v); };
   auto conv = random_buffer<float>(mem, sz(C * cfg.conv_kernel), 210, 0.5f);
@@ -111,23 +117,29 @@ BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_hea
   auto bb = random_buffer<float>(mem, sz(n * v_heads), 217, 1.0f);
   auto dout = random_buffer<float>(mem, sz(n * V), 218, 1.0f);
   auto out = filled_buffer<float>(mem, sz(n * V), 0.0f);
-  auto tape = filled_buffer<float>(mem, sz(gdn_tape_size(cfg, n)), 0.0f);
+  const index_t tape_floats = gdn_tape_size(cfg, n);
+  auto tape = filled_buffer<float>(mem, sz(tape_floats), 0.0f);
   auto dqkv = filled_buffer<float>(mem, sz(n * C), 0.0f);
   auto dz = filled_buffer<float>(mem, sz(n * V), 0.0f);
   auto da = filled_buffer<float>(mem, sz(n * v_heads), 0.0f);
   auto db = filled_buffer<float>(mem, sz(n * v_heads), 0.0f);
   Backend<float>* b = &be;
   const double flops = 28.0 * static_cast<double>(d) * d * n * v_heads;
-  return {"gdn fwd+bwd", fmt::format("{}x{} hk={} hv={} d={}", windows, T, k_heads, v_heads, d), flops, 0, "", [=] {
-            const GdnParams<float> prm{conv->view({C, cfg.conv_kernel}), a_log->view({v_heads}),
-                                       dt_bias->view({v_heads}), gain->view({d})};
-            const index_t tsize = static_cast<index_t>(tape->size());
-            b->gdn().gdn_forward(cfg, prm, qkv->view({n, C}), z->view({n, V}), a->view({n, v_heads}),
-                                 bb->view({n, v_heads}), out->view({n, V}), tape->view({tsize}));
-            b->gdn().gdn_backward(cfg, prm, qkv->view({n, C}), z->view({n, V}), tape->view({tsize}),
-                                  dout->view({n, V}), dqkv->view({n, C}), dz->view({n, V}), da->view({n, v_heads}),
-                                  db->view({n, v_heads}));
-          }};
+  auto body = [=] {
+    const GdnParams<float> prm{conv->view({C, cfg.conv_kernel}), a_log->view({v_heads}), dt_bias->view({v_heads}),
+                               gain->view({d})};
+    const index_t tsize = static_cast<index_t>(tape->size());
+    b->gdn().gdn_forward(cfg, prm, qkv->view({n, C}), z->view({n, V}), a->view({n, v_heads}), bb->view({n, v_heads}),
+                         out->view({n, V}), tape->view({tsize}));
+    b->gdn().gdn_backward(cfg, prm, qkv->view({n, C}), z->view({n, V}), tape->view({tsize}), dout->view({n, V}),
+                          dqkv->view({n, C}), dz->view({n, V}), da->view({n, v_heads}), db->view({n, v_heads}));
+  };
+  const std::string shape = fmt::format("{}x{} hk={} hv={} d={}", windows, T, k_heads, v_heads, d);
+  BenchCase c{"gdn fwd+bwd", shape, flops, 0, "", body};
+  c.held_bytes = mem.current_bytes() - held_before;
+  c.memory_note = fmt::format("tape by design (gdn_tape_size, ckpt every {}): {} floats = {:.3f} GB",
+                              cfg.ckpt_every, tape_floats, static_cast<double>(tape_floats) * sizeof(float) / 1e9);
+  return c;
 }
 
 }  // namespace bitrank::cli

@@ -64,8 +64,13 @@ std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index
 // counted as the causal half of 4·T²·hd per head forward, 2.5× that backward).
 BenchCase attention_case(Backend<float>& be, index_t windows, index_t T, index_t heads, index_t kv_heads, index_t hd);
 
+// The GDN layer the benchmark runs: the given heads and windows of T, the
+// op's defaults otherwise (conv kernel 4, a checkpoint every 8 steps).
+GdnConfig gdn_bench_config(index_t T, index_t k_heads, index_t v_heads, index_t d);
+
 // Gated DeltaNet forward (with tape) + backward; FLOPs counted as 28·d² per
-// token and v-head (forward ≈ 7·d², replay + backward ≈ 3× that).
+// token and v-head (forward ≈ 7·d², replay + backward ≈ 3× that). Reports
+// memory: the buffers it holds, next to the tape gdn_tape_size implies.
 BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d);
 
 }  // namespace bitrank::cli

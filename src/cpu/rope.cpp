@@ -123,7 +123,7 @@ class CpuRopeOps final : public RopeOps<float> {
 
   static std::vector<float> effective_gain(CView<float> gain, const QkNormRopeOptions& opt) {
     std::vector<float> w(gain.data, gain.data + gain.dim(0));
-    if (opt.gain_plus_one)
+    if (opt.gain == GainStyle::zero_centred)
       for (auto& v : w) v += 1.0f;
     return w;
   }

@@ -1,12 +1,20 @@
-// CUDA q/k norm + RoPE (contract: include/bitrank/ops/rope.hpp).
+// CUDA RoPE: plain and fused with the q/k norm (contract:
+// include/bitrank/ops/rope.hpp).
 //
-// forward: one warp per (row, head). Lane l owns the columns l, l + 32, …;
-// the sum of squares is taken in f64 (lane partials, then an xor-shuffle
-// tree) and inv = 1/√(Σ/hd + eps) is formed in f64 and rounded once. A
-// rotated column reads its partner's x directly (the same row, so the
-// second read hits L1). The elementwise products are the CPU's f32
+// plain (rope_forward / rope_backward): one thread per (row, head, slot),
+// slot s < hd − half: s < half rotates the pair (s, s + half), s ≥ half
+// copies column s + half (the dims past 2·half). Adjacent threads take
+// adjacent columns of a head, so loads and stores are coalesced. The
+// backward is the same kernel with sin negated (Rᵀ). The products are the
+// CPU's f32 expressions with explicitly rounded operations (no FMA
+// contraction), so the result equals the CPU's bit for bit.
+// q/k norm forward: one warp per (row, head). Lane l owns the columns l,
+// l + 32, …; the sum of squares is taken in f64 (lane partials, then an
+// xor-shuffle tree) and inv = 1/√(Σ/hd + eps) is formed in f64 and rounded
+// once. A rotated column reads its partner's x directly (the same row, so
+// the second read hits L1). The elementwise products are the CPU's f32
 // expressions: z = (x·inv)·w, y = z_i·cos − z_{i+half}·sin, ….
-// backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
+// q/k norm backward: the same warp layout, in a grid of kGainBlocks fixed row blocks
 // (fewer when there are fewer rows), 8 warps per block taking the block's
 // (row, head) units in turn. For hd ≤ 256 a lane holds its columns of x,
 // g = Rᵀ·dy and the gain in registers (all loads of a unit in flight at
@@ -35,19 +43,19 @@ __device__ double warp_sum(double v) {
   return v;
 }
 
-__device__ float gain_at(const float* gain, index_t c, bool plus_one) {
+__device__ float gain_at(const float* gain, index_t c, GainStyle style) {
   const float g = gain[c];
-  return plus_one ? __fadd_rn(1.0f, g) : g;
+  return style == GainStyle::zero_centred ? __fadd_rn(1.0f, g) : g;
 }
 
 // z_c = (x_c·inv)·w_c, the normalised, scaled input.
-__device__ float normed(const float* xr, const float* gain, index_t c, float inv, bool plus_one) {
-  return __fmul_rn(__fmul_rn(xr[c], inv), gain_at(gain, c, plus_one));
+__device__ float normed(const float* xr, const float* gain, index_t c, float inv, GainStyle style) {
+  return __fmul_rn(__fmul_rn(xr[c], inv), gain_at(gain, c, style));
 }
 
 __global__ void qk_norm_rope_forward_kernel(const float* __restrict__ x, const float* __restrict__ gain,
                                             const float* __restrict__ table, index_t units, index_t heads,
-                                            index_t hd, index_t window, index_t half, float eps, bool plus_one,
+                                            index_t hd, index_t window, index_t half, float eps, GainStyle style,
                                             float* __restrict__ y, float* __restrict__ inv_rms) {
   const index_t unit = static_cast<index_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -64,15 +72,15 @@ __global__ void qk_norm_rope_forward_kernel(const float* __restrict__ x, const f
     float out;
     if (c < half) {
       const float cs = rot[2 * c], sn = rot[2 * c + 1];
-      out = __fsub_rn(__fmul_rn(normed(xr, gain, c, inv, plus_one), cs),
-                      __fmul_rn(normed(xr, gain, c + half, inv, plus_one), sn));
+      out = __fsub_rn(__fmul_rn(normed(xr, gain, c, inv, style), cs),
+                      __fmul_rn(normed(xr, gain, c + half, inv, style), sn));
     } else if (c < 2 * half) {
       const index_t i = c - half;
       const float cs = rot[2 * i], sn = rot[2 * i + 1];
-      out = __fadd_rn(__fmul_rn(normed(xr, gain, i, inv, plus_one), sn),
-                      __fmul_rn(normed(xr, gain, c, inv, plus_one), cs));
+      out = __fadd_rn(__fmul_rn(normed(xr, gain, i, inv, style), sn),
+                      __fmul_rn(normed(xr, gain, c, inv, style), cs));
     } else {
-      out = normed(xr, gain, c, inv, plus_one);
+      out = normed(xr, gain, c, inv, style);
     }
     yr[c] = out;
   }
@@ -102,7 +110,7 @@ template <int kPer>
 __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const float* __restrict__ gain,
                                              const float* __restrict__ table, const float* __restrict__ inv_rms,
                                              const float* __restrict__ dy, index_t n, index_t blocks, index_t heads,
-                                             index_t hd, index_t window, index_t half, bool plus_one,
+                                             index_t hd, index_t window, index_t half, GainStyle style,
                                              float* __restrict__ dx, double* __restrict__ partial) {
   extern __shared__ double warp_partial[];  // [kWarps][hd]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -115,7 +123,7 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       const index_t c = lane + 32 * i;
-      wv[i] = c < hd ? gain_at(gain, c, plus_one) : 0.0f;
+      wv[i] = c < hd ? gain_at(gain, c, style) : 0.0f;
     }
     for (index_t unit = r0 * heads + warp; unit < r1 * heads; unit += kWarps) {
       const index_t row = unit / heads;
@@ -158,14 +166,14 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
     const float inv = inv_rms[unit];
     double gwx = 0.0;
     for (index_t c = lane; c < hd; c += 32)
-      gwx += static_cast<double>(unrotated(dyr, rot, c, half)) * static_cast<double>(gain_at(gain, c, plus_one)) *
+      gwx += static_cast<double>(unrotated(dyr, rot, c, half)) * static_cast<double>(gain_at(gain, c, style)) *
              static_cast<double>(xr[c]);
     gwx = warp_sum(gwx);
     const double iv = inv;
     const float coef = static_cast<float>(gwx / static_cast<double>(hd) * iv * iv * iv);
     for (index_t c = lane; c < hd; c += 32) {
       const float g = unrotated(dyr, rot, c, half);
-      const float gw = __fmul_rn(g, gain_at(gain, c, plus_one));
+      const float gw = __fmul_rn(g, gain_at(gain, c, style));
       dxr[c] = __fsub_rn(__fmul_rn(inv, gw), __fmul_rn(xr[c], coef));
       mine[c] += static_cast<double>(g) * static_cast<double>(xr[c]) * iv;
     }
@@ -176,6 +184,29 @@ __global__ void qk_norm_rope_backward_kernel(const float* __restrict__ x, const 
     double s = 0.0;
     for (int w = 0; w < kWarps; ++w) s += warp_partial[w * hd + c];
     partial[blk * hd + c] = s;
+  }
+}
+
+constexpr unsigned kPlainThreads = 256;
+
+// y = R(direction·angle)·x over units = n·heads heads of hd columns.
+__global__ void rope_kernel(const float* __restrict__ x, const float* __restrict__ table, index_t units,
+                            index_t heads, index_t hd, index_t window, index_t half, float direction,
+                            float* __restrict__ y) {
+  const index_t slots = hd - half;
+  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= units * slots) return;
+  const index_t unit = e / slots, s = e - unit * slots;
+  const float* xr = x + unit * hd;
+  float* yr = y + unit * hd;
+  if (s < half) {
+    const float* rot = table + (((unit / heads) % window) * half + s) * 2;
+    const float cs = rot[0], sn = direction * rot[1];  // ±1 · sin: exact
+    const float a = xr[s], b = xr[s + half];
+    yr[s] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
+    yr[s + half] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs));
+  } else {
+    yr[s + half] = xr[s + half];
   }
 }
 
@@ -208,12 +239,19 @@ class CudaRopeOps final : public RopeOps<float> {
   explicit CudaRopeOps(Context& ctx) : ctx_(ctx) {}
 
  protected:
+  void rope_forward_impl(CView<float> x, CView<float> table, index_t heads, View<float> y) override {
+    rotate(x, table, heads, 1.0f, y);
+  }
+  void rope_backward_impl(CView<float> dy, CView<float> table, index_t heads, View<float> dx) override {
+    rotate(dy, table, heads, -1.0f, dx);  // Rᵀ: the same angle, negated
+  }
+
   void qk_norm_rope_forward_impl(CView<float> x, CView<float> gain, CView<float> table, const QkNormRopeOptions& opt,
                                  View<float> y, View<float> inv_rms) override {
     const index_t n = x.dim(0), hd = gain.dim(0), units = n * opt.heads;
     const index_t grid = (units + kWarps - 1) / kWarps;
     qk_norm_rope_forward_kernel<<<static_cast<unsigned>(grid), kThreads, 0, ctx_.stream.get()>>>(
-        x.data, gain.data, table.data, units, opt.heads, hd, table.dim(0), table.dim(1), opt.eps, opt.gain_plus_one,
+        x.data, gain.data, table.data, units, opt.heads, hd, table.dim(0), table.dim(1), opt.eps, opt.gain,
         y.data, inv_rms.data);
     BR_CUDA_LAUNCHED();
   }
@@ -234,7 +272,7 @@ class CudaRopeOps final : public RopeOps<float> {
                                     : qk_norm_rope_backward_kernel<0>;
     kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<std::size_t>(shared), ctx_.stream.get()>>>(
         x.data, gain.data, table.data, inv_rms.data, dy.data, n, blocks, opt.heads, hd, table.dim(0), table.dim(1),
-        opt.gain_plus_one, dx.data, partial.data());
+        opt.gain, dx.data, partial.data());
     BR_CUDA_LAUNCHED();
     gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(hd), kFinishCols), dim3(kFinishCols, kFinishLanes),
                               0, ctx_.stream.get()>>>(partial.data(), blocks, hd, dgain.data);
@@ -242,6 +280,14 @@ class CudaRopeOps final : public RopeOps<float> {
   }
 
  private:
+  void rotate(CView<float> x, CView<float> table, index_t heads, float direction, View<float> y) {
+    const index_t units = x.dim(0) * heads, hd = x.dim(1) / heads, half = table.dim(1);
+    const std::size_t threads = static_cast<std::size_t>(units * (hd - half));
+    rope_kernel<<<blocks_for(threads, kPlainThreads), kPlainThreads, 0, ctx_.stream.get()>>>(
+        x.data, table.data, units, heads, hd, table.dim(0), half, direction, y.data);
+    BR_CUDA_LAUNCHED();
+  }
+
   Context& ctx_;
 };
 

@@ -79,6 +79,21 @@ void DeviceMemory::release(void* p) noexcept {
   live_.erase(it);
 }
 
+std::size_t DeviceMemory::current_bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return in_use_;
+}
+
+std::size_t DeviceMemory::peak_bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return peak_;
+}
+
+void DeviceMemory::reset_peak() {
+  std::lock_guard<std::mutex> lk(mu_);
+  peak_ = in_use_;
+}
+
 void DeviceMemory::trim() noexcept {
   std::lock_guard<std::mutex> lk(mu_);
   cudaStreamSynchronize(stream_);

@@ -4,6 +4,8 @@
 // DeviceMemory keeps freed blocks in size classes and hands them out again,
 // so steady-state training allocates nothing from the driver; upload and
 // download are ordered on the backend's stream (download waits for it).
+// Its use (Memory::current_bytes / peak_bytes) counts the blocks handed out,
+// by size class, the context's cuBLASLt workspace included.
 // All handles are move-only; destructors never throw (errors are logged).
 #pragma once
 
@@ -74,14 +76,16 @@ class DeviceMemory final : public Memory {
   void synchronize() override;
   bool host_accessible() const override { return false; }
 
-  void trim() noexcept;                            // give cached blocks back to the driver
-  std::size_t bytes_in_use() const { return in_use_; }
-  std::size_t peak_bytes() const { return peak_; }
+  std::size_t current_bytes() const override;
+  std::size_t peak_bytes() const override;
+  void reset_peak() override;
+
+  void trim() noexcept;  // give cached blocks back to the driver
 
  private:
   static std::size_t size_class(std::size_t bytes);
   cudaStream_t stream_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::multimap<std::size_t, void*> cache_;        // size class → free block
   std::unordered_map<void*, std::size_t> live_;    // block → size class
   std::size_t in_use_ = 0, peak_ = 0;

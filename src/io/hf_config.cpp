@@ -173,12 +173,15 @@ void read_hybrid(const Keys& k, ModelConfig& c) {
 }
 
 void read_moe(const Keys& k, ModelConfig& c) {
-  const auto experts = k.opt_size("num_experts");
+  const json* experts = k.find("num_experts");
   if (!experts) return;
   MoeConfig m;
-  m.num_experts = *experts;
+  // 0 experts (a dense model written with the MoE keys) is allowed.
+  m.num_experts = k.as_int("num_experts", *experts);
+  if (m.num_experts < 0 || m.num_experts > kMaxSize)
+    k.bad("num_experts", "must be a count from 0 to {}, got {}", kMaxSize, m.num_experts);
   m.num_experts_per_tok = k.size_or("num_experts_per_tok", 0);
-  if (m.num_experts_per_tok > m.num_experts)
+  if (m.num_experts > 0 && m.num_experts_per_tok > m.num_experts)
     k.bad("num_experts_per_tok", "{} exceeds num_experts {}", m.num_experts_per_tok, m.num_experts);
   m.moe_intermediate_size = k.size_or("moe_intermediate_size", 0);
   m.shared_expert_intermediate_size = k.size_or("shared_expert_intermediate_size", 0);
@@ -293,6 +296,59 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& file)
   if (c.is_hybrid()) read_hybrid(k, c);
   read_moe(k, c);
   return c;
+}
+
+std::string hf_config_to_json(const ModelConfig& c, const std::string& where) {
+  nlohmann::ordered_json j;
+  j["model_type"] = c.model_type;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["intermediate_size"] = c.intermediate_size;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;  // doubles are written to read back exactly
+  j["rope_theta"] = c.rope_theta;
+  j["partial_rotary_factor"] = c.partial_rotary_factor;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["hidden_act"] = c.hidden_act;
+  if (c.is_hybrid()) {
+    if (c.linear) {
+      j["linear_num_key_heads"] = c.linear->num_key_heads;
+      j["linear_num_value_heads"] = c.linear->num_value_heads;
+      j["linear_key_head_dim"] = c.linear->key_head_dim;
+      j["linear_value_head_dim"] = c.linear->value_head_dim;
+      j["linear_conv_kernel_dim"] = c.linear->conv_kernel_dim;
+    }
+    j["attn_output_gate"] = c.attn_output_gate;
+    auto& types = j["layer_types"] = nlohmann::ordered_json::array();
+    for (const LayerType t : c.layer_types) types.push_back(std::string(layer_type_name(t)));
+  }
+  if (c.moe) {
+    const MoeConfig& m = *c.moe;
+    j["num_experts"] = m.num_experts;
+    // Absent keys read back as 0; a 0 is written as absent.
+    if (m.num_experts_per_tok) j["num_experts_per_tok"] = m.num_experts_per_tok;
+    if (m.moe_intermediate_size) j["moe_intermediate_size"] = m.moe_intermediate_size;
+    if (m.shared_expert_intermediate_size) j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
+    j["norm_topk_prob"] = m.norm_topk_prob;
+    j["decoder_sparse_step"] = m.decoder_sparse_step;
+    j["mlp_only_layers"] = m.mlp_only_layers;
+  }
+  std::string text;
+  try {
+    text = j.dump(2);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: the config cannot be written as JSON: {}", where, e.what());
+  }
+  // One reader decides what a valid config is: the text must read back to c.
+  if (parse_hf_config(text, where) != c)
+    fail("{}: the config does not read back unchanged from its config.json form (a field its family "
+         "'{}' does not use is set, or a derived field disagrees)", where, c.model_type);
+  return text;
 }
 
 ModelConfig read_hf_config(const std::filesystem::path& path) {

@@ -356,4 +356,14 @@ std::vector<float> Safetensors::read_f32(std::string_view name) const {
   return out;
 }
 
+std::vector<std::uint32_t> Safetensors::read_u32(std::string_view name) const {
+  const TensorInfo& t = info(name);
+  if (t.dtype != StDType::U32)
+    fail("{}: tensor '{}': dtype {} where U32 is expected", t.file, t.name, st_dtype_name(t.dtype));
+  const auto b = bytes(name);
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(t.numel));
+  if (!out.empty()) std::memcpy(out.data(), b.data(), b.size());
+  return out;
+}
+
 }  // namespace bitrank::io

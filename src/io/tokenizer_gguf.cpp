@@ -146,4 +146,12 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& file) {
   return spec;
 }
 
+// A model's tokenizer (tokenizer.hpp): a Hugging Face directory's
+// tokenizer.json or a GGUF header's keys, the model loaders' two layouts.
+Tokenizer load_model_tokenizer(const std::filesystem::path& model) {
+  if (std::filesystem::is_directory(model)) return Tokenizer(load_tokenizer_json(model / "tokenizer.json"));
+  const GgufFile file = GgufFile::open(model, {.verify_data = false});
+  return Tokenizer(tokenizer_spec_from_gguf(file));
+}
+
 }  // namespace bitrank::io

@@ -8,28 +8,10 @@
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/model/model.hpp"
+#include "model/gguf_util.hpp"
 
 namespace bitrank::model {
 namespace {
-
-std::string shape_str(const std::vector<index_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-double get_real(const io::GgufFile& g, const std::string& key) {
-  const io::GgufValue& v = g.value(key);
-  if (const float* f = v.get_if<float>()) return *f;
-  if (const double* d = v.get_if<double>()) return *d;
-  fail("gguf '{}': key {} holds {}, expected f32 or f64", g.name(), key, v.type_name());
-}
-
-std::int64_t get_positive(const io::GgufFile& g, const std::string& key) {
-  const std::int64_t v = g.get_int(key);
-  if (v <= 0) fail("gguf '{}': key {} is {}, expected a positive integer", g.name(), key, v);
-  return v;
-}
 
 // llama.cpp stores q (and k) rows of each head interleaved for adjacent-pair
 // RoPE: GGUF row 2i + j of a head is HF row j·half + i. This puts them back.
@@ -47,12 +29,6 @@ void unpermute_rows(HostTensor& t, index_t heads) {
 
 }  // namespace
 
-const HostTensor& HostWeights::at(const std::string& name) const {
-  auto it = tensors.find(name);
-  if (it == tensors.end()) fail("model '{}': tensor {} is missing", source, name);
-  return it->second;
-}
-
 ModelConfig config_from_gguf(const io::GgufFile& g) {
   const std::string arch = g.has("general.architecture") ? g.get_string("general.architecture") : std::string("(none)");
   if (arch != "llama")
@@ -61,18 +37,18 @@ ModelConfig config_from_gguf(const io::GgufFile& g) {
   ModelConfig c;
   c.family = io::ModelFamily::llama;
   c.model_type = "llama";
-  c.hidden_size = get_positive(g, p + "embedding_length");
-  c.num_layers = get_positive(g, p + "block_count");
-  c.num_heads = get_positive(g, p + "attention.head_count");
-  c.num_kv_heads = g.has(p + "attention.head_count_kv") ? get_positive(g, p + "attention.head_count_kv") : c.num_heads;
-  c.intermediate_size = get_positive(g, p + "feed_forward_length");
-  c.max_position_embeddings = g.has(p + "context_length") ? get_positive(g, p + "context_length") : 0;
-  c.rms_norm_eps = get_real(g, p + "attention.layer_norm_rms_epsilon");
-  c.rope_theta = g.has(p + "rope.freq_base") ? get_real(g, p + "rope.freq_base") : 10000.0;
+  c.hidden_size = gguf_positive(g, p + "embedding_length");
+  c.num_layers = gguf_positive(g, p + "block_count");
+  c.num_heads = gguf_positive(g, p + "attention.head_count");
+  c.num_kv_heads = g.has(p + "attention.head_count_kv") ? gguf_positive(g, p + "attention.head_count_kv") : c.num_heads;
+  c.intermediate_size = gguf_positive(g, p + "feed_forward_length");
+  c.max_position_embeddings = g.has(p + "context_length") ? gguf_positive(g, p + "context_length") : 0;
+  c.rms_norm_eps = gguf_real(g, p + "attention.layer_norm_rms_epsilon");
+  c.rope_theta = g.has(p + "rope.freq_base") ? gguf_real(g, p + "rope.freq_base") : 10000.0;
   if (c.num_heads % c.num_kv_heads != 0)
     fail("gguf '{}': attention.head_count {} is not a multiple of head_count_kv {}", g.name(), c.num_heads,
          c.num_kv_heads);
-  c.head_dim = g.has(p + "attention.key_length") ? get_positive(g, p + "attention.key_length")
+  c.head_dim = g.has(p + "attention.key_length") ? gguf_positive(g, p + "attention.key_length")
                                                   : c.hidden_size / c.num_heads;
   if (c.head_dim * c.num_heads != c.hidden_size && !g.has(p + "attention.key_length"))
     fail("gguf '{}': embedding_length {} is not a multiple of head_count {}", g.name(), c.hidden_size, c.num_heads);
@@ -85,7 +61,7 @@ ModelConfig config_from_gguf(const io::GgufFile& g) {
   if (!(std::isfinite(c.rope_theta) && c.rope_theta > 0))
     fail("gguf '{}': rope.freq_base is {}, expected finite and positive", g.name(), c.rope_theta);
   if (g.has(p + "vocab_size"))
-    c.vocab_size = get_positive(g, p + "vocab_size");
+    c.vocab_size = gguf_positive(g, p + "vocab_size");
   else if (g.has("tokenizer.ggml.tokens"))
     c.vocab_size = static_cast<std::int64_t>(g.value("tokenizer.ggml.tokens").array_size());
   else
@@ -94,10 +70,10 @@ ModelConfig config_from_gguf(const io::GgufFile& g) {
   return c;
 }
 
-std::vector<std::pair<std::string, std::vector<index_t>>> expected_tensors(const ModelConfig& c) {
+TensorList expected_tensors(const ModelConfig& c) {
   const index_t d = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim,
                 f = c.intermediate_size, V = c.vocab_size;
-  std::vector<std::pair<std::string, std::vector<index_t>>> out;
+  TensorList out;
   out.push_back({"token_embd.weight", {V, d}});
   for (index_t b = 0; b < c.num_layers; ++b) {
     const std::string p = "blk." + std::to_string(b) + ".";
@@ -125,17 +101,7 @@ void check_weights(const HostWeights& w) {
   if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0)
     fail("model '{}': {} heads / {} kv heads of {} do not make a RoPE GQA layer", w.source, c.num_heads,
          c.num_kv_heads, c.head_dim);
-  for (const auto& [name, shape] : expected_tensors(c)) {
-    const HostTensor& t = w.at(name);
-    if (t.shape != shape)
-      fail("model '{}': tensor {} has shape {}, expected {}", w.source, name, shape_str(t.shape), shape_str(shape));
-    index_t numel = 1;
-    for (index_t s : shape) numel *= s;
-    if (static_cast<index_t>(t.values.size()) != numel)
-      fail("model '{}': tensor {} holds {} values, expected {}", w.source, name, t.values.size(), numel);
-    for (std::size_t i = 0; i < t.values.size(); ++i)
-      if (!std::isfinite(t.values[i])) fail("model '{}': tensor {} has a non-finite value at {}", w.source, name, i);
-  }
+  check_tensors(w, expected_tensors(c));
 }
 
 HostWeights load_gguf_weights(const io::GgufFile& g) {
@@ -143,14 +109,7 @@ HostWeights load_gguf_weights(const io::GgufFile& g) {
   w.source = g.name();
   w.config = config_from_gguf(g);
   for (const auto& [name, shape] : expected_tensors(w.config)) {
-    const io::GgufTensorInfo* info = g.find_tensor(name);
-    if (!info) fail("gguf '{}': tensor {} is missing", g.name(), name);
-    // GGUF dims run fastest first: a [rows][cols] matrix is stored as {cols, rows}.
-    std::vector<index_t> stored;
-    for (std::uint32_t i = info->n_dims; i-- > 0;) stored.push_back(static_cast<index_t>(info->dims[i]));
-    if (stored != shape)
-      fail("gguf '{}': tensor {} has shape {} (rows, cols), expected {}", g.name(), name, shape_str(stored),
-           shape_str(shape));
+    gguf_tensor(g, name, shape);
     HostTensor t{shape, g.dequantize(name)};
     const bool is_q = name.ends_with(".attn_q.weight"), is_k = name.ends_with(".attn_k.weight");
     if (is_q) unpermute_rows(t, w.config.num_heads);

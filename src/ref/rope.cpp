@@ -93,7 +93,7 @@ class RefRopeOps final : public RopeOps<double> {
   }
 
   static double gain_of(CView<double> gain, index_t c, const QkNormRopeOptions& opt) {
-    return opt.gain_plus_one ? 1.0 + gain[c] : gain[c];
+    return opt.gain == GainStyle::zero_centred ? 1.0 + gain[c] : gain[c];
   }
 };
 

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "bitrank/tensor.hpp"
@@ -27,5 +29,19 @@ struct HostBlrMatrix {
   index_t m = 0, n = 0, r = 0;  // r a multiple of 32
   std::vector<HostBlrPath> paths;
 };
+
+// Checks the shape of `blr`: m, n ≥ 1, r a positive multiple of 32, one or
+// two paths, every bitmap and scale vector of its stated size. Error names
+// `what` and the field otherwise.
+void check_blr(const HostBlrMatrix& blr, std::string_view what);
+
+// Ŵ [m][n] row-major in f64: the sum over paths of
+// diag(h)·S_U·diag(ℓ)·S_Vᵀ·diag(g), from the f32 scales as stored. Checks
+// `blr` first.
+std::vector<double> reconstruct(const HostBlrMatrix& blr);
+
+// ‖W − Ŵ‖_F / ‖W‖_F in f64 for W [m][n] row-major (Error when w.size() ≠ m·n
+// or W = 0).
+double relative_error(std::span<const float> w, const HostBlrMatrix& blr);
 
 }  // namespace bitrank::blr

@@ -22,9 +22,10 @@
 //             linear_conv_kernel_dim (all required); layer_types, else
 //             full_attention_interval (default 4): block i is full attention
 //             when (i + 1) % interval == 0; attn_output_gate (true)
-//   MoE       num_experts, num_experts_per_tok, moe_intermediate_size,
-//             shared_expert_intermediate_size, norm_topk_prob,
-//             decoder_sparse_step, mlp_only_layers — recorded when present
+//   MoE       num_experts (0 allowed: no experts), num_experts_per_tok,
+//             moe_intermediate_size, shared_expert_intermediate_size,
+//             norm_topk_prob, decoder_sparse_step, mlp_only_layers —
+//             recorded when num_experts is present
 //
 // Checks: every key of the right JSON type (integers are integers, not
 // floats or bools), sizes positive, eps and θ finite and positive,
@@ -57,6 +58,7 @@ struct LinearAttentionConfig {
   std::int64_t key_head_dim = 0;
   std::int64_t value_head_dim = 0;
   std::int64_t conv_kernel_dim = 0;
+  bool operator==(const LinearAttentionConfig&) const = default;
 };
 
 // Mixture-of-experts MLP settings, as the config gives them (0 / empty when a key is absent).
@@ -68,6 +70,7 @@ struct MoeConfig {
   bool norm_topk_prob = false;
   std::int64_t decoder_sparse_step = 1;
   std::vector<std::int64_t> mlp_only_layers;
+  bool operator==(const MoeConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -99,11 +102,18 @@ struct ModelConfig {
   bool is_hybrid() const { return family == ModelFamily::qwen3_next || family == ModelFamily::qwen3_5; }
   // RoPE dims per head: head_dim · partial_rotary_factor.
   std::int64_t rotary_dim() const;
+  bool operator==(const ModelConfig&) const = default;
 };
 
 // Reads `path` (a config.json, or a directory holding one).
 ModelConfig read_hf_config(const std::filesystem::path& path);
 // Parses config text; `file` names it in errors.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& file);
+
+// The config as Hugging Face-style config.json text (every key above at the
+// top level, indented), which parse_hf_config reads back to an equal
+// ModelConfig; a config that would not (it fails a check above, or holds a
+// field its family does not read) is a bitrank::Error naming `where`.
+std::string hf_config_to_json(const ModelConfig& config, const std::string& where);
 
 }  // namespace bitrank::io

@@ -31,8 +31,9 @@
 // it, and no tensor name appears twice across shards.
 //
 // Values are read as f32: F32 as is, F16 and BF16 converted exactly
-// (bitrank/dtype.hpp). Other dtypes are listed and their raw bytes are
-// available, but reading them as f32 is an error.
+// (bitrank/dtype.hpp); U32 tensors (the bitrank format's sign bitmaps) as
+// u32. Other dtypes are listed and their raw bytes are available.
+// The writer is bitrank/io/safetensors_writer.hpp.
 #pragma once
 
 #include "bitrank/io/mapped_file.hpp"
@@ -89,6 +90,8 @@ class Safetensors {
   std::span<const std::byte> bytes(std::string_view name) const;
   // The values converted to f32 (F32, F16, BF16 only).
   std::vector<float> read_f32(std::string_view name) const;
+  // The values of a U32 tensor.
+  std::vector<std::uint32_t> read_u32(std::string_view name) const;
   // The file's "__metadata__"; for shards, the first shard's (in file-name
   // order). The index's own "metadata" is not kept.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

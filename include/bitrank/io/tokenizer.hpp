@@ -81,6 +81,7 @@ struct TokenizerSpec {
   std::int32_t eos_id = -1;
   bool add_bos = false;  // encode with add_special prepends bos_id
   bool add_eos = false;  // ... and appends eos_id
+  bool operator==(const TokenizerSpec&) const = default;
 };
 
 // Reads a Hugging Face tokenizer.json (model BPE; merges as "a b" strings or
@@ -89,6 +90,20 @@ struct TokenizerSpec {
 // else is a bitrank::Error naming the file and the key.
 TokenizerSpec load_tokenizer_json(const std::filesystem::path& path);
 TokenizerSpec parse_tokenizer_json(std::string_view json_text, std::string_view source);
+
+// TokenizerSpec <-> JSON text, one-to-one (the bitrank format keeps the
+// spec in its metadata). Every key is present:
+//   {"tokens": ["<s>", "Ġthe", ...], "types": [3, 1, ...] (TokenType numbers),
+//    "merges": [["Ġ", "t"], ...] (rank order), "pre": "gpt2" | "smollm" |
+//    "qwen2" | "llama3", "normalizer": "none" | "nfc", "add_prefix_space",
+//    "ignore_merges", "add_bos", "add_eos": booleans, "bos_id", "eos_id":
+//    integers (-1: none)}
+// Writing fails (bitrank::Error) on a token that is not valid UTF-8; reading
+// fails on a missing, unknown or mistyped key, or a spec the Tokenizer
+// refuses (types count, merges naming absent tokens, ids out of range),
+// naming `source` and the key.
+std::string tokenizer_spec_to_json(const TokenizerSpec& spec);
+TokenizerSpec parse_tokenizer_spec_json(std::string_view json_text, const std::string& source);
 
 class GgufFile;
 // Reads a GGUF file's tokenizer.ggml.* keys (model "gpt2" = byte-level BPE;
@@ -123,6 +138,12 @@ class Tokenizer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The tokenizer of a model as bitrank loads models: a directory's
+// tokenizer.json (Hugging Face layout), else a .gguf file's tokenizer.ggml.*
+// keys (only the header is read, no tensor data). `bitrank eval` and the
+// trainer turn text into ids with it, as plain text: encode(text).
+Tokenizer load_model_tokenizer(const std::filesystem::path& model);
 
 // GPT-2's reversible byte → unicode stand-in map (printable Latin-1 bytes map
 // to themselves, the rest to U+0100 onwards), as UTF-8.

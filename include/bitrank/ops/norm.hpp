@@ -36,6 +36,12 @@ enum class GainStyle {
 
 inline const char* gain_style_name(GainStyle g) { return g == GainStyle::plain ? "plain" : "zero_centred"; }
 
+// An op's check of a GainStyle argument (an out-of-range cast is an Error).
+inline void check_gain_style(std::string_view op, GainStyle gain) {
+  check::require(gain == GainStyle::plain || gain == GainStyle::zero_centred, op, "unknown gain style {}",
+                 static_cast<int>(gain));
+}
+
 template <class T>
 class NormOps {
  public:
@@ -46,7 +52,7 @@ class NormOps {
     constexpr std::string_view op = "rmsnorm_forward";
     const auto [n, d] = rows_of(op, x);
     check::dense(op, "w", w, Shape{d});
-    check_gain(op, gain);
+    check_gain_style(op, gain);
     check::finite(op, "eps", eps);
     check::require(eps > 0.0f, op, "eps must be positive, got {}", eps);
     check::dense(op, "y", y, Shape{n, d});
@@ -59,7 +65,7 @@ class NormOps {
     constexpr std::string_view op = "rmsnorm_backward";
     const auto [n, d] = rows_of(op, x);
     check::dense(op, "w", w, Shape{d});
-    check_gain(op, gain);
+    check_gain_style(op, gain);
     check::dense(op, "inv", inv, Shape{n});
     check::dense(op, "dy", dy, Shape{n, d});
     check::dense(op, "dx", dx, Shape{n, d});
@@ -91,10 +97,6 @@ class NormOps {
     check::rank(op, "x", x, 2);
     check::contiguous(op, "x", x);
     return {x.dim(0), x.dim(1)};
-  }
-  static void check_gain(std::string_view op, GainStyle gain) {
-    check::require(gain == GainStyle::plain || gain == GainStyle::zero_centred, op, "unknown gain style {}",
-                   static_cast<int>(gain));
   }
 };
 

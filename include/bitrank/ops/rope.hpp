@@ -13,7 +13,8 @@
 // position pos = row mod T (each window of T tokens restarts at 0); build it
 // with rope_table() so every backend rotates by the same numbers.
 //
-// Forward, per (row, head), with w_c = gain_c (or 1 + gain_c):
+// Forward, per (row, head), with w_c = gain_c (GainStyle::plain) or
+// 1 + gain_c (GainStyle::zero_centred, formed in the backend's precision):
 //     inv = 1/√(Σ_c x_c²/hd + eps),   z_c = x_c·inv·w_c,
 //     y_i      = z_i·cos_i − z_{i+half}·sin_i     (i < half)
 //     y_{i+half} = z_i·sin_i + z_{i+half}·cos_i
@@ -33,14 +34,15 @@
 #include <vector>
 
 #include "bitrank/ops/check.hpp"
+#include "bitrank/ops/norm.hpp"
 #include "bitrank/tensor.hpp"
 
 namespace bitrank {
 
 struct QkNormRopeOptions {
-  index_t heads = 0;           // heads per row; x has heads·hd columns
-  float eps = 1e-6f;           // RMSNorm epsilon (the backward reads inv_rms instead)
-  bool gain_plus_one = false;  // zero-centred gain: the norm multiplies by 1 + gain
+  index_t heads = 0;                // heads per row; x has heads·hd columns
+  float eps = 1e-6f;                // RMSNorm epsilon (the backward reads inv_rms instead)
+  GainStyle gain = GainStyle::plain;  // zero_centred: the norm multiplies by 1 + gain
 };
 
 // The rotary table [window][half][2]: (cos, sin) of pos·θ^(−i/half),
@@ -112,14 +114,8 @@ class RopeOps {
   }
 
  protected:
-  // Plain RoPE: ref and cpu implement it; a backend that does not yet
-  // (cuda, for now) inherits these, which throw.
-  virtual void rope_forward_impl(CView<T>, CView<T>, index_t, View<T>) {
-    fail("rope_forward: not implemented on this backend yet");
-  }
-  virtual void rope_backward_impl(CView<T>, CView<T>, index_t, View<T>) {
-    fail("rope_backward: not implemented on this backend yet");
-  }
+  virtual void rope_forward_impl(CView<T> x, CView<T> table, index_t heads, View<T> y) = 0;
+  virtual void rope_backward_impl(CView<T> dy, CView<T> table, index_t heads, View<T> dx) = 0;
   virtual void qk_norm_rope_forward_impl(CView<T> x, CView<T> gain, CView<T> table, const QkNormRopeOptions& opt,
                                          View<T> y, View<T> inv_rms) = 0;
   virtual void qk_norm_rope_backward_impl(CView<T> x, CView<T> gain, CView<T> table, CView<T> inv_rms, CView<T> dy,
@@ -143,6 +139,7 @@ class RopeOps {
   static void check_common(std::string_view op, CView<T> x, CView<T> gain, CView<T> table,
                            const QkNormRopeOptions& opt) {
     check::positive(op, "heads", opt.heads);
+    check_gain_style(op, opt.gain);
     check::rank(op, "gain", gain, 1);
     check::contiguous(op, "gain", gain);
     const index_t hd = gain.dim(0);

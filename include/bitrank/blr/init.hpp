@@ -1,0 +1,58 @@
+// Dual-SVID initialisation of a BLR matrix (DESIGN §6).
+//
+// For W [m][n] (row-major f32) and rank r (a multiple of 32), one path is:
+//   1. W ≈ U·Σ·Vᵀ, truncated SVD at rank r (svd.hpp; padded with σ = 0
+//      past min(m, n));
+//   2. U' = U·√Σ [m][r], V' = V·√Σ [n][r], so that U'·V'ᵀ is the rank-r SVD
+//      approximation;
+//   3. S_U = sign(U'), S_V = sign(V') with sign(0) = +1, packed into the
+//      bitmaps of ops/bitmap.hpp by the CPU backend's pack_signs;
+//   4. |U'| ≈ h·u2ᵀ and |V'| ≈ g·v2ᵀ: the top singular pair of each
+//      non-negative matrix, by power iteration in f64 from the all-ones
+//      vector (every iterate stays ≥ 0, so h, u2, g, v2 ≥ 0: the
+//      Perron–Frobenius pair; stops when the right vector moves < 1e-10, at
+//      most 1000 steps; the left vector is then M·v, the least-squares fit);
+//   5. ℓ = u2 ⊙ v2, so Ŵ = diag(h)·S_U·diag(ℓ)·S_Vᵀ·diag(g) approximates
+//      (S_U⊙|U'|)·(S_V⊙|V'|)ᵀ = U'·V'ᵀ.
+// Scale ambiguity: (h, ℓ, g) → (α·h, ℓ/(α·β), β·g) leaves Ŵ unchanged; we
+// fix α, β so that rms(h) = rms(ℓ) = rms(g) (their geometric mean), which
+// keeps the three trained vectors on one scale for the optimizer. If any is
+// all zero (W = 0) the path is left as computed (Ŵ = 0).
+// Padded ranks (σ = 0) get ℓ = 0 and signs +1.
+//
+// With paths = 2 (residual compensation) the second path is the same
+// procedure on the f32 residual W − Ŵ₁, Ŵ₁ reconstructed in f64 from the
+// first path's stored f32 scales; its sketch seed is svd.seed + 1.
+//
+// The magnitudes |U'| [m][r] and |V'| [n][r] of each path can be returned
+// for a magnitude-aware sign-latent init (DESIGN §5).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bitrank/blr/blr_matrix.hpp"
+#include "bitrank/blr/svd.hpp"
+
+namespace bitrank::blr {
+
+struct InitOptions {
+  index_t rank = 0;          // r, a positive multiple of 32
+  int paths = 1;             // 1, or 2 with residual compensation
+  SvdOptions svd{};          // method (automatic/exact/randomized), oversampling, power iterations, seed
+  std::string name = "W";    // names the matrix in errors
+};
+
+// |U'| [m][r] and |V'| [n][r] of one path, row-major.
+struct SignMagnitudes {
+  std::vector<float> u, v;
+};
+
+// Dual-SVID of W (see above). Error naming opts.name for a bad shape, rank
+// or path count and for non-finite W. When `magnitudes` is given it receives
+// one entry per path.
+HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const InitOptions& opts,
+                        std::vector<SignMagnitudes>* magnitudes = nullptr);
+
+}  // namespace bitrank::blr

@@ -1,0 +1,73 @@
+// Truncated SVD of a row-major f32 matrix A [m][n] ≈ U·diag(S)·Vᵀ at rank r,
+// for the Dual-SVID initialisation (DESIGN §6).
+//
+// Outputs: U [m][r], S [r] (non-increasing, ≥ 0), V [n][r], all row-major
+// f32. When r > min(m, n) the ranks past min(m, n) are padded: S = 0 and
+// zero columns in U and V. Each pair (u_k, v_k) is signed so that the entry
+// of largest magnitude in u_k is positive (first such entry on ties), so
+// the output does not depend on LAPACK's arbitrary signs.
+//
+// Methods:
+//   exact       LAPACKE dgesdd (divide and conquer, thin 'S' vectors) on an
+//               f64 copy of A. f64 rather than sgesdd: the factors then
+//               carry no solver error above the f32 rounding of the input
+//               (U and V orthonormal to ~1e-15 before the final rounding),
+//               so the tests can hold init to f32 tolerances; gesdd rather
+//               than gesvd because it is several times faster for thin
+//               vectors. Costs O(m·n·min(m, n)): used up to kExactSvdMaxDim.
+//   randomized  Halko, Martinsson & Tropp (2011), Alg. 4.4 + 5.1, in f32:
+//               Ω [n][l] Gaussian (l = min(k + oversampling, min(m, n)),
+//               k = min(r, min(m, n))); Y = A·Ω; Q = qr(Y); q times:
+//               Q = qr(A·qr(Aᵀ·Q)) (re-orthonormalised at every product,
+//               sgeqrf + sorgqr); B = Qᵀ·A [l][n]; B = Ũ·S·Vᵀ by the exact
+//               method (f64, small); U = Q·Ũ (dgemm). The passes over A are
+//               OpenBLAS sgemm.
+//               Costs O((2q + 2)·m·n·l).
+//   automatic   exact when min(m, n) ≤ kExactSvdMaxDim or the sketch would
+//               be as wide as min(m, n); randomized otherwise.
+//
+// Deterministic: Ω comes from XorShift(seed) (rng.hpp) by Box–Muller, so
+// the same A, r and options give the same bits on a given machine, OpenBLAS
+// build and thread count.
+//
+// Errors (bitrank::Error, naming the matrix): a.size() ≠ m·n, m or n < 1,
+// r < 1, a non-finite entry (with its row and column), oversampling < 0,
+// power iterations < 0, a LAPACK failure.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bitrank/tensor.hpp"
+
+namespace bitrank::blr {
+
+enum class SvdMethod : std::uint8_t { automatic, exact, randomized };
+
+inline constexpr index_t kExactSvdMaxDim = 1024;
+
+struct SvdOptions {
+  SvdMethod method = SvdMethod::automatic;
+  index_t oversampling = 32;  // p: the sketch has r + p columns
+  int power_iters = 2;        // q
+  std::uint64_t seed = 0;     // of the Gaussian sketch
+};
+
+struct Svd {
+  index_t m = 0, n = 0, r = 0;
+  std::vector<float> u;  // [m][r]
+  std::vector<float> s;  // [r]
+  std::vector<float> v;  // [n][r]
+  SvdMethod method = SvdMethod::exact;  // the one that ran
+};
+
+// The method `automatic` resolves to for this shape and rank.
+SvdMethod svd_method_for(index_t m, index_t n, index_t r, const SvdOptions& opts);
+
+// `name` names A in errors.
+Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts = {},
+                  std::string_view name = "matrix");
+
+}  // namespace bitrank::blr

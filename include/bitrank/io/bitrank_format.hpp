@@ -1,0 +1,130 @@
+// The bitrank model file (DESIGN §8): a compressed model as one safetensors
+// file (byte layout in bitrank/io/safetensors.hpp, written atomically by
+// bitrank/io/safetensors_writer.hpp), readable by any safetensors reader.
+//
+// Tensors. A BLR matrix N (the teacher tensor's name without ".weight",
+// e.g. blk.3.attn_q) of m×n with rank r (a multiple of 32) and P paths
+// (DESIGN §1) stores, for each path p = 0..P-1:
+//
+//   N.p{p}.su   U32      [m][r/32]   S_U: bit j of word w is rank 32w+j, 1 = +1
+//   N.p{p}.sv   U32      [n][r/32]   S_V
+//   N.p{p}.h    F16|F32  [m]         row scale
+//   N.p{p}.l    F16|F32  [r]         rank scale ℓ
+//   N.p{p}.g    F16|F32  [n]         column scale
+//
+// Every other tensor is dense (embeddings, norms, biases, the head, any
+// projection left uncompressed), stored under its own name as F32 or F16
+// with its shape. A dense tensor may not be named N.weight or N.p{k}.{su,
+// sv,h,l,g} for a BLR matrix N (it would shadow or extend the matrix).
+//
+// Metadata ("__metadata__", all values strings; JSON where said):
+//
+//   bitrank.format      "bitrank"
+//   bitrank.version     "1"
+//   bitrank.config      the architecture as config.json text (hf_config_to_json)
+//   bitrank.tokenizer   TokenizerSpec JSON (tokenizer_spec_to_json); absent
+//                       when the model carries no tokenizer
+//   bitrank.storage     {"scales": "F16"|"F32", "dense": "F32"|"F16"}: the
+//                       dtype of every scale tensor and every dense tensor
+//   bitrank.blr         {"N": {"m": m, "n": n, "rank": r, "paths": P}, ...}
+//   bitrank.accounting  bitrank_accounting(model): the honest bit count
+//                       (DESIGN §1) per matrix and in total; recomputed and
+//                       compared on load, so it cannot disagree with the tensors
+//   bitrank.summary     the training summary: a free-form JSON object
+//
+// Other metadata keys are ignored; an incompatible change bumps the version.
+//
+// Numerics: scales and dense values are f32 in memory; F16 storage rounds
+// them to nearest even once (a value that would overflow to ±inf is an
+// error), and loading converts back exactly, so a second save is
+// bit-identical to the first.
+//
+// Checks (save before writing anything, load after reading), each a
+// bitrank::Error naming the file and the tensor or metadata key: format and
+// version; config valid (parse_hf_config accepts its config.json form and
+// reads it back unchanged); tokenizer valid (a Tokenizer accepts it) and no
+// larger than the vocabulary; every BLR matrix with 1 <= m, n, 32 <= r,
+// r % 32 == 0, 1 <= P <= 8 and every path tensor present with its dtype,
+// shape and element count, scales finite; dense tensors finite with an
+// element count equal to their shape's, of the storage dtype; no stray or
+// shadowing tensor; summary an object; accounting equal to the recomputed one.
+// Not checked here: that the tensors are the complete set the architecture
+// needs — the model loader that consumes a CompressedModel does that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bitrank/blr/blr_matrix.hpp"
+#include "bitrank/io/hf_config.hpp"
+#include "bitrank/io/tokenizer.hpp"
+#include "bitrank/model/model.hpp"
+
+namespace bitrank::io {
+
+inline constexpr const char* kBitrankFormatName = "bitrank";
+inline constexpr int kBitrankFormatVersion = 1;
+inline constexpr std::int64_t kBitrankMaxPaths = 8;
+
+enum class StoredFloat : std::uint8_t { f32, f16 };
+std::string_view stored_float_name(StoredFloat f);  // "F32", "F16" (the safetensors dtype)
+
+// How save() stores the f32 values of the model; load() sets what the file held.
+struct Storage {
+  StoredFloat scales = StoredFloat::f16;  // h, ℓ, g of every path
+  StoredFloat dense = StoredFloat::f32;   // every dense tensor
+  bool operator==(const Storage&) const = default;
+};
+
+// There is no accounting field: the accounting is computed from the tensors
+// (bitrank_accounting) so that it cannot disagree with them. A compressor's
+// own notes (target bpw, rank allocation, losses) belong in `summary`.
+struct CompressedModel {
+  ModelConfig config;
+  std::optional<TokenizerSpec> tokenizer;
+  std::map<std::string, model::HostTensor> dense;  // by tensor name (e.g. token_embd.weight)
+  std::map<std::string, blr::HostBlrMatrix> blr;   // by matrix name (e.g. blk.3.attn_q)
+  Storage storage;
+  nlohmann::json summary = nlohmann::json::object();  // training summary, stored as given
+};
+
+// The honest bit count of `model` as stored with model.storage:
+//   {"scale_bits": 16|32, "dense_value_bits": 32|16,
+//    "matrices": {"N": {"m", "n", "rank", "paths", "bits", "bpw"}, ...},
+//    "blr":   {"matrices", "weights" (Σ m·n), "bits", "bpw"},
+//    "dense": {"tensors", "params", "bits"},
+//    "model": {"params" (BLR weights + dense params), "bits", "bpw"}}
+// Matrix bits are blr::honest_bits; dense bits are params · value bits; a
+// bpw with nothing under it is null.
+nlohmann::json bitrank_accounting(const CompressedModel& model);
+
+// The checks listed above on a model in memory; `where` names it in errors.
+void check_compressed_model(const CompressedModel& model, const std::string& where);
+
+// Checks `model`, then writes it to `path` atomically.
+void save_bitrank(const std::filesystem::path& path, const CompressedModel& model);
+// The same file image in memory.
+std::vector<std::byte> bitrank_image(const CompressedModel& model);
+
+// Reads and checks a bitrank file (or an image held by the caller; `name`
+// stands for it in errors).
+CompressedModel load_bitrank(const std::filesystem::path& path);
+CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name);
+
+// `bitrank info`: the file's description,
+//   {"file", "file_bytes", "format", "version", "architecture" (the config.json
+//    object), "tokenizer": {"tokens", "merges", "pre", "normalizer"} | null,
+//    "storage": {"scales", "dense"}, "accounting" (as above), "summary"}
+// and its rendering as text (architecture line, one line per BLR matrix with
+// m×n, rank, paths and bpw, the totals, the summary).
+nlohmann::ordered_json describe_bitrank(const std::filesystem::path& path);
+std::string describe_bitrank_text(const nlohmann::ordered_json& description);
+
+}  // namespace bitrank::io

@@ -1,0 +1,123 @@
+// What every decoder-only language model of bitrank shares (DESIGN §2):
+// host weights, the token embedding, the head over vocabulary slices, and
+// the next-token NLL. The block stacks differ — model.hpp (dense Llama) and
+// hybrid.hpp (Qwen3.5 / Qwen3-Next) — and implement hidden().
+//
+// Weights: HostWeights holds every tensor as f32 on the host under GGUF-style
+// names, each a row-major [rows][cols] matrix with rows = outputs
+// (dense_forward's w[r][k]) or a vector. The shared names:
+//     token_embd.weight [V][d]     output_norm.weight [d]
+//     output.weight [V][d]         (absent when the head is tied to token_embd)
+//
+// The head: logits = rmsnorm(h_L, output_norm)·Wheadᵀ with the family's
+// gain style (w for Llama, 1 + w for the hybrid), computed over vocabulary
+// slices of at most `vocab_slice` rows so the [n][V] matrix need not exist
+// on the backend. Per-token NLL: an online log-sum-exp in f64 over the
+// slices. Token embedding rows are gathered on the host (the table stays
+// there; it is frozen) and uploaded, so the model reads no backend memory
+// on the host.
+//
+// Tokens come as windows of T: n = windows·T rows; position p of a window is
+// row mod T, and no window sees another (attention and the GDN recurrence
+// both restart at each window).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bitrank/backend.hpp"
+#include "bitrank/io/hf_config.hpp"
+
+namespace bitrank::model {
+
+using io::ModelConfig;
+
+struct HostTensor {
+  std::vector<index_t> shape;  // [rows, cols] or [d]
+  std::vector<float> values;   // row-major
+};
+
+struct HostWeights {
+  ModelConfig config;
+  std::string source;  // file or directory name, for messages
+  std::map<std::string, HostTensor> tensors;
+
+  const HostTensor& at(const std::string& name) const;  // Error naming the tensor when missing
+};
+
+// (name, shape) of each tensor a model needs, in load order.
+using TensorList = std::vector<std::pair<std::string, std::vector<index_t>>>;
+
+// Checks that `w` holds every listed tensor with its shape and finite
+// values; Error naming w.source and the tensor otherwise.
+void check_tensors(const HostWeights& w, const TensorList& expected);
+
+// "[5120, 17408]"
+std::string shape_str(const std::vector<index_t>& shape);
+
+// Tokens of whole windows inside the vocabulary; Error naming `op` otherwise.
+void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t vocab, const char* op);
+
+// Grows b to at least n elements (activations are reused across calls).
+template <class T>
+void ensure_size(Buffer<T>& b, Memory& mem, index_t n) {
+  if (static_cast<index_t>(b.size()) < n) b = Buffer<T>(mem, static_cast<std::size_t>(n));
+}
+
+struct Nll {
+  double sum = 0;          // Σ −log p(next token), in nats
+  std::int64_t count = 0;  // predictions: window − 1 per window
+};
+
+template <class T>
+class DecoderModel {
+ public:
+  using Nll = model::Nll;
+
+  virtual ~DecoderModel() = default;
+  DecoderModel(const DecoderModel&) = delete;
+  DecoderModel& operator=(const DecoderModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  Backend<T>& backend() const { return be_; }
+  index_t vocab_slice = 8192;  // rows of the head per logits slice
+
+  // h [n][d] = embedding rows of tokens (ids checked against the vocabulary).
+  void embed(std::span<const std::int32_t> tokens, View<T> h) const;
+  // The final hidden states [n][d] (before the final norm) of tokens, n a
+  // multiple of window.
+  virtual Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const = 0;
+
+  // Logits [n][V] on the host, for tokens cut into windows of `window`.
+  std::vector<double> logits(std::span<const std::int32_t> tokens, index_t window) const;
+  // Next-token NLL within each window (the last token of a window predicts nothing).
+  Nll nll(std::span<const std::int32_t> tokens, index_t window) const;
+
+ protected:
+  // Takes token_embd, output_norm and the head (output, or token_embd when
+  // tied) from `w`, which the derived class has checked.
+  DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain);
+  // A host tensor uploaded to the backend (rounded to T).
+  Buffer<T> upload(const HostTensor& t) const;
+
+  Backend<T>& be_;
+  ModelConfig config_;
+
+ private:
+  // Calls fn(v0, vs, slice [n][vs] of logits on the host as T) for each vocabulary slice.
+  template <class Fn>
+  void for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, Fn&& fn) const;
+
+  std::vector<float> embed_host_;  // [V][d]
+  Buffer<T> final_norm_, head_;
+  GainStyle final_gain_;
+};
+
+extern template class DecoderModel<float>;
+extern template class DecoderModel<double>;
+
+}  // namespace bitrank::model

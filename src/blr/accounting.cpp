@@ -1,0 +1,197 @@
+// Honest bit accounting (formula in include/bitrank/blr/accounting.hpp).
+// Bits are exact integers; only the final division to bpw is floating point.
+#include "bitrank/blr/accounting.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bitrank/model/model.hpp"
+
+namespace bitrank::blr {
+namespace {
+
+void check_layout(std::string_view op, index_t m, index_t n, int paths, int scale_bits) {
+  if (m < 1 || n < 1) fail("{}: shape {}×{} is empty", op, m, n);
+  if (paths != 1 && paths != 2) fail("{}: {} paths, expected 1 or 2", op, paths);
+  if (scale_bits != 16 && scale_bits != 32) fail("{}: scale width {} bits, expected 16 or 32", op, scale_bits);
+}
+
+std::int64_t bits_unchecked(index_t m, index_t n, index_t r, int paths, int scale_bits) {
+  return static_cast<std::int64_t>(honest_bits(m, n, r, paths, scale_bits));
+}
+
+// Exact "bits / (m·n) ≤ bpw" without dividing the bits.
+bool fits(std::int64_t bits, index_t m, index_t n, double bpw) {
+  return static_cast<double>(bits) <= bpw * static_cast<double>(m) * static_cast<double>(n);
+}
+
+
+}  // namespace
+
+bool is_llama_projection(const std::string& name) {
+  static const char* const suffixes[] = {".attn_q.weight",      ".attn_k.weight",  ".attn_v.weight", ".attn_output.weight",
+                                         ".ffn_gate.weight",    ".ffn_up.weight",  ".ffn_down.weight"};
+  if (name.rfind("blk.", 0) != 0) return false;
+  for (const char* s : suffixes) {
+    const std::string_view sv(s);
+    if (name.size() > sv.size() && name.compare(name.size() - sv.size(), sv.size(), sv) == 0) return true;
+  }
+  return false;
+}
+
+std::int64_t blr_bits(index_t m, index_t n, index_t r, int paths, int scale_bits) {
+  check_layout("blr_bits", m, n, paths, scale_bits);
+  if (r < 32 || r % 32 != 0) fail("blr_bits: rank {} is not a positive multiple of 32", r);
+  return bits_unchecked(m, n, r, paths, scale_bits);
+}
+
+double blr_bpw(index_t m, index_t n, index_t r, int paths, int scale_bits) {
+  return static_cast<double>(blr_bits(m, n, r, paths, scale_bits)) / (static_cast<double>(m) * static_cast<double>(n));
+}
+
+index_t rank_for_bpw(index_t m, index_t n, double bpw, int paths, int scale_bits) {
+  check_layout("rank_for_bpw", m, n, paths, scale_bits);
+  if (!std::isfinite(bpw) || bpw <= 0) fail("rank_for_bpw: target {} bpw is not a positive number", bpw);
+  const std::int64_t b = scale_bits;
+  if (!fits(bits_unchecked(m, n, 32, paths, scale_bits), m, n, bpw))
+    fail("rank_for_bpw: {}×{} with {} path(s) and {}-bit scales cannot meet {} bpw: rank 32 already costs {:.4f} bpw",
+         m, n, paths, scale_bits, bpw, blr_bpw(m, n, 32, paths, scale_bits));
+  // Closed form, then exact integer checks either side (the division may round).
+  const double r_real = (bpw * double(m) * double(n) / paths - double((m + n) * b)) / double(m + n + b);
+  index_t r = std::max<index_t>(32, static_cast<index_t>(std::floor(r_real / 32.0)) * 32);
+  while (fits(bits_unchecked(m, n, r + 32, paths, scale_bits), m, n, bpw)) r += 32;
+  while (r > 32 && !fits(bits_unchecked(m, n, r, paths, scale_bits), m, n, bpw)) r -= 32;
+  return r;
+}
+
+void ModelBits::add_blr(std::string name, index_t m, index_t n, index_t rank, int paths, int scale_bits) {
+  TensorBits t;
+  t.bits = blr::blr_bits(m, n, rank, paths, scale_bits);
+  t.name = std::move(name);
+  t.weights = m * n;
+  t.m = m;
+  t.n = n;
+  t.rank = rank;
+  t.paths = paths;
+  t.width = scale_bits;
+  tensors_.push_back(std::move(t));
+}
+
+void ModelBits::add_dense(std::string name, index_t numel, int bits_per_value) {
+  if (numel < 1) fail("model bits: dense tensor '{}' has {} values", name, numel);
+  if (bits_per_value < 1 || bits_per_value > 64) fail("model bits: dense tensor '{}' at {} bits per value", name, bits_per_value);
+  TensorBits t;
+  t.bits = numel * bits_per_value;
+  t.name = std::move(name);
+  t.weights = numel;
+  t.width = bits_per_value;
+  tensors_.push_back(std::move(t));
+}
+
+std::int64_t ModelBits::bits() const {
+  std::int64_t s = 0;
+  for (const auto& t : tensors_) s += t.bits;
+  return s;
+}
+
+index_t ModelBits::weights() const {
+  index_t s = 0;
+  for (const auto& t : tensors_) s += t.weights;
+  return s;
+}
+
+double ModelBits::bpw() const { return weights() > 0 ? static_cast<double>(bits()) / static_cast<double>(weights()) : 0.0; }
+
+std::int64_t ModelBits::blr_bits() const {
+  std::int64_t s = 0;
+  for (const auto& t : tensors_) s += t.rank > 0 ? t.bits : 0;
+  return s;
+}
+
+index_t ModelBits::blr_weights() const {
+  index_t s = 0;
+  for (const auto& t : tensors_) s += t.rank > 0 ? t.weights : 0;
+  return s;
+}
+
+double ModelBits::blr_bpw() const {
+  return blr_weights() > 0 ? static_cast<double>(blr_bits()) / static_cast<double>(blr_weights()) : 0.0;
+}
+
+std::vector<RankPlan> plan_ranks(std::vector<RankPlan> plan, double bpw, int paths, int scale_bits) {
+  if (plan.empty()) fail("plan_ranks: no matrices");
+  std::int64_t budget_weights = 0;
+  for (RankPlan& p : plan) {
+    try {
+      p.rank = rank_for_bpw(p.m, p.n, bpw, paths, scale_bits);
+    } catch (const Error&) {
+      (void)blr_bits(p.m, p.n, 32, paths, scale_bits);  // shape, paths and width errors still surface
+      if (!(std::isfinite(bpw) && bpw > 0)) throw;
+      p.rank = 32;  // the smallest rank there is; the budget is met below by the others, if it can be
+    }
+    budget_weights += static_cast<std::int64_t>(p.m) * p.n;
+  }
+  const auto total = [&] {
+    std::int64_t bits = 0;
+    for (const RankPlan& p : plan) bits += blr_bits(p.m, p.n, p.rank, paths, scale_bits);
+    return bits;
+  };
+  const double budget_bits = bpw * static_cast<double>(budget_weights);
+  for (std::int64_t bits = total(); static_cast<double>(bits) > budget_bits;) {
+    RankPlan* pick = nullptr;
+    for (RankPlan& p : plan) {
+      if (p.rank <= 32) continue;
+      const double b = blr_bpw(p.m, p.n, p.rank, paths, scale_bits);
+      if (!pick) {
+        pick = &p;
+        continue;
+      }
+      const double pb = blr_bpw(pick->m, pick->n, pick->rank, paths, scale_bits);
+      if (b > pb || (b == pb && p.m * p.n > pick->m * pick->n)) pick = &p;
+    }
+    if (!pick) return plan;  // every rank is 32: the smallest model there is
+    bits -= blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
+    pick->rank -= 32;
+    bits += blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
+  }
+  // Hand back what the lowering (or the per-matrix rounding) left unused:
+  // raise the lowest-bpw matrix whose next 32 still fits, until none does.
+  for (std::int64_t bits = total();;) {
+    RankPlan* pick = nullptr;
+    std::int64_t pick_bits = 0;
+    for (RankPlan& p : plan) {
+      const std::int64_t more =
+          bits - blr_bits(p.m, p.n, p.rank, paths, scale_bits) + blr_bits(p.m, p.n, p.rank + 32, paths, scale_bits);
+      if (static_cast<double>(more) > budget_bits) continue;
+      if (!pick || blr_bpw(p.m, p.n, p.rank, paths, scale_bits) < blr_bpw(pick->m, pick->n, pick->rank, paths, scale_bits)) {
+        pick = &p;
+        pick_bits = more;
+      }
+    }
+    if (!pick) return plan;
+    pick->rank += 32;
+    bits = pick_bits;
+  }
+}
+
+ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
+  std::vector<RankPlan> projections;
+  for (const auto& [name, shape] : model::expected_tensors(config))
+    if (shape.size() == 2 && is_llama_projection(name)) projections.push_back({name, shape[0], shape[1], 0});
+  const std::vector<RankPlan> plan = plan_ranks(std::move(projections), bpw, paths, scale_bits);
+  ModelBits out;
+  std::size_t next = 0;
+  for (const auto& [name, shape] : model::expected_tensors(config)) {
+    if (next < plan.size() && plan[next].name == name) {
+      const RankPlan& p = plan[next++];
+      out.add_blr(name, p.m, p.n, p.rank, paths, scale_bits);
+    } else {
+      index_t numel = 1;
+      for (index_t d : shape) numel *= d;
+      out.add_dense(name, numel, dense_bits);
+    }
+  }
+  return out;
+}
+
+}  // namespace bitrank::blr

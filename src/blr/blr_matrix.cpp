@@ -1,0 +1,85 @@
+// Host BLR matrix: shape checks and the dense reconstruction Ŵ.
+//
+// reconstruct expands each path's bitmaps into ±1 planes (the CPU backend's
+// expand_sign_planes, exact in f32), forms A = diag(h)·S_U·diag(ℓ) [m][r]
+// and B = diag(g)·S_V [n][r] in f64 and adds A·Bᵀ by dgemm: an f64 oracle
+// of what the stored f32 scales and signs mean, for tests and error reports.
+#include "bitrank/blr/blr_matrix.hpp"
+
+#include <cblas.h>
+
+#include <cmath>
+
+#include "bitrank/ops/bitmap.hpp"
+#include "cpu/kernels.hpp"
+
+namespace bitrank::blr {
+namespace {
+
+void check_size(std::string_view what, std::size_t p, const char* field, std::size_t got, index_t want) {
+  if (got != static_cast<std::size_t>(want))
+    fail("{}: path {} {} has {} values, expected {}", what, p, field, got, want);
+}
+
+void check_finite(std::string_view what, std::size_t p, const char* field, const std::vector<float>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) fail("{}: path {} {}[{}] is {}", what, p, field, i, v[i]);
+}
+
+}  // namespace
+
+void check_blr(const HostBlrMatrix& blr, std::string_view what) {
+  if (blr.m < 1 || blr.n < 1) fail("{}: shape {}×{} is empty", what, blr.m, blr.n);
+  if (blr.r < 32 || blr.r % 32 != 0) fail("{}: rank {} is not a positive multiple of 32", what, blr.r);
+  if (blr.paths.empty() || blr.paths.size() > 2) fail("{}: {} paths, expected 1 or 2", what, blr.paths.size());
+  const index_t words = sign_words(blr.r);
+  for (std::size_t p = 0; p < blr.paths.size(); ++p) {
+    const HostBlrPath& path = blr.paths[p];
+    check_size(what, p, "sign_u", path.sign_u.size(), blr.m * words);
+    check_size(what, p, "sign_v", path.sign_v.size(), blr.n * words);
+    check_size(what, p, "h", path.h.size(), blr.m);
+    check_size(what, p, "l", path.l.size(), blr.r);
+    check_size(what, p, "g", path.g.size(), blr.n);
+    check_finite(what, p, "h", path.h);
+    check_finite(what, p, "l", path.l);
+    check_finite(what, p, "g", path.g);
+  }
+}
+
+std::vector<double> reconstruct(const HostBlrMatrix& blr) {
+  check_blr(blr, "reconstruct");
+  const index_t m = blr.m, n = blr.n, r = blr.r;
+  std::vector<double> w(static_cast<std::size_t>(m * n), 0.0);
+  std::vector<float> plane_u(static_cast<std::size_t>(m * r)), plane_v(static_cast<std::size_t>(n * r));
+  std::vector<double> a(static_cast<std::size_t>(m * r)), b(static_cast<std::size_t>(n * r));
+  for (const HostBlrPath& path : blr.paths) {
+    cpu::expand_sign_planes<float>(path.sign_u.data(), m, r, plane_u.data(), nullptr, ThreadPool::global());
+    cpu::expand_sign_planes<float>(path.sign_v.data(), n, r, plane_v.data(), nullptr, ThreadPool::global());
+    for (index_t i = 0; i < m; ++i)
+      for (index_t k = 0; k < r; ++k)
+        a[static_cast<std::size_t>(i * r + k)] =
+            double(path.h[static_cast<std::size_t>(i)]) * plane_u[static_cast<std::size_t>(i * r + k)] * double(path.l[static_cast<std::size_t>(k)]);
+    for (index_t j = 0; j < n; ++j)
+      for (index_t k = 0; k < r; ++k)
+        b[static_cast<std::size_t>(j * r + k)] = double(path.g[static_cast<std::size_t>(j)]) * plane_v[static_cast<std::size_t>(j * r + k)];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(r), 1.0, a.data(), static_cast<blasint>(r), b.data(), static_cast<blasint>(r), 1.0,
+                w.data(), static_cast<blasint>(n));
+  }
+  return w;
+}
+
+double relative_error(std::span<const float> w, const HostBlrMatrix& blr) {
+  const std::vector<double> what = reconstruct(blr);
+  if (w.size() != what.size()) fail("relative_error: W has {} values, the BLR matrix {}×{} has {}", w.size(), blr.m, blr.n, what.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double d = double(w[i]) - what[i];
+    num += d * d;
+    den += double(w[i]) * double(w[i]);
+  }
+  if (den == 0) fail("relative_error: W is zero");
+  return std::sqrt(num / den);
+}
+
+}  // namespace bitrank::blr

@@ -1,0 +1,131 @@
+// Dual-SVID initialisation (algorithm, scale convention and numerics in
+// include/bitrank/blr/init.hpp).
+#include "bitrank/blr/init.hpp"
+
+#include <cblas.h>
+
+#include <cmath>
+
+#include "bitrank/ops/bitmap.hpp"
+#include "cpu/ops.hpp"
+
+namespace bitrank::blr {
+namespace {
+
+struct Rank1 {
+  std::vector<double> a, b;  // M ≈ a·bᵀ, both ≥ 0
+};
+
+double norm2(const std::vector<double>& x) { return cblas_dnrm2(static_cast<blasint>(x.size()), x.data(), 1); }
+
+// Top singular pair of a non-negative M [rows][cols] (f32), split so that
+// ‖a‖ = ‖b‖ = √σ₁. Power iteration on f64 from v = 1/√cols.
+Rank1 rank1_nonneg(const std::vector<float>& mf, index_t rows, index_t cols) {
+  const std::vector<double> mat(mf.begin(), mf.end());
+  const auto mv = [&](const std::vector<double>& v, std::vector<double>& u) {
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(cols), 1.0, mat.data(),
+                static_cast<blasint>(cols), v.data(), 1, 0.0, u.data(), 1);
+  };
+  std::vector<double> v(static_cast<std::size_t>(cols), 1.0 / std::sqrt(double(cols))), u(static_cast<std::size_t>(rows)),
+      vn(static_cast<std::size_t>(cols));
+  Rank1 out{std::vector<double>(static_cast<std::size_t>(rows), 0.0), std::vector<double>(static_cast<std::size_t>(cols), 0.0)};
+  for (int it = 0; it < 1000; ++it) {
+    mv(v, u);
+    const double nu = norm2(u);
+    if (nu == 0) return out;  // M = 0 (a non-negative M with M·1 = 0 is zero)
+    for (double& x : u) x /= nu;
+    cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(cols), 1.0, mat.data(),
+                static_cast<blasint>(cols), u.data(), 1, 0.0, vn.data(), 1);
+    const double nv = norm2(vn);
+    double moved = 0;
+    for (std::size_t k = 0; k < vn.size(); ++k) {
+      vn[k] /= nv;
+      moved += (vn[k] - v[k]) * (vn[k] - v[k]);
+    }
+    v.swap(vn);
+    if (std::sqrt(moved) < 1e-10) break;
+  }
+  // a·bᵀ = (M·v)·vᵀ: the least-squares left factor for the final v.
+  mv(v, u);
+  const double sigma = norm2(u);
+  if (sigma == 0) return out;
+  const double root = std::sqrt(sigma);
+  for (std::size_t i = 0; i < u.size(); ++i) out.a[i] = u[i] / sigma * root;
+  for (std::size_t k = 0; k < v.size(); ++k) out.b[k] = v[k] * root;
+  return out;
+}
+
+double rms(const std::vector<double>& x) { return norm2(x) / std::sqrt(double(x.size())); }
+
+// One Dual-SVID path of w [m][n] at rank r.
+HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, const SvdOptions& svd_opts,
+                     const std::string& name, SignMagnitudes* mags) {
+  const Svd svd = truncated_svd(w, m, n, r, svd_opts, name);
+  // U' = U·√Σ, V' = V·√Σ.
+  std::vector<float> up(svd.u.size()), vp(svd.v.size());
+  for (index_t k = 0; k < r; ++k) {
+    const float root = std::sqrt(svd.s[static_cast<std::size_t>(k)]);
+    for (index_t i = 0; i < m; ++i) up[static_cast<std::size_t>(i * r + k)] = svd.u[static_cast<std::size_t>(i * r + k)] * root;
+    for (index_t j = 0; j < n; ++j) vp[static_cast<std::size_t>(j * r + k)] = svd.v[static_cast<std::size_t>(j * r + k)] * root;
+  }
+  HostBlrPath path;
+  const index_t words = sign_words(r);
+  path.sign_u.resize(static_cast<std::size_t>(m * words));
+  path.sign_v.resize(static_cast<std::size_t>(n * words));
+  {
+    auto bitmap = cpu::make_bitmap_ops(ThreadPool::global());  // bit = (x ≥ 0): sign(0) = +1
+    bitmap->pack_signs(CView<float>(up.data(), Shape{m, r}), View<std::uint32_t>(path.sign_u.data(), Shape{m, words}));
+    bitmap->pack_signs(CView<float>(vp.data(), Shape{n, r}), View<std::uint32_t>(path.sign_v.data(), Shape{n, words}));
+  }
+  for (float& x : up) x = std::abs(x);
+  for (float& x : vp) x = std::abs(x);
+  Rank1 hu = rank1_nonneg(up, m, r), gv = rank1_nonneg(vp, n, r);
+  std::vector<double> l(static_cast<std::size_t>(r));
+  for (std::size_t k = 0; k < l.size(); ++k) l[k] = hu.b[k] * gv.b[k];
+  // Balance: rms(h) = rms(ℓ) = rms(g), product unchanged.
+  const double rh = rms(hu.a), rl = rms(l), rg = rms(gv.a);
+  if (rh > 0 && rl > 0 && rg > 0) {
+    const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
+    for (double& x : hu.a) x *= target / rh;
+    for (double& x : l) x *= target / rl;
+    for (double& x : gv.a) x *= target / rg;
+  }
+  path.h.assign(hu.a.begin(), hu.a.end());
+  path.l.assign(l.begin(), l.end());
+  path.g.assign(gv.a.begin(), gv.a.end());
+  if (mags) {
+    mags->u = std::move(up);
+    mags->v = std::move(vp);
+  }
+  return path;
+}
+
+}  // namespace
+
+HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const InitOptions& opts,
+                        std::vector<SignMagnitudes>* magnitudes) {
+  if (m < 1 || n < 1) fail("dual_svid: {} has an empty shape {}×{}", opts.name, m, n);
+  if (w.size() != static_cast<std::size_t>(m) * static_cast<std::size_t>(n))
+    fail("dual_svid: {} has {} values, shape {}×{} needs {}", opts.name, w.size(), m, n, m * n);
+  if (opts.rank < 32 || opts.rank % 32 != 0) fail("dual_svid: rank {} for {} is not a positive multiple of 32", opts.rank, opts.name);
+  if (opts.paths != 1 && opts.paths != 2) fail("dual_svid: {} paths for {}, expected 1 or 2", opts.paths, opts.name);
+
+  HostBlrMatrix blr;
+  blr.m = m;
+  blr.n = n;
+  blr.r = opts.rank;
+  if (magnitudes) magnitudes->assign(static_cast<std::size_t>(opts.paths), {});
+  auto mag = [&](int p) { return magnitudes ? &(*magnitudes)[static_cast<std::size_t>(p)] : nullptr; };
+  blr.paths.push_back(one_path(w, m, n, opts.rank, opts.svd, opts.name, mag(0)));
+  if (opts.paths == 2) {
+    const std::vector<double> w1 = reconstruct(blr);
+    std::vector<float> residual(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) residual[i] = static_cast<float>(double(w[i]) - w1[i]);
+    SvdOptions second = opts.svd;
+    second.seed += 1;
+    blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.name + " (residual)", mag(1)));
+  }
+  return blr;
+}
+
+}  // namespace bitrank::blr

@@ -1,0 +1,151 @@
+// Shared parts of the decoder models: weight checks, embedding, sliced
+// logits, NLL (contract: include/bitrank/model/decoder.hpp).
+#include "bitrank/model/decoder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "bitrank/error.hpp"
+
+namespace bitrank::model {
+
+const HostTensor& HostWeights::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) fail("model '{}': tensor {} is missing", source, name);
+  return it->second;
+}
+
+std::string shape_str(const std::vector<index_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+void check_tensors(const HostWeights& w, const TensorList& expected) {
+  for (const auto& [name, shape] : expected) {
+    const HostTensor& t = w.at(name);
+    if (t.shape != shape)
+      fail("model '{}': tensor {} has shape {}, expected {}", w.source, name, shape_str(t.shape), shape_str(shape));
+    index_t numel = 1;
+    for (index_t s : shape) numel *= s;
+    if (static_cast<index_t>(t.values.size()) != numel)
+      fail("model '{}': tensor {} holds {} values, expected {}", w.source, name, t.values.size(), numel);
+    for (std::size_t i = 0; i < t.values.size(); ++i)
+      if (!std::isfinite(t.values[i])) fail("model '{}': tensor {} has a non-finite value at {}", w.source, name, i);
+  }
+}
+
+void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t vocab, const char* op) {
+  if (window <= 0) fail("{}: window must be positive, got {}", op, window);
+  if (tokens.empty()) fail("{}: no tokens", op);
+  if (static_cast<index_t>(tokens.size()) % window != 0)
+    fail("{}: {} tokens are not a whole number of windows of {}", op, tokens.size(), window);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      fail("{}: token {} at position {} is outside the vocabulary of {}", op, tokens[i], i, vocab);
+}
+
+template <class T>
+DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain)
+    : be_(be), config_(w.config), final_gain_(final_gain) {
+  embed_host_ = w.at("token_embd.weight").values;
+  final_norm_ = upload(w.at("output_norm.weight"));
+  head_ = upload(w.at(config_.tie_word_embeddings ? "token_embd.weight" : "output.weight"));
+}
+
+template <class T>
+Buffer<T> DecoderModel<T>::upload(const HostTensor& t) const {
+  Buffer<T> b(*be_.memory, t.values.size());
+  if constexpr (std::is_same_v<T, float>) {
+    b.upload(t.values);
+  } else {
+    const std::vector<T> converted(t.values.begin(), t.values.end());
+    b.upload(converted);
+  }
+  return b;
+}
+
+template <class T>
+void DecoderModel<T>::embed(std::span<const std::int32_t> tokens, View<T> h) const {
+  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size;
+  if (!(h.shape == Shape{n, d}) || !h.contiguous())
+    fail("embed: h has shape {}, expected [{}, {}]", h.shape.str(), n, d);
+  std::vector<T> rows(static_cast<std::size_t>(n * d));
+  for (index_t r = 0; r < n; ++r) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(r)];
+    if (id < 0 || id >= config_.vocab_size)
+      fail("embed: token {} at position {} is outside the vocabulary of {}", id, r, config_.vocab_size);
+    const float* src = embed_host_.data() + static_cast<index_t>(id) * d;
+    std::copy(src, src + d, rows.data() + r * d);
+  }
+  be_.memory->upload(h.data, rows.data(), rows.size() * sizeof(T));
+}
+
+template <class T>
+template <class Fn>
+void DecoderModel<T>::for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, Fn&& fn) const {
+  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size, V = config_.vocab_size;
+  const Buffer<T> h = hidden(tokens, window);
+  Buffer<T> xn(*be_.memory, static_cast<std::size_t>(n * d)), inv(*be_.memory, static_cast<std::size_t>(n));
+  be_.norm().rmsnorm_forward(h.view({n, d}), final_norm_.view({d}), final_gain_,
+                             static_cast<float>(config_.rms_norm_eps), xn.view({n, d}), inv.view({n}));
+  const index_t slice = std::clamp<index_t>(vocab_slice, 1, V);
+  Buffer<T> out(*be_.memory, static_cast<std::size_t>(n * slice));
+  std::vector<T> host(static_cast<std::size_t>(n * slice));
+  for (index_t v0 = 0; v0 < V; v0 += slice) {
+    const index_t vs = std::min(slice, V - v0);
+    const CView<T> rows(head_.data() + v0 * d, Shape{vs, d});
+    be_.dense().dense_forward(xn.view({n, d}), rows, out.view({n, vs}), false);
+    be_.memory->download(host.data(), out.data(), static_cast<std::size_t>(n * vs) * sizeof(T));
+    fn(v0, vs, static_cast<const T*>(host.data()));
+  }
+}
+
+template <class T>
+std::vector<double> DecoderModel<T>::logits(std::span<const std::int32_t> tokens, index_t window) const {
+  const index_t n = static_cast<index_t>(tokens.size()), V = config_.vocab_size;
+  std::vector<double> all(static_cast<std::size_t>(n * V));
+  for_each_logit_slice(tokens, window, [&](index_t v0, index_t vs, const T* z) {
+    for (index_t r = 0; r < n; ++r)
+      for (index_t j = 0; j < vs; ++j)
+        all[static_cast<std::size_t>(r * V + v0 + j)] = static_cast<double>(z[r * vs + j]);
+  });
+  return all;
+}
+
+template <class T>
+Nll DecoderModel<T>::nll(std::span<const std::int32_t> tokens, index_t window) const {
+  const index_t n = static_cast<index_t>(tokens.size());
+  // Per row: an online log-sum-exp in f64 (running max and scaled sum) and the target's logit.
+  std::vector<double> run_max(static_cast<std::size_t>(n), -std::numeric_limits<double>::infinity());
+  std::vector<double> run_sum(static_cast<std::size_t>(n), 0.0), target(static_cast<std::size_t>(n), 0.0);
+  for_each_logit_slice(tokens, window, [&](index_t v0, index_t vs, const T* z) {
+    for (index_t r = 0; r < n; ++r) {
+      const T* zr = z + r * vs;
+      double m = run_max[r];
+      for (index_t j = 0; j < vs; ++j) m = std::max(m, static_cast<double>(zr[j]));
+      double sum = run_sum[r] * std::exp(run_max[r] - m);
+      for (index_t j = 0; j < vs; ++j) sum += std::exp(static_cast<double>(zr[j]) - m);
+      run_max[r] = m;
+      run_sum[r] = sum;
+      if (r % window != window - 1) {
+        const index_t next = tokens[static_cast<std::size_t>(r + 1)];
+        if (next >= v0 && next < v0 + vs) target[r] = static_cast<double>(zr[next - v0]);
+      }
+    }
+  });
+  Nll out;
+  for (index_t r = 0; r < n; ++r) {
+    if (r % window == window - 1) continue;
+    out.sum += run_max[r] + std::log(run_sum[r]) - target[r];
+    ++out.count;
+  }
+  return out;
+}
+
+template class DecoderModel<float>;
+template class DecoderModel<double>;
+
+}  // namespace bitrank::model

@@ -1,0 +1,168 @@
+// Honest bit accounting (blr/accounting.hpp): hand-computed examples,
+// rank_for_bpw on SmolLM2's projection shapes (printed), its boundary and
+// maximality, the whole-model figure of SmolLM2-135M, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "bitrank/blr/accounting.hpp"
+#include "support/expect.hpp"
+
+namespace bitrank::blr {
+namespace {
+
+// bits = P·((m + n)·r + (m + n + r)·b), by hand.
+TEST(BlrAccounting, HandExamples) {
+  // 576×576, r = 256, f16 scales: 1152·256 = 294912 sign bits + (1152 + 256)·16 = 22528 scale bits.
+  EXPECT_EQ(blr_bits(576, 576, 256, 1, 16), 317440);
+  EXPECT_EQ(blr_bits(576, 576, 256, 2, 16), 634880);
+  EXPECT_DOUBLE_EQ(blr_bpw(576, 576, 256, 1, 16), 317440.0 / 331776.0);  // 0.9567901…
+  EXPECT_DOUBLE_EQ(blr_bpw(576, 576, 256, 2, 16), 634880.0 / 331776.0);  // 1.9135802…
+  // f32 scales: 294912 + 1408·32 = 45056.
+  EXPECT_EQ(blr_bits(576, 576, 256, 1, 32), 339968);
+  // Non-square: 192×576, r = 96: 768·96 + 864·16 = 73728 + 13824.
+  EXPECT_EQ(blr_bits(192, 576, 96, 1, 16), 87552);
+  EXPECT_EQ(blr_bits(576, 192, 96, 1, 16), 87552);
+}
+
+// rank_for_bpw for SmolLM2-135M's projections (q/o 576×576, k/v 192×576,
+// gate/up 1536×576, down 576×1536), f16 scales. Expected ranks by hand from
+// r ≤ (t·m·n/P − (m+n)·16)/(m+n+16), rounded down to 32, e.g. 576×576 at
+// 1.0 bpw, 1 path: (331776 − 18432)/1168 = 268.3 → 256.
+TEST(BlrAccounting, RankForBpwSmolLM2Shapes) {
+  struct Case {
+    index_t m, n;
+    double bpw;
+    int paths;
+    index_t rank;  // 0: no rank fits
+  };
+  const Case cases[] = {
+      {576, 576, 1.0, 1, 256},   {576, 576, 1.0, 2, 96},    {576, 576, 0.55, 1, 128},  {576, 576, 0.55, 2, 32},
+      {192, 576, 1.0, 1, 96},    {192, 576, 1.0, 2, 32},    {192, 576, 0.55, 1, 32},   {192, 576, 0.55, 2, 0},
+      {1536, 576, 1.0, 1, 384},  {1536, 576, 1.0, 2, 192},  {1536, 576, 0.55, 1, 192}, {1536, 576, 0.55, 2, 96},
+      {576, 1536, 1.0, 1, 384},  {576, 1536, 1.0, 2, 192},  {576, 1536, 0.55, 1, 192}, {576, 1536, 0.55, 2, 96},
+  };
+  for (const Case& c : cases) {
+    if (c.rank == 0) {
+      // 192×576, 2 paths: rank 32 costs 2·(768·32 + 800·16)/110592 = 0.6759 bpw.
+      test::expect_error([&] { rank_for_bpw(c.m, c.n, c.bpw, c.paths, 16); },
+                         "192×576 with 2 path(s) and 16-bit scales cannot meet 0.55 bpw: rank 32 already costs 0.6759 bpw");
+      std::printf("[accounting] %5lldx%-5lld %.2f bpw %d path(s): no rank fits (rank 32 = %.4f bpw)\n",
+                  static_cast<long long>(c.m), static_cast<long long>(c.n), c.bpw, c.paths, blr_bpw(c.m, c.n, 32, c.paths, 16));
+      continue;
+    }
+    const index_t r = rank_for_bpw(c.m, c.n, c.bpw, c.paths, 16);
+    EXPECT_EQ(r, c.rank) << c.m << "×" << c.n << " at " << c.bpw << " bpw, " << c.paths << " path(s)";
+    // Maximal: r fits, r + 32 does not.
+    EXPECT_LE(blr_bpw(c.m, c.n, r, c.paths, 16), c.bpw);
+    EXPECT_GT(blr_bpw(c.m, c.n, r + 32, c.paths, 16), c.bpw);
+    std::printf("[accounting] %5lldx%-5lld %.2f bpw %d path(s): rank %4lld = %.4f bpw\n", static_cast<long long>(c.m),
+                static_cast<long long>(c.n), c.bpw, c.paths, static_cast<long long>(r), blr_bpw(c.m, c.n, r, c.paths, 16));
+  }
+  // 1536×576, 2 paths, rank 192 lands exactly on 1.0 bpw: 2·(2112·192 + 2304·16) = 884736 = m·n.
+  EXPECT_EQ(blr_bits(1536, 576, 192, 2, 16), 1536 * 576);
+  // f32 scales cost rank: 576×576 at 1.0 bpw, 1 path: (331776 − 36864)/1184 = 249.1 → 224.
+  EXPECT_EQ(rank_for_bpw(576, 576, 1.0, 1, 32), 224);
+  // Ranks past min(m, n) are allowed: 64×64 at 16 bpw, 1 path: (65536 − 2048)/144 = 440.9 → 416.
+  EXPECT_EQ(rank_for_bpw(64, 64, 16.0, 1, 16), 416);
+}
+
+// SmolLM2-135M (hidden 576, 30 blocks, 9 heads / 3 kv of 64, MLP 1536,
+// vocabulary 49152, tied head) at 1.0 bpw, 1 path, f16 scales and f16
+// dense tensors. By hand per block: q, o 317440 bits each; k, v (r = 96)
+// 87552 each; gate, up, down (r = 384) 2112·384 + 2496·16 = 850944 each:
+// 3362816 bits over 3538944 weights. Dense: embeddings 49152·576 =
+// 28311552, norms 2·576 per block + 576.
+TEST(BlrAccounting, SmolLM2WholeModel) {
+  io::ModelConfig c;
+  c.hidden_size = 576;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.intermediate_size = 1536;
+  c.vocab_size = 49152;
+  c.tie_word_embeddings = true;
+  const ModelBits mb = llama_model_bits(c, 1.0, 1, 16, 16);
+  // Per-matrix ranks alone (q, k, v, o, gate, up, down = 256, 96, 96, 256,
+  // 384, 384, 384) use 3362816 bits a block; plan_ranks hands the rest of the
+  // 1.0 bpw budget back 32 ranks at a time, so the projections land just under it.
+  const std::int64_t per_matrix = 30 * 3362816, dense_values = 28311552 + 30 * 2 * 576 + 576;
+  const std::int64_t blr = mb.blr_bits();
+  EXPECT_GT(blr, per_matrix);
+  EXPECT_LE(static_cast<double>(blr), 1.0 * 30 * 3538944);
+  EXPECT_GT(static_cast<double>(blr), 0.999 * 30 * 3538944);
+  EXPECT_EQ(mb.blr_weights(), 30 * 3538944);
+  EXPECT_EQ(mb.weights(), 30 * 3538944 + dense_values);  // 134515008: SmolLM2-135M's parameter count
+  EXPECT_EQ(mb.bits(), blr + 16 * dense_values);
+  EXPECT_EQ(mb.tensors().size(), std::size_t(1 + 30 * 9 + 1));  // tied: no head tensor
+  std::printf("[accounting] SmolLM2-135M 1.0 bpw 1 path: projections %.4f bpw, whole model %.4f bpw (%.2f MiB)\n",
+              mb.blr_bpw(), mb.bpw(), double(mb.bits()) / 8 / 1048576);
+  const ModelBits mb2 = llama_model_bits(c, 1.0, 2, 16, 16);
+  // 2 paths: per matrix q, o r = 96 (261120 bits); k, v r = 32 (2·(768·32 + 800·16) = 74752); MLP r = 192
+  // (884736); then filled up to the budget.
+  EXPECT_GT(mb2.blr_bits(), 30 * (2 * 261120 + 2 * 74752 + 3 * 884736));
+  EXPECT_LE(mb2.blr_bpw(), 1.0);
+  std::printf("[accounting] SmolLM2-135M 1.0 bpw 2 paths: projections %.4f bpw, whole model %.4f bpw (%.2f MiB)\n",
+              mb2.blr_bpw(), mb2.bpw(), double(mb2.bits()) / 8 / 1048576);
+  // 0.55 bpw with 2 paths: k/v cannot go below rank 32 (0.676 bpw each), the
+  // others give up rank until the projections as a whole fit.
+  const ModelBits mb3 = llama_model_bits(c, 0.55, 2, 16, 16);
+  EXPECT_LE(mb3.blr_bpw(), 0.55);
+  EXPECT_GT(mb3.blr_bpw(), 0.53);  // not needlessly far below the target
+  for (const auto& t : mb3.tensors())
+    if (t.rank > 0) EXPECT_GE(t.rank, 32) << t.name;
+  std::printf("[accounting] SmolLM2-135M 0.55 bpw 2 paths: projections %.4f bpw, whole model %.4f bpw\n",
+              mb3.blr_bpw(), mb3.bpw());
+}
+
+TEST(BlrAccounting, BadInputIsAnError) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  test::expect_error([&] { rank_for_bpw(576, 576, nan, 1, 16); }, "target nan bpw is not a positive number");
+  test::expect_error([&] { rank_for_bpw(576, 576, inf, 1, 16); }, "target inf bpw");
+  test::expect_error([&] { rank_for_bpw(576, 576, 0.0, 1, 16); }, "target 0 bpw");
+  test::expect_error([&] { rank_for_bpw(576, 576, -1.0, 1, 16); }, "target -1 bpw");
+  test::expect_error([&] { rank_for_bpw(576, 576, 0.1, 1, 16); }, "576×576 with 1 path(s) and 16-bit scales cannot meet 0.1 bpw");
+  test::expect_error([&] { rank_for_bpw(576, 576, 1.0, 3, 16); }, "3 paths, expected 1 or 2");
+  test::expect_error([&] { rank_for_bpw(576, 576, 1.0, 1, 8); }, "scale width 8 bits");
+  test::expect_error([&] { rank_for_bpw(0, 576, 1.0, 1, 16); }, "shape 0×576 is empty");
+  test::expect_error([&] { blr_bits(576, 576, 48, 1, 16); }, "rank 48 is not a positive multiple of 32");
+  test::expect_error([&] { blr_bits(576, 576, 0, 1, 16); }, "rank 0");
+  ModelBits mb;
+  test::expect_error([&] { mb.add_dense("x", 0, 16); }, "dense tensor 'x' has 0 values");
+}
+
+}  // namespace
+}  // namespace bitrank::blr
+
+namespace bitrank::blr {
+namespace {
+
+// plan_ranks on a hand-sized case: 2 paths, f16 scales, target 0.55 bpw.
+TEST(BlrAccounting, PlanRanksMeetsTheWholeBudget) {
+  const std::vector<RankPlan> in{{"small", 192, 576, 0}, {"big", 1536, 576, 0}, {"mid", 576, 576, 0}};
+  const auto plan = plan_ranks(in, 0.55, 2, 16);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].name, "small");
+  EXPECT_GE(plan[0].rank, 32);  // rank_for_bpw alone fails for 192×576: it starts at 32
+  std::int64_t bits = 0, weights = 0;
+  for (const auto& p : plan) {
+    bits += blr_bits(p.m, p.n, p.rank, 2, 16);
+    weights += p.m * p.n;
+    EXPECT_EQ(p.rank % 32, 0);
+  }
+  EXPECT_LE(static_cast<double>(bits), 0.55 * static_cast<double>(weights));
+  // Greedy steps of 32 at the highest-bpw matrix: raising any rank by 32 again breaks the budget.
+  for (const auto& p : plan) {
+    const std::int64_t more = bits - blr_bits(p.m, p.n, p.rank, 2, 16) + blr_bits(p.m, p.n, p.rank + 32, 2, 16);
+    EXPECT_GT(static_cast<double>(more), 0.55 * static_cast<double>(weights)) << p.name;
+  }
+  // Unreachable targets stop at 32 everywhere rather than failing.
+  for (const auto& p : plan_ranks(in, 0.01, 2, 16)) EXPECT_EQ(p.rank, 32) << p.name;
+  test::expect_error([&] { plan_ranks({}, 1.0, 2, 16); }, "no matrices");
+  test::expect_error([&] { plan_ranks(in, -1.0, 2, 16); }, "target -1 bpw");
+}
+
+}  // namespace
+}  // namespace bitrank::blr

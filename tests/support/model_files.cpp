@@ -1,0 +1,116 @@
+#include "support/model_files.hpp"
+
+#include <cstring>
+
+namespace bitrank::test {
+namespace {
+
+template <class T>
+void put(std::vector<std::byte>& b, T v) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  b.insert(b.end(), p, p + sizeof(T));
+}
+
+void put_str(std::vector<std::byte>& b, const std::string& s) {
+  put<std::uint64_t>(b, s.size());
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  b.insert(b.end(), p, p + s.size());
+}
+
+void pad(std::vector<std::byte>& b, std::size_t align) {
+  while (b.size() % align) b.push_back(std::byte{0});
+}
+
+// GGUF metadata value types.
+constexpr std::uint32_t kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9;
+
+}  // namespace
+
+std::vector<std::byte> safetensors_image(const std::vector<NamedTensor>& tensors) {
+  std::string header = "{";
+  std::uint64_t offset = 0;
+  std::vector<std::byte> data;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& t = tensors[i];
+    std::string shape;
+    for (index_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    const std::uint64_t end = offset + t.values.size() * 4;
+    header += (i ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
+              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    const auto* p = reinterpret_cast<const std::byte*>(t.values.data());
+    data.insert(data.end(), p, p + t.values.size() * 4);
+    offset = end;
+  }
+  header += "}";
+  while (header.size() % 8) header += ' ';
+  std::vector<std::byte> out;
+  put<std::uint64_t>(out, header.size());
+  for (char c : header) out.push_back(static_cast<std::byte>(c));
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+GgufImage& GgufImage::string(const std::string& key, const std::string& value) {
+  put_str(kv_, key);
+  put(kv_, kString);
+  put_str(kv_, value);
+  ++n_kv_;
+  return *this;
+}
+
+GgufImage& GgufImage::u32(const std::string& key, std::uint32_t value) {
+  put_str(kv_, key);
+  put(kv_, kU32);
+  put(kv_, value);
+  ++n_kv_;
+  return *this;
+}
+
+GgufImage& GgufImage::f32(const std::string& key, float value) {
+  put_str(kv_, key);
+  put(kv_, kF32);
+  put(kv_, value);
+  ++n_kv_;
+  return *this;
+}
+
+GgufImage& GgufImage::bool_array(const std::string& key, const std::vector<bool>& value) {
+  put_str(kv_, key);
+  put(kv_, kArray);
+  put(kv_, kBool);
+  put<std::uint64_t>(kv_, value.size());
+  for (bool v : value) put<std::uint8_t>(kv_, v ? 1 : 0);
+  ++n_kv_;
+  return *this;
+}
+
+GgufImage& GgufImage::tensor(NamedTensor t) {
+  tensors_.push_back(std::move(t));
+  return *this;
+}
+
+std::vector<std::byte> GgufImage::bytes() const {
+  std::vector<std::byte> b;
+  put<std::uint32_t>(b, 0x46554747u);  // "GGUF"
+  put<std::uint32_t>(b, 3);
+  put<std::uint64_t>(b, tensors_.size());
+  put<std::uint64_t>(b, n_kv_);
+  b.insert(b.end(), kv_.begin(), kv_.end());
+  std::uint64_t offset = 0;
+  for (const NamedTensor& t : tensors_) {
+    put_str(b, t.name);
+    put<std::uint32_t>(b, static_cast<std::uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put<std::uint64_t>(b, static_cast<std::uint64_t>(*it));
+    put<std::uint32_t>(b, 0);  // F32
+    put<std::uint64_t>(b, offset);
+    offset += (t.values.size() * 4 + 31) / 32 * 32;
+  }
+  pad(b, 32);
+  for (const NamedTensor& t : tensors_) {
+    for (float v : t.values) put(b, v);
+    pad(b, 32);
+  }
+  return b;
+}
+
+}  // namespace bitrank::test

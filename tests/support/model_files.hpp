@@ -1,0 +1,41 @@
+// In-memory model files for the loader tests: a safetensors image and a
+// GGUF v3 image, both with F32 tensors, written the way the formats define
+// (and independently of our readers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bitrank/tensor.hpp"
+
+namespace bitrank::test {
+
+struct NamedTensor {
+  std::string name;
+  std::vector<index_t> shape;  // numpy order (rows first)
+  std::vector<float> values;   // row-major
+};
+
+// A safetensors file: 8-byte header length, JSON header, F32 data in order.
+std::vector<std::byte> safetensors_image(const std::vector<NamedTensor>& tensors);
+
+// A GGUF v3 file (alignment 32) with metadata and F32 tensors; each tensor's
+// dims are written fastest first (a [rows][cols] matrix as {cols, rows}).
+class GgufImage {
+ public:
+  GgufImage& string(const std::string& key, const std::string& value);
+  GgufImage& u32(const std::string& key, std::uint32_t value);
+  GgufImage& f32(const std::string& key, float value);
+  GgufImage& bool_array(const std::string& key, const std::vector<bool>& value);
+  GgufImage& tensor(NamedTensor t);
+  std::vector<std::byte> bytes() const;
+
+ private:
+  std::vector<std::byte> kv_;  // key/value records
+  std::uint64_t n_kv_ = 0;
+  std::vector<NamedTensor> tensors_;
+};
+
+}  // namespace bitrank::test
