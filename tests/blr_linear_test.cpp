@@ -79,7 +79,7 @@ TEST(BlrLinear, UploadDownloadRoundTripAndLatentInit) {
   for (const auto& name : test::available_backends()) round_trip(test::backend(name));
 }
 
-// y = x·Ŵᵀ with Ŵ expanded on the host in f64 (an independent computation):
+// y = x·Ŵᵀ with Ŵ reconstructed on the host in f64 (an independent computation):
 // exact on the reference, the BLR tolerance (f16 operands) elsewhere.
 template <class T>
 double forward_error(Backend<T>& be) {
@@ -91,7 +91,7 @@ double forward_error(Backend<T>& be) {
   Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m));
   BlrTape<T> tape;
   layer.forward(x.view({ntok, n}), tape, y.view({ntok, m}));
-  const auto w = test::expand_blr(init);
+  const auto w = blr::reconstruct(init);
   std::vector<double> want(static_cast<std::size_t>(ntok * m));
   for (index_t t = 0; t < ntok; ++t)
     for (index_t i = 0; i < m; ++i)
@@ -215,12 +215,14 @@ TEST(BlrLinear, BadInputIsAnError) {
                      "BlrLinear upload: matrix is 72x41 rank 64 with 2 paths, the layer 72x40 rank 64 with 2 paths");
   auto short_h = init;
   short_h.paths[1].h.pop_back();
-  test::expect_error([&] { layer.upload(short_h, 0.25f); }, "BlrLinear upload: path 1 h has 71 entries, expected 72");
+  test::expect_error([&] { layer.upload(short_h, 0.25f); }, "BlrLinear upload: path 1 h has 71 values, expected 72");
   auto nan_l = init;
   nan_l.paths[0].l[3] = NAN;
-  test::expect_error([&] { layer.upload(nan_l, 0.25f); }, "BlrLinear upload: path 0 has a non-finite scale");
-  test::expect_error([&] { BlrLinear<float>(be, test::random_blr(8, 8, 48, 1, 1), SignOptimizer::sgd, 0.25f); },
-                     "BlrLinear: rank 48 is not a multiple of 32");
+  test::expect_error([&] { layer.upload(nan_l, 0.25f); }, "BlrLinear upload: path 0 l[3] is nan");
+  auto rank48 = test::random_blr(8, 8, 64, 1, 1);
+  rank48.r = 48;
+  test::expect_error([&] { BlrLinear<float>(be, rank48, SignOptimizer::sgd, 0.25f); },
+                     "BlrLinear: rank 48 is not a positive multiple of 32");
   test::expect_error([&] { layer.upload(init, -1.0f); }, "sign_init: tau must be ≥ 0");
   SignOptions sgd;
   sgd.optimizer = SignOptimizer::sgd;

@@ -359,7 +359,7 @@ TEST(StudentBlock, LayerwiseTrainingLearnsTheTeacher) {
     opt.scales.lr = 1e-2f;
     opt.gains.lr = 1e-3f;
     opt.signs.lr = sign_lr;
-    LayerwiseState state;
+    LayerwiseState state(train::layerwise_scaler_options(n * d));
     LayerwiseBuffers<float> buf;
     Run run;
     for (int s = 0; s < steps; ++s) {
@@ -369,7 +369,7 @@ TEST(StudentBlock, LayerwiseTrainingLearnsTheTeacher) {
       run.last = rep.loss;
       run.flips += rep.flips;
     }
-    EXPECT_EQ(state.step, steps);
+    EXPECT_EQ(state.applied_steps, steps);
     run.distance = sign_distance(student.download(), teacher_w);
     return run;
   };
@@ -397,23 +397,23 @@ TEST(StudentBlock, NonFiniteGradientSkipsTheStep) {
   auto target = upload(be, block_input(n, d, 33));
   LayerwiseOptions opt;
   opt.signs.lr = 0.05f;
-  LayerwiseState state;
+  LayerwiseState state(train::layerwise_scaler_options(n * d));
   LayerwiseBuffers<float> buf;
   // A clean step first, so the optimizer state is not all zero.
   ASSERT_FALSE(train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt).skipped);
-  ASSERT_EQ(state.step, 1);
-  const float scale = state.grad_scale;
+  ASSERT_EQ(state.applied_steps, 1);
+  const double scale = state.scaler.scale();
 
   // The gradients of one backward, one entry poisoned, then the update half.
   const auto poisoned_step = [&](auto poison) {
     block.zero_grad();
     block.forward(x.view({n, d}), window, buf.tape, buf.y.view({n, d}));
     const double loss = train::layerwise_loss<float>(be, buf.y.view({n, d}), target.view({n, d}), buf.dy.view({n, d}));
-    block.backward(x.view({n, d}), buf.tape, buf.dy.view({n, d}), train::scale_for(state, opt, n * d),
+    block.backward(x.view({n, d}), buf.tape, buf.dy.view({n, d}), static_cast<float>(state.scaler.scale()),
                    buf.dx.view({n, d}));
     poison();
     const auto state_before = block.download_state();
-    const auto rep = train::finish_step(block, loss, state, opt, n * d);
+    const auto rep = train::finish_step(block, loss, state, opt);
     EXPECT_TRUE(rep.skipped);
     EXPECT_EQ(rep.flips, 0);
     EXPECT_FALSE(std::isfinite(rep.grad_norm) && std::isfinite(rep.sign_grad_norm));
@@ -421,12 +421,12 @@ TEST(StudentBlock, NonFiniteGradientSkipsTheStep) {
   };
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   poisoned_step([&] { block.proj(LlamaProj::up).scale_grads()[17] = nan; });
-  EXPECT_EQ(state.grad_scale, scale / 2);
+  EXPECT_EQ(state.scaler.scale(), scale / 2);
   poisoned_step([&] { block.ffn_norm_grad()[3] = inf; });
   poisoned_step([&] { block.proj(LlamaProj::k).sign_grad_v()[5] = -inf; });
-  EXPECT_EQ(state.grad_scale, scale / 8);
-  EXPECT_EQ(state.skipped, 3);
-  EXPECT_EQ(state.step, 1);
+  EXPECT_EQ(state.scaler.scale(), scale / 8);
+  EXPECT_EQ(state.scaler.state().skipped_total, 3);
+  EXPECT_EQ(state.applied_steps, 1);
 
   // Through train_step: a NaN in the teacher's output.
   std::vector<float> bad = block_input(n, d, 33);
@@ -437,40 +437,46 @@ TEST(StudentBlock, NonFiniteGradientSkipsTheStep) {
   EXPECT_TRUE(rep.skipped);
   EXPECT_TRUE(std::isnan(rep.loss));
   EXPECT_TRUE(block.download_state() == state_before);
-  EXPECT_EQ(state.step, 1);
+  EXPECT_EQ(state.applied_steps, 1);
 
   // A clean step updates again.
   const auto clean = train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt);
   EXPECT_FALSE(clean.skipped);
-  EXPECT_EQ(state.step, 2);
+  EXPECT_EQ(state.applied_steps, 2);
   EXPECT_FALSE(block.download_state() == state_before);
 }
 
-// The scale halves on a skip and doubles back, to its starting value at
-// most, after scale_growth_interval clean steps.
-TEST(StudentBlock, GradScaleHalvesAndGrowsBack) {
+// The layer-wise scale starts at, and never grows past, the largest power
+// of two ≤ N/2; the backward runs at the scaler's current scale, which
+// grows back after growth_interval clean steps.
+TEST(StudentBlock, GradScaleFollowsTheScaler) {
+  EXPECT_EQ(train::layerwise_scaler_options(640).init_log2, 8);  // 256 ≤ 320 < 512
+  EXPECT_EQ(train::layerwise_scaler_options(640).max_log2, 8);
+  EXPECT_EQ(train::layerwise_scaler_options(1024).init_log2, 9);
+  EXPECT_EQ(train::layerwise_scaler_options(3).init_log2, 0);
+  EXPECT_EQ(train::layerwise_scaler_options(4096 * 5120).init_log2, 23);
   auto& be = test::cpu_backend();
   const auto dims = test::tiny_block_dims();
   StudentLlamaBlock<float> block(be, dims, test::random_student(dims, 32, 1, 41));
   const index_t window = 5, n = 2 * window, d = dims.hidden;
   auto x = upload(be, block_input(n, d, 42));
   auto target = upload(be, block_input(n, d, 43));
+  auto so = train::layerwise_scaler_options(n * d);
+  so.init_log2 = 6;
+  so.growth_interval = 2;
+  LayerwiseState state(so);
   LayerwiseOptions opt;
-  opt.scale_growth_interval = 2;
-  LayerwiseState state;
   LayerwiseBuffers<float> buf;
-  EXPECT_EQ(train::scale_for(state, opt, n * d), 256.0f);  // 640 elements: the largest power of two ≤ 320
-  state.grad_scale = 64.0f;
-  std::vector<float> seen;
+  std::vector<double> seen;
   for (int s = 0; s < 6; ++s) {
     const auto rep = train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt);
     ASSERT_FALSE(rep.skipped);
     seen.push_back(rep.grad_scale);
   }
-  EXPECT_EQ(seen, (std::vector<float>{64, 64, 128, 128, 256, 256}));
-  opt.grad_scale = 3.0f;
-  LayerwiseState fresh;
-  test::expect_error([&] { train::scale_for(fresh, opt, n * d); }, "grad_scale 3 is not a power of two");
+  EXPECT_EQ(seen, (std::vector<double>{64, 64, 128, 128, 256, 256}));
+  opt.clip_norm = -1;
+  test::expect_error([&] { train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt); },
+                     "layer-wise step: clip_norm must be finite and ≥ 0, got -1");
 }
 
 // download_state / upload_state restore the block bit for bit (a checkpoint).
@@ -483,7 +489,7 @@ TEST(StudentBlock, StateRoundTrip) {
   auto x = upload(be, block_input(n, d, 52));
   auto target = upload(be, block_input(n, d, 53));
   LayerwiseOptions opt;
-  LayerwiseState state;
+  LayerwiseState state(train::layerwise_scaler_options(n * d));
   LayerwiseBuffers<float> buf;
   train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt);
   const auto saved = block.download_state();

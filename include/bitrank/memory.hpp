@@ -103,12 +103,12 @@ class Buffer {
   std::size_t size_ = 0;
 };
 
-// Grows b to hold at least n elements of mem (the contents are lost when it
-// grows); never shrinks. Scratch and tapes that only grow allocate nothing
-// in steady state.
+// Grows b to at least n elements of mem (the contents are lost when it
+// grows); never shrinks: activations, tapes and scratch reused across calls
+// allocate nothing in steady state.
 template <class T>
-void grow(Buffer<T>& b, Memory& mem, std::size_t n) {
-  if (b.size() < n || b.memory() != &mem) b = Buffer<T>(mem, n);
+void ensure_size(Buffer<T>& b, Memory& mem, index_t n) {
+  if (static_cast<index_t>(b.size()) < n) b = Buffer<T>(mem, static_cast<std::size_t>(n));
 }
 
 }  // namespace bitrank

@@ -56,16 +56,14 @@ index_t LlamaBlockDims::out_features(LlamaProj p) const {
 }
 
 template <class T>
-void BlockActivations<T>::reserve(Memory& mem, const LlamaBlockDims& dims, index_t rows) {
-  const auto n = static_cast<std::size_t>(rows), d = static_cast<std::size_t>(dims.hidden),
-             qw = static_cast<std::size_t>(dims.q_width()), kw = static_cast<std::size_t>(dims.kv_width()),
-             f = static_cast<std::size_t>(dims.ffn);
-  for (Buffer<T>* buf : {&xn1, &proj, &h, &xn2}) grow(*buf, mem, n * d);
-  for (Buffer<T>* buf : {&inv1, &inv2}) grow(*buf, mem, n);
-  for (Buffer<T>* buf : {&q, &qr, &att}) grow(*buf, mem, n * qw);
-  for (Buffer<T>* buf : {&k, &v, &kr}) grow(*buf, mem, n * kw);
-  grow(lse, mem, n * static_cast<std::size_t>(dims.heads));
-  for (Buffer<T>* buf : {&gate, &up, &act}) grow(*buf, mem, n * f);
+void BlockActivations<T>::reserve(Memory& mem, const LlamaBlockDims& dims, index_t n) {
+  const index_t d = dims.hidden, qw = dims.q_width(), kw = dims.kv_width(), f = dims.ffn;
+  for (Buffer<T>* buf : {&xn1, &proj, &h, &xn2}) ensure_size(*buf, mem, n * d);
+  for (Buffer<T>* buf : {&inv1, &inv2}) ensure_size(*buf, mem, n);
+  for (Buffer<T>* buf : {&q, &qr, &att}) ensure_size(*buf, mem, n * qw);
+  for (Buffer<T>* buf : {&k, &v, &kr}) ensure_size(*buf, mem, n * kw);
+  ensure_size(lse, mem, n * dims.heads);
+  for (Buffer<T>* buf : {&gate, &up, &act}) ensure_size(*buf, mem, n * f);
 }
 
 template <class T>

@@ -1,7 +1,6 @@
 // A trainable BLR projection (contract: include/bitrank/train/blr_linear.hpp).
 #include "bitrank/train/blr_linear.hpp"
 
-#include <cmath>
 #include <string>
 
 #include "bitrank/error.hpp"
@@ -13,6 +12,12 @@ void check_dims(const BlrDims& d) {
   if (d.m <= 0 || d.n <= 0 || d.r <= 0 || d.paths <= 0)
     fail("BlrLinear: shape m={} n={} r={} paths={} must be positive", d.m, d.n, d.r, d.paths);
   if (d.r % 32 != 0) fail("BlrLinear: rank {} is not a multiple of 32", d.r);
+}
+
+// The shape of a host matrix, after blr::check_blr.
+BlrDims checked_dims(const blr::HostBlrMatrix& w) {
+  blr::check_blr(w, "BlrLinear");
+  return BlrDims{w.m, w.n, w.r, static_cast<index_t>(w.paths.size())};
 }
 
 template <class T>
@@ -80,7 +85,7 @@ void BlrLinear<T>::bind(ArenaRegions& at) {
 template <class T>
 BlrLinear<T>::BlrLinear(Backend<T>& be, const blr::HostBlrMatrix& init, SignOptimizer sign_optimizer, float tau,
                         std::uint32_t sign_id)
-    : be_(&be), dims_{init.m, init.n, init.r, static_cast<index_t>(init.paths.size())},
+    : be_(&be), dims_(checked_dims(init)),
       sign_optimizer_(sign_optimizer), sign_id_(sign_id) {
   ArenaRegions sizes;
   measure(dims_, sign_optimizer_, sizes);
@@ -119,28 +124,17 @@ SignMatrix<T> BlrLinear<T>::sign_matrix(bool u, index_t p) const {
 template <class T>
 void BlrLinear<T>::upload(const blr::HostBlrMatrix& w, float tau) {
   const index_t m = dims_.m, n = dims_.n, r = dims_.r, P = dims_.paths, words = sign_words(r);
+  blr::check_blr(w, "BlrLinear upload");
   if (w.m != m || w.n != n || w.r != r || static_cast<index_t>(w.paths.size()) != P)
     fail("BlrLinear upload: matrix is {}x{} rank {} with {} paths, the layer {}x{} rank {} with {} paths", w.m, w.n,
          w.r, w.paths.size(), m, n, r, P);
-  const auto expect = [](std::size_t got, index_t want, index_t p, const char* what) {
-    if (got != static_cast<std::size_t>(want))
-      fail("BlrLinear upload: path {} {} has {} entries, expected {}", p, what, got, want);
-  };
   Memory& mem = *be_->memory;
   std::vector<T> scales(static_cast<std::size_t>(P * dims_.scales_per_path()));
   for (index_t p = 0; p < P; ++p) {
     const blr::HostBlrPath& path = w.paths[static_cast<std::size_t>(p)];
-    expect(path.sign_u.size(), m * words, p, "sign_u");
-    expect(path.sign_v.size(), n * words, p, "sign_v");
-    expect(path.h.size(), m, p, "h");
-    expect(path.l.size(), r, p, "l");
-    expect(path.g.size(), n, p, "g");
     T* dst = scales.data() + p * dims_.scales_per_path();
     for (const auto* v : {&path.h, &path.l, &path.g})
-      for (float x : *v) {
-        if (!std::isfinite(x)) fail("BlrLinear upload: path {} has a non-finite scale {}", p, x);
-        *dst++ = static_cast<T>(x);
-      }
+      for (float x : *v) *dst++ = static_cast<T>(x);
     mem.upload(t_.bits_u.data + p * m * words, path.sign_u.data(), path.sign_u.size() * sizeof(std::uint32_t));
     mem.upload(t_.bits_v.data + p * n * words, path.sign_v.data(), path.sign_v.size() * sizeof(std::uint32_t));
   }
@@ -182,8 +176,8 @@ template <class T>
 void BlrLinear<T>::forward(CView<T> x, BlrTape<T>& tape, View<T> y) {
   const index_t ntok = x.dim(0), P = dims_.paths;
   Memory& mem = *be_->memory;
-  grow(tape.a, mem, static_cast<std::size_t>(P * ntok * dims_.r));
-  grow(tape.c, mem, static_cast<std::size_t>(P * ntok * dims_.m));
+  ensure_size(tape.a, mem, P * ntok * dims_.r);
+  ensure_size(tape.c, mem, P * ntok * dims_.m);
   be_->blr().blr_forward(layer(), x, y, {tape.a.view({P, ntok, dims_.r}), tape.c.view({P, ntok, dims_.m})});
 }
 
@@ -194,7 +188,7 @@ void BlrLinear<T>::backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, Vie
   if (tape.a.size() < static_cast<std::size_t>(P * ntok * r) || tape.c.size() < static_cast<std::size_t>(P * ntok * m))
     fail("BlrLinear backward: the tape holds no forward of {} tokens", ntok);
   Memory& mem = *be_->memory;
-  grow(ws.b, mem, static_cast<std::size_t>(P * ntok * r));
+  ensure_size(ws.b, mem, P * ntok * r);
   const View<T> a = tape.a.view({P, ntok, r}), b = ws.b.view({P, ntok, r});
   BlrOps<T>& ops = be_->blr();
   ops.blr_backward(layer(), x, dy, {a, tape.c.view({P, ntok, m})}, dx, grad_scale, b);
@@ -204,7 +198,7 @@ void BlrLinear<T>::backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, Vie
     return;
   }
   // A later backward before the step: its sign gradients are added.
-  grow(ws.g_sign, mem, static_cast<std::size_t>(P * (m + n) * r));
+  ensure_size(ws.g_sign, mem, P * (m + n) * r);
   const View<T> gu(ws.g_sign.data(), Shape{P, m, r}), gv(ws.g_sign.data() + P * m * r, Shape{P, n, r});
   ops.blr_sign_grad(layer(), x, dy, a, b, grad_scale, gu, gv);
   be_->sign().sign_defer(View<T>(gu.data, Shape{P * m, r}), View<T>(t_.g_u.data, Shape{P * m, r}));

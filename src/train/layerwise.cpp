@@ -1,41 +1,20 @@
 // Layer-wise objective and training step (contract: include/bitrank/train/layerwise.hpp).
 #include "bitrank/train/layerwise.hpp"
 
-#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "bitrank/error.hpp"
 
 namespace bitrank::train {
-namespace {
 
-constexpr float kMinGradScale = 0x1p-24f;
-
-bool power_of_two(float s) {
-  int e = 0;
-  return s > 0 && std::isfinite(s) && std::frexp(s, &e) == 0.5f;
-}
-
-// The largest power of two ≤ elements / 2 (at least 1).
-float auto_scale(index_t elements) {
-  float s = 1.0f;
-  while (static_cast<double>(s) * 4.0 <= static_cast<double>(elements) && s < 0x1p62f) s *= 2.0f;
-  return s;
-}
-
-float ceiling(const LayerwiseOptions& opt, index_t elements) {
-  if (opt.grad_scale != 0.0f) {
-    if (!power_of_two(opt.grad_scale)) fail("layer-wise training: grad_scale {} is not a power of two", opt.grad_scale);
-    return opt.grad_scale;
-  }
-  return auto_scale(elements);
-}
-
-}  // namespace
-
-float scale_for(LayerwiseState& state, const LayerwiseOptions& opt, index_t elements) {
-  if (state.grad_scale == 0.0f) state.grad_scale = ceiling(opt, elements);
-  return state.grad_scale;
+GradScalerOptions layerwise_scaler_options(index_t elements) {
+  if (elements <= 0) fail("layerwise_scaler_options: {} elements", elements);
+  GradScalerOptions o;
+  int k = 0;  // 2^k ≤ elements/2 < 2^(k+1), k ≤ 100 (the scaler's limit)
+  while (k < 100 && std::ldexp(1.0, k + 2) <= static_cast<double>(elements)) ++k;
+  o.init_log2 = o.max_log2 = k;
+  return o;
 }
 
 template <class T>
@@ -48,36 +27,29 @@ double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::typ
 }
 
 template <class T>
-StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt,
-                       index_t elements) {
-  if (opt.clip_norm < 0 || !std::isfinite(opt.clip_norm))
-    fail("layer-wise training: clip_norm must be finite and ≥ 0, got {}", opt.clip_norm);
-  if (opt.scale_growth_interval < 1)
-    fail("layer-wise training: scale_growth_interval must be ≥ 1, got {}", opt.scale_growth_interval);
+StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
+  if (!std::isfinite(opt.clip_norm) || opt.clip_norm < 0)  // before the scaler counts the step
+    fail("layer-wise step: clip_norm must be finite and ≥ 0, got {}", opt.clip_norm);
   StepReport rep;
   rep.loss = loss;
-  rep.grad_scale = scale_for(state, opt, elements);
+  rep.grad_scale = state.scaler.scale();
   const StudentGradSquares sq = block.grad_squares();
   rep.grad_norm = std::sqrt(sq.adam);
   rep.sign_grad_norm = std::sqrt(sq.signs);
-  if (!std::isfinite(sq.adam) || !std::isfinite(sq.signs) || !std::isfinite(loss)) {
+  // The scaler's Σ(scale·g)² of the true gradients held here; NaN for a non-finite loss.
+  const double scaled = std::isfinite(loss) ? (sq.adam + sq.signs) * rep.grad_scale * rep.grad_scale
+                                            : std::numeric_limits<double>::quiet_NaN();
+  if (!state.scaler.update(scaled)) {
     rep.skipped = true;
     rep.clip = 0;
-    ++state.skipped;
-    state.clean_steps = 0;
-    state.grad_scale = std::max(state.grad_scale * 0.5f, kMinGradScale);
     return rep;
   }
-  rep.clip = opt.clip_norm > 0 && rep.grad_norm > opt.clip_norm ? opt.clip_norm / rep.grad_norm : 1.0;
-  ++state.step;
+  rep.clip = clip_multiplier(rep.grad_norm, opt.clip_norm);
+  ++state.applied_steps;
   AdamOptions scales = opt.scales, gains = opt.gains;
-  scales.step = gains.step = state.step;
+  scales.step = gains.step = state.applied_steps;
   scales.grad_scale = gains.grad_scale = static_cast<float>(rep.clip);
   rep.flips = block.step(scales, gains, opt.signs);
-  if (++state.clean_steps >= opt.scale_growth_interval) {
-    state.grad_scale = std::min(state.grad_scale * 2.0f, ceiling(opt, elements));
-    state.clean_steps = 0;
-  }
   return rep;
 }
 
@@ -89,21 +61,19 @@ StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>
   if (!(x.shape == Shape{n, d}) || !(target.shape == Shape{n, d}))
     fail("train_step: x {} and target {} must both be [n, {}]", x.shape.str(), target.shape.str(), d);
   Backend<T>& be = block.backend();
-  for (Buffer<T>* b : {&buf.y, &buf.dy, &buf.dx}) grow(*b, *be.memory, static_cast<std::size_t>(n * d));
+  for (Buffer<T>* b : {&buf.y, &buf.dy, &buf.dx}) ensure_size(*b, *be.memory, n * d);
   const View<T> y = buf.y.view({n, d}), dy = buf.dy.view({n, d}), dx = buf.dx.view({n, d});
   block.zero_grad();
   block.forward(x, window, buf.tape, y);
   const double loss = layerwise_loss<T>(be, y, target, dy);
-  block.backward(x, buf.tape, dy, scale_for(state, opt, n * d), dx);
-  return finish_step(block, loss, state, opt, n * d);
+  block.backward(x, buf.tape, dy, static_cast<float>(state.scaler.scale()), dx);
+  return finish_step(block, loss, state, opt);
 }
 
 template double layerwise_loss<float>(Backend<float>&, CView<float>, CView<float>, View<float>);
 template double layerwise_loss<double>(Backend<double>&, CView<double>, CView<double>, View<double>);
-template StepReport finish_step<float>(StudentLlamaBlock<float>&, double, LayerwiseState&, const LayerwiseOptions&,
-                                       index_t);
-template StepReport finish_step<double>(StudentLlamaBlock<double>&, double, LayerwiseState&, const LayerwiseOptions&,
-                                        index_t);
+template StepReport finish_step<float>(StudentLlamaBlock<float>&, double, LayerwiseState&, const LayerwiseOptions&);
+template StepReport finish_step<double>(StudentLlamaBlock<double>&, double, LayerwiseState&, const LayerwiseOptions&);
 template StepReport train_step<float>(StudentLlamaBlock<float>&, CView<float>, CView<float>, index_t,
                                       LayerwiseBuffers<float>&, LayerwiseState&, const LayerwiseOptions&);
 template StepReport train_step<double>(StudentLlamaBlock<double>&, CView<double>, CView<double>, index_t,

@@ -127,12 +127,11 @@ void StudentLlamaBlock<T>::backward(CView<T> x, const StudentTape<T>& tape, CVie
 
   Memory& mem = *be_->memory;
   Scratch& s = scratch_;
-  const auto rows = static_cast<std::size_t>(n);
-  for (Buffer<T>* b : {&s.d_act, &s.d_gate, &s.d_up}) grow(*b, mem, rows * static_cast<std::size_t>(f));
-  for (Buffer<T>* b : {&s.d_xn, &s.tmp, &s.d_h}) grow(*b, mem, rows * static_cast<std::size_t>(d));
-  for (Buffer<T>* b : {&s.d_att, &s.dqr, &s.dq}) grow(*b, mem, rows * static_cast<std::size_t>(qw));
-  for (Buffer<T>* b : {&s.dkr, &s.dk, &s.dv}) grow(*b, mem, rows * static_cast<std::size_t>(kw));
-  grow(s.delta, mem, rows * static_cast<std::size_t>(H));
+  for (Buffer<T>* b : {&s.d_act, &s.d_gate, &s.d_up}) ensure_size(*b, mem, n * f);
+  for (Buffer<T>* b : {&s.d_xn, &s.tmp, &s.d_h}) ensure_size(*b, mem, n * d);
+  for (Buffer<T>* b : {&s.d_att, &s.dqr, &s.dq}) ensure_size(*b, mem, n * qw);
+  for (Buffer<T>* b : {&s.dkr, &s.dk, &s.dv}) ensure_size(*b, mem, n * kw);
+  ensure_size(s.delta, mem, n * H);
 
   const model::BlockActivations<T>& a = tape.acts;
   const auto tp = [&](LlamaProj p) -> const BlrTape<T>& { return tape.proj[static_cast<std::size_t>(p)]; };

@@ -32,22 +32,6 @@ blr::HostBlrMatrix random_blr(index_t m, index_t n, index_t r, index_t paths, st
   return w;
 }
 
-std::vector<double> expand_blr(const blr::HostBlrMatrix& w) {
-  const index_t m = w.m, n = w.n, r = w.r, words = sign_words(r);
-  std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
-  const auto sign = [&](const std::vector<std::uint32_t>& bits, index_t row, index_t k) {
-    return (bits[static_cast<std::size_t>(row * words + k / 32)] >> (k % 32)) & 1u ? 1.0 : -1.0;
-  };
-  for (const blr::HostBlrPath& p : w.paths)
-    for (index_t i = 0; i < m; ++i)
-      for (index_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (index_t k = 0; k < r; ++k) s += sign(p.sign_u, i, k) * static_cast<double>(p.l[k]) * sign(p.sign_v, j, k);
-        out[static_cast<std::size_t>(i * n + j)] += static_cast<double>(p.h[i]) * s * static_cast<double>(p.g[j]);
-      }
-  return out;
-}
-
 train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, index_t r, index_t paths,
                                           std::uint64_t seed) {
   train::StudentBlockWeights w;
@@ -91,7 +75,7 @@ model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::St
     t.tensors.emplace(name, std::move(ten));
   }
   for (model::LlamaProj p : model::kAllLlamaProjs) {
-    const auto dense = expand_blr(w.proj[static_cast<std::size_t>(p)]);
+    const auto dense = blr::reconstruct(w.proj[static_cast<std::size_t>(p)]);
     auto& dst = t.tensors.at(std::string("blk.0.") + model::llama_proj_name(p) + ".weight").values;
     dst.assign(dense.begin(), dense.end());
   }

@@ -1,6 +1,6 @@
 // Test fixtures of the trainable BLR layer and the student block: random
-// BLR matrices, their dense expansion (an independent computation of Ŵ),
-// random student blocks and a one-block dense teacher built from them.
+// BLR matrices, random student blocks and a one-block dense teacher built
+// from them (Ŵ by blr::reconstruct).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,6 @@ model::LlamaBlockDims tiny_block_dims();
 // for unit-variance x: h, g ∈ (0.5, 1.5), ℓ ∈ (0.5, 1.5)·out_scale/√(n·r·P).
 blr::HostBlrMatrix random_blr(index_t m, index_t n, index_t r, index_t paths, std::uint64_t seed,
                               double out_scale = 1.0);
-// Ŵ [m][n] = Σ_p diag(h)·S_U·diag(ℓ)·S_Vᵀ·diag(g), in f64 from the host struct.
-std::vector<double> expand_blr(const blr::HostBlrMatrix& w);
 
 // A student block of random BLR projections (rank r, `paths` paths; the
 // residual branches of about half the input's size) and gains in (0.8, 1.2).

@@ -50,8 +50,8 @@ struct BlockActivations {
   Buffer<T> xn1, inv1, q, k, v, qr, kr, att, lse, h, xn2, inv2, gate, up, act;
   Buffer<T> proj;  // scratch: P_o(att), then P_down(act) (each added to its residual)
 
-  // Grows every buffer to hold `rows` rows (never shrinks).
-  void reserve(Memory& mem, const LlamaBlockDims& dims, index_t rows);
+  // Grows every buffer to hold n rows (never shrinks).
+  void reserve(Memory& mem, const LlamaBlockDims& dims, index_t n);
 };
 
 // Rotary tables [window][head_dim/2][2] on a backend, made once per window.

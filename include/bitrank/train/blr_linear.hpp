@@ -86,8 +86,8 @@ class BlrLinear {
   const BlrDims& dims() const { return dims_; }
   SignOptimizer sign_optimizer() const { return sign_optimizer_; }
 
-  // Signs and scales from `w` (shapes checked); z = τ·s; the Adam moments and
-  // the sign optimizer state are zeroed.
+  // Signs and scales from `w` (blr::check_blr, and the layer's shape); z = τ·s;
+  // the Adam moments and the sign optimizer state are zeroed.
   void upload(const blr::HostBlrMatrix& w, float tau);
   // Signs and scales (as f32).
   blr::HostBlrMatrix download() const;

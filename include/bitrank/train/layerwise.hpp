@@ -4,34 +4,39 @@
 //   loss = Σ (y − y_teacher)² / N       N = rows·hidden elements
 //   dy   = 2·(y − y_teacher) / N        (squared_error, on the backend)
 //
-// train_step: zero_grad → forward → loss and dy → backward (with the
-// current grad_scale) → finish_step. finish_step, the update half:
+// train_step: zero_grad → forward → loss and dy → backward with the
+// scaler's grad_scale → finish_step. finish_step, the update half:
 //   1. sums of squares of the Adam-trained gradients (BLR scales, gains)
-//      and of the sign gradients; a non-finite sum (or loss) skips the
-//      step: nothing is written, the scale is halved;
-//   2. clip multiplier c = min(1, clip_norm / ‖g‖) over the Adam-trained
-//      gradients, applied as AdamOptions.grad_scale (the sign optimizers
-//      normalise their own steps and are not clipped);
+//      and of the sign gradients; GradScaler::update (grad_scale.hpp) gets
+//      their total — NaN when the loss is not finite — and decides: a
+//      non-finite step is skipped (nothing is written; the scale halves);
+//   2. clip multiplier c = clip_multiplier(‖g‖, clip_norm) over the
+//      Adam-trained gradients, applied as AdamOptions.grad_scale (the sign
+//      optimizers normalise their own steps and are not clipped);
 //   3. Adam on the scales (relative steps), sign steps, Adam on the gains
 //      (absolute steps), all at t = the number of applied steps.
 //
-// Gradient scale: a power of two handed to the BLR backward for its f16
-// staging (blr_linear.hpp); gradients themselves stay in loss units. By
-// default it starts at the largest power of two ≤ N/2, which undoes the
-// mean's 2/N so the staged dy⊙h is on the scale of (y − y_teacher)·h,
-// comfortably inside f16. A skipped step halves it (not below 2^-24);
-// after `scale_growth_interval` clean steps in a row it doubles, back up to
-// its starting value at most, so an overflowing scale does not cost every
-// other step.
+// Gradient scale. The BLR backward (blr.hpp) multiplies grad_scale into its
+// f16-staged operands and divides it out of its GEMM outputs, so every
+// gradient buffer holds the TRUE gradient (loss units) and the f32 ops
+// never see the scale (blr_linear.hpp). The scaler's contract takes
+// Σ(scale·g)², which is therefore scale²·Σg² here; the clip reads ‖g‖
+// directly and the optimizers get the clip multiplier alone (no 1/scale).
+// Keeping the stored gradients unscaled also keeps the sign optimizer's
+// moments consistent when the scale changes (it has no gradient multiplier).
+// layerwise_scaler_options(N) starts the scale at, and caps it to, the
+// largest power of two ≤ N/2: that undoes the mean's 2/N, so the staged
+// dy⊙h is on the scale of (y − y_teacher)·h, well inside f16.
 //
-// Nothing leaves the backend inside a step but the scalars (the loss, the
-// two sums of squares, the flip counts).
+// Nothing leaves the backend inside a step but scalars (the loss, two sums
+// of squares, the flip counts).
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/train/grad_scale.hpp"
 #include "bitrank/train/student_block.hpp"
 
 namespace bitrank::train {
@@ -42,20 +47,24 @@ struct LayerwiseOptions {
   AdamOptions scales{.lr = 1e-3f, .relative_floor = 1e-3f};
   // RMSNorm gains (around 1): absolute steps.
   AdamOptions gains{.lr = 1e-4f};
-  // Sign latents (z = ±τ at the start; a sign flips when z crosses −δ):
-  // the sign optimizer's own defaults (factored Adam, lr 1e-3, clamp 4).
+  // Sign latents (z = ±τ at the start, τ = 0.25; a sign flips when z
+  // crosses −δ): the sign optimizer's defaults (factored Adam, lr 1e-3,
+  // clamp 4, no hysteresis), so a flip takes ≥ 250 steps of one direction.
   SignOptions signs{};
-  double clip_norm = 1.0;        // on ‖Adam-trained gradients‖₂; 0: no clipping
-  float grad_scale = 0.0f;       // starting (and largest) scale, a power of two; 0: the largest power of two ≤ N/2
-  std::int64_t scale_growth_interval = 100;  // clean steps in a row before the scale doubles
+  double clip_norm = 1.0;  // on ‖Adam-trained gradients‖₂; 0: no clipping
 };
 
-// What a training run carries from step to step.
+// The grad scaler's options for a layer-wise run over `elements` = rows·hidden
+// per step: init_log2 = max_log2 = ⌊log2(elements / 2)⌋ (at least 0), the
+// other fields GradScalerOptions' defaults.
+GradScalerOptions layerwise_scaler_options(index_t elements);
+
+// What a run carries from step to step (a checkpoint's TrainerState holds
+// applied_steps and scaler.state()).
 struct LayerwiseState {
-  std::int64_t step = 0;         // applied steps (Adam's and the sign optimizer's t)
-  float grad_scale = 0.0f;       // current scale; 0: not chosen yet
-  std::int64_t clean_steps = 0;  // applied steps in a row at the current scale
-  std::int64_t skipped = 0;      // skipped steps in all
+  explicit LayerwiseState(const GradScalerOptions& scaler_options) : scaler(scaler_options) {}
+  std::int64_t applied_steps = 0;  // Adam's and the sign optimizer's t of the last step applied
+  GradScaler scaler;
 };
 
 struct StepReport {
@@ -64,8 +73,8 @@ struct StepReport {
   std::int64_t flips = 0;     // signs flipped by this step
   double grad_norm = 0;       // ‖Adam-trained gradients‖₂ (non-finite when skipped)
   double sign_grad_norm = 0;  // ‖sign gradients‖₂
-  double clip = 1;            // multiplier the Adam steps applied to the gradients
-  float grad_scale = 0;       // the scale the backward used
+  double clip = 1;            // multiplier the Adam steps applied (0 when skipped)
+  double grad_scale = 0;      // the scale the backward used
 };
 
 // Forward tape and the step's activations and gradients (grown as needed).
@@ -87,13 +96,9 @@ StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>
                       std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buffers,
                       LayerwiseState& state, const LayerwiseOptions& opt);
 
-// The update half of train_step, for gradients already in the block (from
-// a backward run with grad_scale = scale_for(state, opt, elements)).
+// The update half of train_step, for the gradients of one backward run with
+// grad_scale = state.scaler.scale() (and `loss`, the forward's).
 template <class T>
-StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt,
-                       index_t elements);
-
-// The scale the next backward uses (state.grad_scale, chosen on first use).
-float scale_for(LayerwiseState& state, const LayerwiseOptions& opt, index_t elements);
+StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt);
 
 }  // namespace bitrank::train
