@@ -229,8 +229,8 @@ void student_block_parity(test::ParityRun& p, index_t r, index_t paths, index_t 
   p.expect_close("d_ffn_norm", host(p.be, be.ffn_norm_grad()), host(p.ref, ref.ffn_norm_grad()), tol);
   for (LlamaProj q : kAllLlamaProjs) {
     const std::string name = llama_proj_name(q);
-    p.expect_close("d(" + name + " scales)", host(p.be, be.proj(q).scale_grads()), host(p.ref, ref.proj(q).scale_grads()),
-                   tol);
+    p.expect_close("d(" + name + " scales)", host(p.be, be.proj(q).scale_grads()),
+                   host(p.ref, ref.proj(q).scale_grads()), tol);
     p.expect_close("G_U " + name, host(p.be, be.proj(q).sign_grad_u()), host(p.ref, ref.proj(q).sign_grad_u()), tol);
     p.expect_close("G_V " + name, host(p.be, be.proj(q).sign_grad_v()), host(p.ref, ref.proj(q).sign_grad_v()), tol);
   }
@@ -270,9 +270,11 @@ TEST(StudentBlock, DownProjectionSignFlipsAreExact) {
   int checked = 0;
   for (int trial = 0; trial < 24; ++trial) {
     const bool u = trial % 2 == 0;
-    const index_t p = (trial / 2) % 2, row = static_cast<index_t>(g.next_u64() % static_cast<std::uint64_t>(u ? m : nn)),
+    const index_t p = (trial / 2) % 2,
+                  row = static_cast<index_t>(g.next_u64() % static_cast<std::uint64_t>(u ? m : nn)),
                   k = static_cast<index_t>(g.next_u64() % static_cast<std::uint64_t>(r));
-    std::uint32_t* word = (u ? down.sign_bits_u() : down.sign_bits_v()).data + (p * (u ? m : nn) + row) * words + k / 32;
+    std::uint32_t* word =
+        (u ? down.sign_bits_u() : down.sign_bits_v()).data + (p * (u ? m : nn) + row) * words + k / 32;
     const double sgn = (*word >> (k % 32)) & 1u ? 1.0 : -1.0;
     const double grad = (u ? down.sign_grad_u() : down.sign_grad_v()).data[(p * (u ? m : nn) + row) * r + k];
     const double lk = down.l(p)[k];
@@ -374,11 +376,12 @@ TEST(StudentBlock, LayerwiseTrainingLearnsTheTeacher) {
     return run;
   };
   const Run full = train(5e-3f), frozen = train(0.0f);
-  std::printf("  [student] layer-wise training, %d steps: MSE %.4e → %.4e (÷%.1f), %lld flips, signs off the "
-              "teacher's %lld → %lld; signs frozen: → %.4e (÷%.1f)\n",
-              steps, full.first, full.last, full.first / full.last, static_cast<long long>(full.flips),
-              static_cast<long long>(sign_distance(init, teacher_w)), static_cast<long long>(full.distance),
-              frozen.last, frozen.first / frozen.last);
+  std::printf(
+      "  [student] layer-wise training, %d steps: MSE %.4e → %.4e (÷%.1f), %lld flips, signs off the "
+      "teacher's %lld → %lld; signs frozen: → %.4e (÷%.1f)\n",
+      steps, full.first, full.last, full.first / full.last, static_cast<long long>(full.flips),
+      static_cast<long long>(sign_distance(init, teacher_w)), static_cast<long long>(full.distance), frozen.last,
+      frozen.first / frozen.last);
   EXPECT_LE(full.last, full.first / 10);
   EXPECT_GT(full.flips, 0);
   EXPECT_EQ(frozen.flips, 0);
@@ -475,8 +478,11 @@ TEST(StudentBlock, GradScaleFollowsTheScaler) {
   }
   EXPECT_EQ(seen, (std::vector<double>{64, 64, 128, 128, 256, 256}));
   opt.clip_norm = -1;
-  test::expect_error([&] { train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt); },
-                     "layer-wise step: clip_norm must be finite and ≥ 0, got -1");
+  test::expect_error(
+      [&] {
+        train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt);
+      },
+      "layer-wise step: clip_norm must be finite and ≥ 0, got -1");
 }
 
 // download_state / upload_state restore the block bit for bit (a checkpoint).
@@ -530,15 +536,27 @@ TEST(StudentBlock, BadInputIsAnError) {
   const index_t n = 10, d = dims.hidden;
   Buffer<float> x(*be.memory, static_cast<std::size_t>(n * d)), y(*be.memory, static_cast<std::size_t>(n * d));
   StudentTape<float> tape;
-  test::expect_error([&] { block.forward(x.view({n, d}), 4, tape, y.view({n, d})); },
-                     "10 rows are not a whole number of windows of 4");
-  test::expect_error([&] { block.backward(x.view({n, d}), tape, y.view({n, d}), 1.0f, y.view({n, d})); },
-                     "the tape holds a forward of 0");
+  test::expect_error(
+      [&] {
+        block.forward(x.view({n, d}), 4, tape, y.view({n, d}));
+      },
+      "10 rows are not a whole number of windows of 4");
+  test::expect_error(
+      [&] {
+        block.backward(x.view({n, d}), tape, y.view({n, d}), 1.0f, y.view({n, d}));
+      },
+      "the tape holds a forward of 0");
   block.forward(x.view({n, d}), 5, tape, y.view({n, d}));
-  test::expect_error([&] { block.backward(x.view({n, d}), tape, y.view({n, d - 1}), 1.0f, y.view({n, d})); },
-                     "dy has shape [10, 63]");
-  test::expect_error([&] { block.backward(x.view({n, d}), tape, y.view({n, d}), 3.0f, y.view({n, d})); },
-                     "grad_scale must be a positive power of two");
+  test::expect_error(
+      [&] {
+        block.backward(x.view({n, d}), tape, y.view({n, d - 1}), 1.0f, y.view({n, d}));
+      },
+      "dy has shape [10, 63]");
+  test::expect_error(
+      [&] {
+        block.backward(x.view({n, d}), tape, y.view({n, d}), 3.0f, y.view({n, d}));
+      },
+      "grad_scale must be a positive power of two");
 }
 
 }  // namespace

@@ -8,13 +8,20 @@ namespace bitrank::model {
 
 const char* llama_proj_name(LlamaProj p) {
   switch (p) {
-    case LlamaProj::q: return "attn_q";
-    case LlamaProj::k: return "attn_k";
-    case LlamaProj::v: return "attn_v";
-    case LlamaProj::o: return "attn_output";
-    case LlamaProj::gate: return "ffn_gate";
-    case LlamaProj::up: return "ffn_up";
-    case LlamaProj::down: return "ffn_down";
+    case LlamaProj::q:
+      return "attn_q";
+    case LlamaProj::k:
+      return "attn_k";
+    case LlamaProj::v:
+      return "attn_v";
+    case LlamaProj::o:
+      return "attn_output";
+    case LlamaProj::gate:
+      return "ffn_gate";
+    case LlamaProj::up:
+      return "ffn_up";
+    case LlamaProj::down:
+      return "ffn_down";
   }
   fail("unknown Llama projection {}", static_cast<int>(p));
 }
@@ -35,22 +42,29 @@ index_t LlamaBlockDims::in_features(LlamaProj p) const {
     case LlamaProj::k:
     case LlamaProj::v:
     case LlamaProj::gate:
-    case LlamaProj::up: return hidden;
-    case LlamaProj::o: return q_width();
-    case LlamaProj::down: return ffn;
+    case LlamaProj::up:
+      return hidden;
+    case LlamaProj::o:
+      return q_width();
+    case LlamaProj::down:
+      return ffn;
   }
   fail("unknown Llama projection {}", static_cast<int>(p));
 }
 
 index_t LlamaBlockDims::out_features(LlamaProj p) const {
   switch (p) {
-    case LlamaProj::q: return q_width();
+    case LlamaProj::q:
+      return q_width();
     case LlamaProj::k:
-    case LlamaProj::v: return kv_width();
+    case LlamaProj::v:
+      return kv_width();
     case LlamaProj::o:
-    case LlamaProj::down: return hidden;
+    case LlamaProj::down:
+      return hidden;
     case LlamaProj::gate:
-    case LlamaProj::up: return ffn;
+    case LlamaProj::up:
+      return ffn;
   }
   fail("unknown Llama projection {}", static_cast<int>(p));
 }

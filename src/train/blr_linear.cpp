@@ -85,8 +85,7 @@ void BlrLinear<T>::bind(ArenaRegions& at) {
 template <class T>
 BlrLinear<T>::BlrLinear(Backend<T>& be, const blr::HostBlrMatrix& init, SignOptimizer sign_optimizer, float tau,
                         std::uint32_t sign_id)
-    : be_(&be), dims_(checked_dims(init)),
-      sign_optimizer_(sign_optimizer), sign_id_(sign_id) {
+    : be_(&be), dims_(checked_dims(init)), sign_optimizer_(sign_optimizer), sign_id_(sign_id) {
   ArenaRegions sizes;
   measure(dims_, sign_optimizer_, sizes);
   own_ = Arena(*be.memory, sizes);
@@ -149,7 +148,8 @@ void BlrLinear<T>::upload(const blr::HostBlrMatrix& w, float tau) {
 
 template <class T>
 blr::HostBlrMatrix BlrLinear<T>::download() const {
-  const index_t m = dims_.m, n = dims_.n, r = dims_.r, P = dims_.paths, words = sign_words(r), s = dims_.scales_per_path();
+  const index_t m = dims_.m, n = dims_.n, r = dims_.r, P = dims_.paths, words = sign_words(r),
+                s = dims_.scales_per_path();
   Memory& mem = *be_->memory;
   std::vector<T> scales(static_cast<std::size_t>(P * s));
   mem.download(scales.data(), t_.scales.data, scales.size() * sizeof(T));
@@ -232,8 +232,8 @@ std::int64_t BlrLinear<T>::step(const AdamOptions& scales, const SignOptions& si
   const index_t m = dims_.m, n = dims_.n, r = dims_.r;
   std::int64_t flips = 0;
   for (index_t p = 0; p < dims_.paths; ++p) {
-    flips += be_->sign().sign_step(sign_matrix(true, p), CView<T>(t_.g_u.data + p * m * r, Shape{m, r}), signs,
-                                   scales.step);
+    flips +=
+        be_->sign().sign_step(sign_matrix(true, p), CView<T>(t_.g_u.data + p * m * r, Shape{m, r}), signs, scales.step);
     flips += be_->sign().sign_step(sign_matrix(false, p), CView<T>(t_.g_v.data + p * n * r, Shape{n, r}), signs,
                                    scales.step);
   }

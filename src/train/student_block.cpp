@@ -108,15 +108,14 @@ void StudentLlamaBlock<T>::forward(CView<T> x, index_t window, StudentTape<T>& t
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
     proj(p).forward(in, tape.proj[static_cast<std::size_t>(p)], out);
   };
-  model::llama_block_forward(*be_, dims_, x, window, ropes_.get(*be_->memory, dims_, window), attn_norm(),
-                             ffn_norm(), project, tape.acts, y);
+  model::llama_block_forward(*be_, dims_, x, window, ropes_.get(*be_->memory, dims_, window), attn_norm(), ffn_norm(),
+                             project, tape.acts, y);
   tape.rows = x.dim(0);
   tape.window = window;
 }
 
 template <class T>
-void StudentLlamaBlock<T>::backward(CView<T> x, const StudentTape<T>& tape, CView<T> dy, float grad_scale,
-                                    View<T> dx) {
+void StudentLlamaBlock<T>::backward(CView<T> x, const StudentTape<T>& tape, CView<T> dy, float grad_scale, View<T> dx) {
   const index_t n = x.dim(0), d = dims_.hidden, H = dims_.heads, Hkv = dims_.kv_heads, f = dims_.ffn,
                 qw = dims_.q_width(), kw = dims_.kv_width(), window = tape.window;
   if (tape.rows != n || window <= 0)

@@ -68,12 +68,12 @@ class RopeTables {
 // `window` tokens; table from RopeTables for that window).
 // (T is deduced from the backend alone: the views convert.)
 template <class T, class Project>
-void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_identity_t<CView<T>> x,
-                         index_t window, std::type_identity_t<CView<T>> table,
-                         std::type_identity_t<CView<T>> attn_norm, std::type_identity_t<CView<T>> ffn_norm,
-                         Project&& project, BlockActivations<T>& a, std::type_identity_t<View<T>> y) {
-  const index_t n = x.dim(0), d = dims.hidden, H = dims.heads, Hkv = dims.kv_heads, f = dims.ffn,
-                qw = dims.q_width(), kw = dims.kv_width();
+void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_identity_t<CView<T>> x, index_t window,
+                         std::type_identity_t<CView<T>> table, std::type_identity_t<CView<T>> attn_norm,
+                         std::type_identity_t<CView<T>> ffn_norm, Project&& project, BlockActivations<T>& a,
+                         std::type_identity_t<View<T>> y) {
+  const index_t n = x.dim(0), d = dims.hidden, H = dims.heads, Hkv = dims.kv_heads, f = dims.ffn, qw = dims.q_width(),
+                kw = dims.kv_width();
   if (x.rank() != 2 || !(x.shape == Shape{n, d}) || !x.contiguous())
     fail("llama block forward: x has shape {}, expected a contiguous [n, {}]", x.shape.str(), d);
   if (!(y.shape == x.shape) || !y.contiguous())
@@ -88,8 +88,8 @@ void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_i
   be.rope().rope_forward(a.q.view({n, qw}), table, H, a.qr.view({n, qw}));
   be.rope().rope_forward(a.k.view({n, kw}), table, Hkv, a.kr.view({n, kw}));
   const AttentionGeometry geo{.window = window, .heads = H, .kv_heads = Hkv, .head_dim = dims.head_dim};
-  be.attention().attention_forward(a.qr.view({n, qw}), a.kr.view({n, kw}), a.v.view({n, kw}), geo,
-                                   a.att.view({n, qw}), a.lse.view({n, H}));
+  be.attention().attention_forward(a.qr.view({n, qw}), a.kr.view({n, kw}), a.v.view({n, kw}), geo, a.att.view({n, qw}),
+                                   a.lse.view({n, H}));
   project(LlamaProj::o, a.att.view({n, qw}), a.proj.view({n, d}));
   be.act().add(x.flat(), a.proj.view({n * d}), a.h.view({n * d}));
 

@@ -56,8 +56,10 @@ class Arena {
  public:
   Arena() = default;
   Arena(Memory& mem, const ArenaRegions& measured)
-      : state_bytes_(measured.state.size()), grads_bytes_(measured.grads.size()),
-        sign_bytes_(measured.sign_grads.size()), storage_(mem, state_bytes_ + grads_bytes_ + sign_bytes_) {
+      : state_bytes_(measured.state.size()),
+        grads_bytes_(measured.grads.size()),
+        sign_bytes_(measured.sign_grads.size()),
+        storage_(mem, state_bytes_ + grads_bytes_ + sign_bytes_) {
     storage_.zero();
   }
 

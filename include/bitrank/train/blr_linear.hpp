@@ -74,8 +74,7 @@ class BlrLinear {
             std::uint32_t sign_id = 0);
   // Placed in the caller's arena (a second carving pass over `at`, the
   // first having been measure()); all zero until upload.
-  BlrLinear(Backend<T>& be, const BlrDims& dims, SignOptimizer sign_optimizer, std::uint32_t sign_id,
-            ArenaRegions& at);
+  BlrLinear(Backend<T>& be, const BlrDims& dims, SignOptimizer sign_optimizer, std::uint32_t sign_id, ArenaRegions& at);
   // Adds this layer's tensors to the measuring carvers.
   static void measure(const BlrDims& dims, SignOptimizer sign_optimizer, ArenaRegions& at);
 
@@ -96,8 +95,7 @@ class BlrLinear {
   void forward(CView<T> x, BlrTape<T>& tape, View<T> y);
   // dx [ntok][n] (overwritten); d(scales) and G_U, G_V accumulate (see
   // above). x and tape are those of the forward.
-  void backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, View<T> dx, float grad_scale,
-                BlrWorkspace<T>& ws);
+  void backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, View<T> dx, float grad_scale, BlrWorkspace<T>& ws);
   // Zeroes d(scales); the next backward writes G_U, G_V afresh.
   void zero_grad();
   // Marks the sign gradients as not written (the caller zeroed d(scales),
@@ -114,14 +112,14 @@ class BlrLinear {
   std::int64_t step(const AdamOptions& scales, const SignOptions& signs);
 
   // Views of the tensors (backend memory).
-  View<T> scales() const { return t_.scales; }            // [P·(m+r+n)]
-  View<T> scale_grads() const { return t_.scale_grads; }  // [P·(m+r+n)]
-  View<T> sign_grad_u() const { return t_.g_u; }          // [P][m][r]
-  View<T> sign_grad_v() const { return t_.g_v; }          // [P][n][r]
+  View<T> scales() const { return t_.scales; }                   // [P·(m+r+n)]
+  View<T> scale_grads() const { return t_.scale_grads; }         // [P·(m+r+n)]
+  View<T> sign_grad_u() const { return t_.g_u; }                 // [P][m][r]
+  View<T> sign_grad_v() const { return t_.g_v; }                 // [P][n][r]
   View<std::uint32_t> sign_bits_u() const { return t_.bits_u; }  // [P][m][r/32]
   View<std::uint32_t> sign_bits_v() const { return t_.bits_v; }  // [P][n][r/32]
-  View<T> latent_u() const { return t_.z_u.latent; }      // [P·m][r]
-  View<T> latent_v() const { return t_.z_v.latent; }      // [P·n][r]
+  View<T> latent_u() const { return t_.z_u.latent; }             // [P·m][r]
+  View<T> latent_v() const { return t_.z_v.latent; }             // [P·n][r]
   // h, ℓ, g of path p inside scales().
   View<T> h(index_t p) const { return slice(t_.scales, p, 0, dims_.m); }
   View<T> l(index_t p) const { return slice(t_.scales, p, dims_.m, dims_.r); }

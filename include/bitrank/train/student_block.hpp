@@ -49,7 +49,7 @@ using model::LlamaProj;
 // A student block on the host: what initialisation produces, download returns.
 struct StudentBlockWeights {
   std::array<blr::HostBlrMatrix, model::kLlamaProjs> proj;  // in LlamaProj order; proj p is out×in features
-  std::vector<float> attn_norm, ffn_norm;                     // [hidden]
+  std::vector<float> attn_norm, ffn_norm;                   // [hidden]
 };
 
 // What forward saves for backward.
