@@ -530,6 +530,10 @@ TEST(StudentBlock, BadInputIsAnError) {
   test::expect_error([&] { StudentLlamaBlock<float>(be, dims, wrong); },
                      "StudentLlamaBlock: attn_output is 64x32, the block needs 64x64");
   wrong = w;
+  wrong.proj[static_cast<std::size_t>(LlamaProj::up)].paths[0].g.pop_back();
+  test::expect_error([&] { StudentLlamaBlock<float>(be, dims, wrong); },
+                     "StudentLlamaBlock ffn_up: path 0 g has 63 values, expected 64");
+  wrong = w;
   wrong.ffn_norm.pop_back();
   test::expect_error([&] { StudentLlamaBlock<float>(be, dims, wrong); }, "ffn_norm has 63 entries, expected 64");
   StudentLlamaBlock<float> block(be, dims, w);

@@ -2,6 +2,7 @@
 #include "bitrank/train/student_block.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "bitrank/error.hpp"
 
@@ -13,6 +14,7 @@ using model::llama_proj_name;
 
 template <class T>
 BlrDims StudentLlamaBlock<T>::proj_dims(const LlamaBlockDims& dims, LlamaProj p, const blr::HostBlrMatrix& w) {
+  blr::check_blr(w, std::string("StudentLlamaBlock ") + llama_proj_name(p));
   const index_t m = dims.out_features(p), n = dims.in_features(p);
   if (w.m != m || w.n != n)
     fail("StudentLlamaBlock: {} is {}x{}, the block needs {}x{}", llama_proj_name(p), w.m, w.n, m, n);

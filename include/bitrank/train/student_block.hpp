@@ -68,9 +68,9 @@ struct StudentGradSquares {
 template <class T>
 class StudentLlamaBlock {
  public:
-  // Projections from init (each out×in per LlamaBlockDims, any rank and
-  // path count), latents z = τ·s, optimizer state zero. Sign matrix ids
-  // start at sign_id (two per path per projection).
+  // Projections from init (each out×in per LlamaBlockDims, any rank, one or
+  // two paths; blr::check_blr), latents z = τ·s, optimizer state zero.
+  // Sign matrix ids start at sign_id (two per path per projection).
   StudentLlamaBlock(Backend<T>& be, const LlamaBlockDims& dims, const StudentBlockWeights& init,
                     SignOptimizer sign_optimizer = SignOptimizer::factored_adam, float tau = 0.25f,
                     std::uint32_t sign_id = 0);
