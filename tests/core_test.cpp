@@ -1,10 +1,12 @@
-// Core: f16/bf16 conversions, the xorshift generator, views, the thread pool,
-// the memory-use counters.
+// Core: f16/bf16 conversions, the xorshift generator, views, memory (zeroing
+// and the use counters), the thread pool.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "bitrank/dtype.hpp"
 #include "bitrank/memory.hpp"
@@ -145,6 +147,37 @@ TEST(Tensor, ViewsAndBuffers) {
   Buffer<float> moved = std::move(b);
   EXPECT_EQ(b.data(), nullptr);
   EXPECT_EQ(moved.size(), 12u);
+}
+
+// Memory::zero clears exactly the bytes asked for, on every backend's memory
+// (host memset, cudaMemsetAsync) and through the default (zeros uploaded in
+// chunks, here across a chunk boundary).
+class UploadOnlyMemory final : public Memory {
+ public:
+  void* allocate(std::size_t bytes) override { return host_memory().allocate(bytes); }
+  void release(void* p) noexcept override { host_memory().release(p); }
+  void upload(void* dst, const void* src, std::size_t bytes) override { host_memory().upload(dst, src, bytes); }
+  void download(void* dst, const void* src, std::size_t bytes) override { host_memory().download(dst, src, bytes); }
+  bool host_accessible() const override { return true; }
+};
+
+void expect_zeroes_range(Memory& mem, const std::string& name) {
+  const std::size_t n = 70000;  // > the default's 64 KiB chunk in bytes/4
+  Buffer<float> b(mem, n);
+  b.upload(std::vector<float>(n, 1.5f));
+  mem.zero(b.data() + 3, (n - 5) * sizeof(float));
+  mem.synchronize();
+  const auto v = b.download();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], i < 3 || i >= n - 2 ? 1.5f : 0.0f) << name << " at " << i;
+  b.zero();
+  for (float x : b.download()) ASSERT_EQ(x, 0.0f) << name;
+}
+
+TEST(Memory, ZeroClearsExactlyTheRange) {
+  expect_zeroes_range(host_memory(), "host");
+  UploadOnlyMemory up;
+  expect_zeroes_range(up, "default zero");
+  for (const auto& name : test::available_backends()) expect_zeroes_range(*test::backend(name).memory, name);
 }
 
 // Host memory does not track its use (0); a memory that does (cuda's device

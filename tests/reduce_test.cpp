@@ -54,6 +54,63 @@ TEST(Reduce, SumSquaresPropagatesNonFinite) {
   for (const auto& name : test::available_backends()) sum_squares_propagates(test::backend(name));
 }
 
+// squared_error: one NaN or ±inf in y or in the target makes the returned sum
+// NaN or +inf, and the dy element at that position non-finite, on every backend.
+template <class T>
+void squared_error_propagates(Backend<T>& be) {
+  const index_t rows = 70, cols = 5120, n = rows * cols;
+  const auto yv = rnd(static_cast<std::size_t>(n), 44, 1.0f), tv = rnd(static_cast<std::size_t>(n), 45, 1.0f);
+  Buffer<T> y(*be.memory, yv.size()), t(*be.memory, tv.size()), dy(*be.memory, yv.size());
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  int checked = 0;
+  for (const bool in_target : {false, true})
+    for (index_t pos : {index_t{0}, index_t{16384}, n - 1})
+      for (T bad : {nan, inf, -inf}) {
+        std::vector<T> a(yv.begin(), yv.end()), b(tv.begin(), tv.end());
+        (in_target ? b : a)[static_cast<std::size_t>(pos)] = bad;
+        y.upload(a);
+        t.upload(b);
+        const double s = be.reduce().squared_error(y.view({rows, cols}), t.view({rows, cols}), 0.5f, dy.view({rows, cols}));
+        if (std::isnan(bad))
+          EXPECT_TRUE(std::isnan(s)) << be.name << " NaN at " << pos << " gave " << s;
+        else
+          EXPECT_TRUE(std::isinf(s) && s > 0) << be.name << " " << bad << " at " << pos << " gave " << s;
+        EXPECT_FALSE(std::isfinite(static_cast<double>(dy.download()[static_cast<std::size_t>(pos)]))) << be.name;
+        ++checked;
+      }
+  EXPECT_EQ(checked, 18);
+}
+
+TEST(Reduce, SquaredErrorPropagatesNonFinite) {
+  squared_error_propagates(test::ref_backend());
+  for (const auto& name : test::available_backends()) squared_error_propagates(test::backend(name));
+}
+
+// squared_error in place (dy = y) equals the separate form; small integers
+// make the sum exact and known.
+TEST(Reduce, SquaredErrorInPlaceAndExact) {
+  const index_t n = 40000;
+  std::vector<float> yv(static_cast<std::size_t>(n)), tv(yv.size());
+  double want = 0;
+  for (index_t i = 0; i < n; ++i) {
+    yv[static_cast<std::size_t>(i)] = static_cast<float>(i % 13) - 6.0f;
+    tv[static_cast<std::size_t>(i)] = static_cast<float>(i % 7);
+    want += static_cast<double>((i % 13) - 6 - i % 7) * ((i % 13) - 6 - i % 7);
+  }
+  for (const auto& name : test::available_backends()) {
+    auto& be = test::backend(name);
+    Buffer<float> y(*be.memory, yv.size()), t(*be.memory, tv.size()), dy(*be.memory, yv.size());
+    y.upload(yv);
+    t.upload(tv);
+    EXPECT_EQ(be.reduce().squared_error(y.view({n}), t.view({n}), 0.25f, dy.view({n})), want) << name;
+    EXPECT_EQ(be.reduce().squared_error(y.view({n}), t.view({n}), 0.25f, y.view({n})), want) << name;
+    be.synchronize();
+    const auto sep = dy.download(), in_place = y.download();
+    EXPECT_EQ(sep, in_place) << name;
+    EXPECT_EQ(sep[1], 0.25f * (-5.0f - 1.0f)) << name;
+  }
+}
+
 // Small integers: the sum of squares is exact, and known.
 TEST(Reduce, SumSquaresExactOnIntegers) {
   const index_t n = 40000;
@@ -137,6 +194,18 @@ TEST(Reduce, ColSumProdGradient) {
   test::grad_check("col_sum_prod d/da", a, da, loss);
 }
 
+// L = Σ (y − t)²: ∂L/∂y is squared_error's dy with grad_mul = 2.
+TEST(Reduce, SquaredErrorGradient) {
+  auto& ops = test::ref_backend().reduce();
+  const index_t rows = 5, cols = 13;
+  auto y = test::rnd64(static_cast<std::size_t>(rows * cols), 64, 1.0);
+  auto t = test::rnd64(static_cast<std::size_t>(rows * cols), 65, 1.0);
+  std::vector<double> dy(y.size()), scratch(y.size());
+  auto loss = [&] { return ops.squared_error(view_of(y, {rows, cols}), view_of(t, {rows, cols}), 2.0f, view_of(scratch, {rows, cols})); };
+  ops.squared_error(view_of(y, {rows, cols}), view_of(t, {rows, cols}), 2.0f, view_of(dy, {rows, cols}));
+  test::grad_check("squared_error d/dy", y, dy, loss);
+}
+
 TEST(Reduce, BadInputIsAnError) {
   auto& ops = test::cpu_backend().reduce();
   Buffer<float> a(host_memory(), 4096), b(host_memory(), 4096), out(host_memory(), 4096);
@@ -152,6 +221,12 @@ TEST(Reduce, BadInputIsAnError) {
   test::expect_error([&] { ops.scale_cols(a.view({70}), b.view({70}), out.view({70}), true); }, "scale_cols: a has rank 1");
   test::expect_error([&] { ops.sum_squares(a.view({0})); }, "sum_squares: a would be empty");
   test::expect_error([&] { ops.sum_squares(View<float>::strided(a.data(), 10, 10, 20)); }, "sum_squares: a must be contiguous");
+  test::expect_error([&] { ops.squared_error(a.view({7, 5}), b.view({5, 7}), 1.0f, out.view({7, 5})); },
+               "squared_error: target has shape [5, 7], expected [7, 5]");
+  test::expect_error([&] { ops.squared_error(a.view({7, 5}), b.view({7, 5}), 1.0f, out.view({35})); },
+               "squared_error: dy has shape [35], expected [7, 5]");
+  test::expect_error([&] { ops.squared_error(a.view({7, 5}), b.view({7, 5}), 1.0f / 0.0f, out.view({7, 5})); },
+               "squared_error: grad_mul must be finite");
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ class Memory {
   virtual void release(void* p) noexcept = 0;
   virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;    // host → this memory
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;  // this memory → host
+  // Sets `bytes` bytes at dst (in this memory) to zero, ordered like the
+  // ops (asynchronous on a device). The default uploads zeros; host and
+  // device memory override it with memset / cudaMemsetAsync.
+  virtual void zero(void* dst, std::size_t bytes);
   virtual void synchronize() {}
   virtual bool host_accessible() const = 0;
 
@@ -79,6 +83,9 @@ class Buffer {
     BR_ASSERT(src.size() <= size_);
     mem_->upload(data_, src.data(), src.size() * sizeof(T));
   }
+  void zero() {
+    if (size_) mem_->zero(data_, size_ * sizeof(T));
+  }
   std::vector<T> download() const {
     std::vector<T> out(size_);
     if (size_) mem_->download(out.data(), data_, size_ * sizeof(T));
@@ -95,5 +102,13 @@ class Buffer {
   T* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+// Grows b to at least n elements of mem (the contents are lost when it
+// grows); never shrinks: activations, tapes and scratch reused across calls
+// allocate nothing in steady state.
+template <class T>
+void ensure_size(Buffer<T>& b, Memory& mem, index_t n) {
+  if (static_cast<index_t>(b.size()) < n) b = Buffer<T>(mem, static_cast<std::size_t>(n));
+}
 
 }  // namespace bitrank

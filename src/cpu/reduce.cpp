@@ -4,7 +4,8 @@
 // its block (contiguous, vectorisable) into f64 sums and adds them to out
 // once. sum_squares sums fixed blocks of kSquareBlock elements in f64 and
 // adds the block sums in order, so the result is the same for any number of
-// threads.
+// threads. squared_error walks the same blocks, writing dy and summing d² the
+// same way (dy may be y: each element is read before it is written).
 #include <algorithm>
 #include <vector>
 
@@ -15,6 +16,39 @@ namespace {
 
 constexpr index_t kColBlock = 256;
 constexpr index_t kSquareBlock = 1 << 14;
+
+// Σ value(i)² for i < n in f64: fixed blocks of kSquareBlock summed in block
+// order, each over kLanes independent sums (vectorisable without
+// reassociating one long chain), so the result does not depend on the
+// threads. value(i) is called once per i and may write element i elsewhere.
+template <class Value>
+double blocked_sum_squares(ThreadPool& pool, index_t n, const Value& value) {
+  const index_t blocks = (n + kSquareBlock - 1) / kSquareBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks));
+  pool.parallel_for(blocks, [&](index_t b0, index_t b1) {
+    for (index_t blk = b0; blk < b1; ++blk) {
+      const index_t i0 = blk * kSquareBlock, i1 = std::min(n, i0 + kSquareBlock);
+      constexpr index_t kLanes = 8;
+      double lane[kLanes] = {};
+      index_t i = i0;
+      for (; i + kLanes <= i1; i += kLanes)
+        for (index_t l = 0; l < kLanes; ++l) {
+          const double v = value(i + l);
+          lane[l] += v * v;
+        }
+      for (; i < i1; ++i) {
+        const double v = value(i);
+        lane[0] += v * v;
+      }
+      double sum = 0;
+      for (double v : lane) sum += v;
+      partial[static_cast<std::size_t>(blk)] = sum;
+    }
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
 
 class CpuReduceOps final : public ReduceOps<float> {
  public:
@@ -57,28 +91,18 @@ class CpuReduceOps final : public ReduceOps<float> {
   }
 
   double sum_squares_impl(CView<float> a) override {
-    const index_t n = a.numel(), blocks = (n + kSquareBlock - 1) / kSquareBlock;
-    std::vector<double> partial(static_cast<std::size_t>(blocks));
-    pool_.parallel_for(blocks, [&](index_t b0, index_t b1) {
-      for (index_t blk = b0; blk < b1; ++blk) {
-        const float* x = a.data + blk * kSquareBlock;
-        const index_t len = std::min(kSquareBlock, n - blk * kSquareBlock);
-        // kLanes independent sums keep the loop vectorisable without
-        // reassociating one long chain.
-        constexpr index_t kLanes = 8;
-        double lane[kLanes] = {};
-        index_t i = 0;
-        for (; i + kLanes <= len; i += kLanes)
-          for (index_t l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
-        for (; i < len; ++i) lane[0] += static_cast<double>(x[i]) * x[i];
-        double sum = 0;
-        for (double v : lane) sum += v;
-        partial[static_cast<std::size_t>(blk)] = sum;
-      }
+    const float* x = a.data;
+    return blocked_sum_squares(pool_, a.numel(), [x](index_t i) { return x[i]; });
+  }
+
+  double squared_error_impl(CView<float> y, CView<float> target, double grad_mul, View<float> dy) override {
+    const float *a = y.data, *t = target.data, mul = static_cast<float>(grad_mul);
+    float* g = dy.data;
+    return blocked_sum_squares(pool_, y.numel(), [=](index_t i) {
+      const float d = a[i] - t[i];
+      g[i] = mul * d;
+      return d;
     });
-    double total = 0;
-    for (double s : partial) total += s;
-    return total;
   }
 
  private:

@@ -13,6 +13,9 @@
 // x² in f64 with warp shuffles into one partial per block; one block adds the
 // partials in a fixed order. Nothing filters non-finite values: inf² = inf,
 // NaN stays NaN, inf + NaN = NaN. The f64 total comes back to the host.
+// squared_error: the same grid and sums over d = y − target (f32, rounded
+// like the CPU: no FMA), writing dy = grad_mul·d in the same pass; y, target
+// and dy are not __restrict__ (dy may be y).
 #include <algorithm>
 
 #include "cuda/ops.hpp"
@@ -101,6 +104,22 @@ __global__ void sum_squares_partial_kernel(const float* __restrict__ a, index_t 
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
+// partial[block] = Σ d² with d = y − target, and dy = grad_mul·d, over this
+// block's grid-stride share.
+__global__ void squared_error_partial_kernel(const float* y, const float* target, float grad_mul, index_t n,
+                                             float* dy, double* __restrict__ partial) {
+  const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  double sum = 0.0;
+  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float d = __fsub_rn(y[i], target[i]);
+    dy[i] = __fmul_rn(grad_mul, d);
+    const double dd = d;
+    sum += dd * dd;
+  }
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
 // *total = Σ partial[0..count), one block, fixed order.
 __global__ void sum_partials_kernel(const double* __restrict__ partial, index_t count, double* __restrict__ total) {
   double sum = 0.0;
@@ -138,14 +157,31 @@ class CudaReduceOps final : public ReduceOps<float> {
   }
 
   double sum_squares_impl(CView<float> a) override {
-    const index_t n = a.numel();
+    return blocked_sum(a.numel(), [&](unsigned blocks, double* partial) {
+      sum_squares_partial_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(a.data, a.numel(), partial);
+    });
+  }
+
+  double squared_error_impl(CView<float> y, CView<float> target, double grad_mul, View<float> dy) override {
+    return blocked_sum(y.numel(), [&](unsigned blocks, double* partial) {
+      squared_error_partial_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(y.data, target.data, static_cast<float>(grad_mul),
+                                                                                y.numel(), dy.data, partial);
+    });
+  }
+
+ private:
+  // Launches partial(blocks, partial) — one f64 partial per block of
+  // kThreads — on a grid that depends on n only, adds the partials in a
+  // fixed order and returns the total on the host.
+  template <class Partial>
+  double blocked_sum(index_t n, const Partial& launch_partial) {
     if (n == 0) return 0.0;
-    // 8 elements per thread at least; the grid depends on n only.
+    // 8 elements per thread at least.
     const unsigned blocks = std::min<unsigned>(kMaxSquareBlocks, blocks_for(static_cast<std::size_t>(n), kThreads * 8));
     Buffer<double> scratch(ctx_.memory, blocks + 1u);
     double* partial = scratch.data();
     double* total = partial + blocks;
-    sum_squares_partial_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(a.data, n, partial);
+    launch_partial(blocks, partial);
     BR_CUDA_LAUNCHED();
     sum_partials_kernel<<<1, kThreads, 0, ctx_.stream.get()>>>(partial, blocks, total);
     BR_CUDA_LAUNCHED();
@@ -154,7 +190,6 @@ class CudaReduceOps final : public ReduceOps<float> {
     return result;
   }
 
- private:
   static unsigned grid_for(index_t total) {
     return std::min<unsigned>(65535u, blocks_for(static_cast<std::size_t>(total), kThreads));
   }

@@ -116,6 +116,10 @@ void DeviceMemory::download(void* dst, const void* src, std::size_t bytes) {
   BR_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void DeviceMemory::zero(void* dst, std::size_t bytes) {
+  BR_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));  // ordered on the stream, no wait
+}
+
 void DeviceMemory::synchronize() { BR_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 namespace {

@@ -72,6 +72,7 @@ class DeviceMemory final : public Memory {
   void release(void* p) noexcept override;
   void upload(void* dst, const void* src, std::size_t bytes) override;
   void download(void* dst, const void* src, std::size_t bytes) override;
+  void zero(void* dst, std::size_t bytes) override;
   void synchronize() override;
   bool host_accessible() const override { return false; }
 

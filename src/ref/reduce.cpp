@@ -29,6 +29,16 @@ class RefReduceOps final : public ReduceOps<double> {
     for (index_t i = 0; i < a.numel(); ++i) sum += a[i] * a[i];
     return sum;
   }
+
+  double squared_error_impl(CView<double> y, CView<double> target, double grad_mul, View<double> dy) override {
+    double sum = 0;
+    for (index_t i = 0; i < y.numel(); ++i) {
+      const double d = y[i] - target[i];
+      sum += d * d;
+      dy[i] = grad_mul * d;
+    }
+    return sum;
+  }
 };
 
 }  // namespace

@@ -33,6 +33,23 @@ void sum_squares_case(ParityRun& p, Shape shape) {
   p.expect_close("sum", got, want, kReduceTol);
 }
 
+// dy = grad_mul·(y − target) and Σ (y − target)²; `near`: target within 1%
+// of y (the trained student near its teacher: y − target cancels).
+void squared_error_case(ParityRun& p, Shape shape, bool near) {
+  const auto n = static_cast<std::size_t>(shape.numel());
+  auto yv = p.random(n, 3.0f);
+  auto tv = p.random(n, near ? 0.03f : 2.0f);
+  for (std::size_t i = 0; i < n; ++i) tv[i] = near ? yv[i] * (1.0f + tv[i] / 3.0f) : tv[i];
+  auto y = p.input(shape, yv);
+  auto target = p.input(shape, tv);
+  auto dy = p.output(shape);
+  const double grad_mul = 2.0 / static_cast<double>(n);  // the mean's gradient: rarely a float
+  const double want = p.ref.reduce().squared_error(y.ref(), target.ref(), grad_mul, dy.ref());
+  const double got = p.be.reduce().squared_error(y.be(), target.be(), grad_mul, dy.be());
+  p.expect_close("sum", got, want, kReduceTol);
+  p.expect_close("dy", dy, kReduceTol);
+}
+
 }  // namespace
 
 // BLR backward shapes: dh = Σ dy⊙c (m = 256), dℓ = Σ a⊙b (r = 128), dg = Σ x⊙dx' (n = 384).
@@ -47,5 +64,8 @@ BR_PARITY_CASE(scale_cols_5x301_odd) { scale_cols_case(p, 5, 301, true); }
 BR_PARITY_CASE(sum_squares_70x5120) { sum_squares_case(p, {70, 5120}); }  // several blocks and a tail
 BR_PARITY_CASE(sum_squares_37) { sum_squares_case(p, {37}); }
 BR_PARITY_CASE(sum_squares_2x19x33) { sum_squares_case(p, {2, 19, 33}); }
+BR_PARITY_CASE(squared_error_70x5120) { squared_error_case(p, {70, 5120}, false); }  // several blocks and a tail
+BR_PARITY_CASE(squared_error_37x576_near) { squared_error_case(p, {37, 576}, true); }
+BR_PARITY_CASE(squared_error_3x7x11) { squared_error_case(p, {3, 7, 11}, false); }
 
 }  // namespace bitrank::test

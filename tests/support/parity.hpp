@@ -88,6 +88,8 @@ class ParityRun {
   double expect_close(std::string_view name, const Real& o, double tol);
   // Same for a host-side scalar (ops that return a value).
   double expect_close(std::string_view name, double got, double want, double tol);
+  // Same for values the case downloaded itself (tensors an object owns).
+  double expect_close(std::string_view name, std::span<const float> got, std::span<const double> want, double tol);
   // Bit equality of every element; returns the number of mismatches.
   std::size_t expect_equal(std::string_view name, const Half& o);
   std::size_t expect_equal(std::string_view name, const Bits& o);

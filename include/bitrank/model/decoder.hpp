@@ -62,12 +62,6 @@ std::string shape_str(const std::vector<index_t>& shape);
 // Tokens of whole windows inside the vocabulary; Error naming `op` otherwise.
 void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t vocab, const char* op);
 
-// Grows b to at least n elements (activations are reused across calls).
-template <class T>
-void ensure_size(Buffer<T>& b, Memory& mem, index_t n) {
-  if (static_cast<index_t>(b.size()) < n) b = Buffer<T>(mem, static_cast<std::size_t>(n));
-}
-
 struct Nll {
   double sum = 0;          // Σ −log p(next token), in nats
   std::int64_t count = 0;  // predictions: window − 1 per window

@@ -9,13 +9,10 @@
 // (convert_hf_to_gguf.py, LlamaModel.permute: reshape(heads, 2, hd/2, …)
 // .swapaxes(1, 2)); the GGUF loader undoes that (for k with the kv heads).
 //
-// Forward of one block over n = windows·T rows (BlockActivations keeps every
-// intermediate, so a backward can read them as its tape):
-//     xn1 = rmsnorm(x, attn_norm)           q, k, v = xn1·Wqᵀ, xn1·Wkᵀ, xn1·Wvᵀ
-//     qr, kr = rope(q), rope(k)             att = causal GQA(qr, kr, v) per window
-//     h = x + att·Woᵀ
-//     xn2 = rmsnorm(h, ffn_norm)            gate, up = xn2·Wgᵀ, xn2·Wuᵀ
-//     act = silu(gate)·up                   y = h + act·Wdᵀ
+// Forward of one block over n = windows·T rows: llama_block.hpp's op
+// sequence with dense projections P(in) = in·Wᵀ (dense_forward);
+// BlockActivations keeps every intermediate, so a backward can read them as
+// its tape.
 // The embedding, the head (final norm with plain gain w) and the NLL are
 // DecoderModel's (decoder.hpp).
 #pragma once
@@ -28,6 +25,7 @@
 #include <vector>
 
 #include "bitrank/model/decoder.hpp"
+#include "bitrank/model/llama_block.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -67,13 +65,6 @@ HostWeights load_gguf_weights(const std::filesystem::path& path);
 HostWeights load_hf_weights(const io::Safetensors& st, const ModelConfig& config, const std::string& source);
 HostWeights load_hf_weights(const std::filesystem::path& dir);
 
-// Every intermediate of one block's forward over n rows.
-template <class T>
-struct BlockActivations {
-  Buffer<T> xn1, inv1, q, k, v, qr, kr, att, lse, h, xn2, inv2, gate, up, act;
-  Buffer<T> proj;  // scratch: att·Woᵀ, then act·Wdᵀ (each added to its residual)
-};
-
 template <class T>
 class LlamaModel final : public DecoderModel<T> {
  public:
@@ -91,10 +82,9 @@ class LlamaModel final : public DecoderModel<T> {
   struct Block {
     Buffer<T> attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
   };
-  const Buffer<T>& rope_table_for(index_t window) const;
 
   std::vector<Block> blocks_;
-  mutable std::map<index_t, Buffer<T>> rope_tables_;
+  mutable RopeTables<T> rope_tables_;
 };
 
 extern template class LlamaModel<float>;

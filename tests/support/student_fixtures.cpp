@@ -1,0 +1,87 @@
+// Test fixtures of the student block (contract: tests/support/student_fixtures.hpp).
+#include "support/student_fixtures.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "bitrank/ops/bitmap.hpp"
+#include "bitrank/rng.hpp"
+
+namespace bitrank::test {
+
+model::LlamaBlockDims tiny_block_dims() {
+  return model::LlamaBlockDims{
+      .hidden = 64, .heads = 2, .kv_heads = 1, .head_dim = 32, .ffn = 96, .eps = 1e-5f, .rope_theta = 1e4};
+}
+
+blr::HostBlrMatrix random_blr(index_t m, index_t n, index_t r, index_t paths, std::uint64_t seed, double out_scale) {
+  XorShift g(seed);
+  const auto uniform = [&](double lo, double hi) { return lo + (hi - lo) * (g.next_signed() + 1.0) / 2.0; };
+  blr::HostBlrMatrix w{m, n, r, {}};
+  const double l_scale = out_scale / std::sqrt(static_cast<double>(n * r * paths));
+  for (index_t p = 0; p < paths; ++p) {
+    blr::HostBlrPath path;
+    const index_t words = sign_words(r);
+    for (index_t i = 0; i < m * words; ++i) path.sign_u.push_back(static_cast<std::uint32_t>(g.next_u64() >> 32));
+    for (index_t i = 0; i < n * words; ++i) path.sign_v.push_back(static_cast<std::uint32_t>(g.next_u64() >> 32));
+    for (index_t i = 0; i < m; ++i) path.h.push_back(static_cast<float>(uniform(0.5, 1.5)));
+    for (index_t k = 0; k < r; ++k) path.l.push_back(static_cast<float>(uniform(0.5, 1.5) * l_scale));
+    for (index_t j = 0; j < n; ++j) path.g.push_back(static_cast<float>(uniform(0.5, 1.5)));
+    w.paths.push_back(std::move(path));
+  }
+  return w;
+}
+
+train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, index_t r, index_t paths,
+                                          std::uint64_t seed) {
+  train::StudentBlockWeights w;
+  for (model::LlamaProj p : model::kAllLlamaProjs) {
+    // q, k, v, gate, up read the normalised input (unit scale); o and down
+    // feed the residual stream: half its size.
+    const bool residual = p == model::LlamaProj::o || p == model::LlamaProj::down;
+    w.proj[static_cast<std::size_t>(p)] = random_blr(dims.out_features(p), dims.in_features(p), r, paths,
+                                                     seed * 16 + static_cast<std::uint64_t>(p), residual ? 0.5 : 1.0);
+  }
+  XorShift g(seed * 16 + 15);
+  for (index_t j = 0; j < dims.hidden; ++j) {
+    w.attn_norm.push_back(static_cast<float>(1.0 + 0.2 * g.next_signed()));
+    w.ffn_norm.push_back(static_cast<float>(1.0 + 0.2 * g.next_signed()));
+  }
+  return w;
+}
+
+model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::StudentBlockWeights& w) {
+  model::HostWeights t;
+  io::ModelConfig& c = t.config;
+  c.model_type = "llama";
+  c.hidden_size = dims.hidden;
+  c.num_layers = 1;
+  c.num_heads = dims.heads;
+  c.num_kv_heads = dims.kv_heads;
+  c.head_dim = dims.head_dim;
+  c.intermediate_size = dims.ffn;
+  c.vocab_size = 16;
+  c.max_position_embeddings = 1024;
+  c.rms_norm_eps = dims.eps;
+  c.rope_theta = dims.rope_theta;
+  c.tie_word_embeddings = true;
+  t.source = "teacher of a student block";
+  XorShift g(99);
+  for (const auto& [name, shape] : model::expected_tensors(c)) {
+    model::HostTensor ten{shape, {}};
+    index_t numel = 1;
+    for (index_t s : shape) numel *= s;
+    for (index_t i = 0; i < numel; ++i) ten.values.push_back(static_cast<float>(g.next_signed()));
+    t.tensors.emplace(name, std::move(ten));
+  }
+  for (model::LlamaProj p : model::kAllLlamaProjs) {
+    const auto dense = blr::reconstruct(w.proj[static_cast<std::size_t>(p)]);
+    auto& dst = t.tensors.at(std::string("blk.0.") + model::llama_proj_name(p) + ".weight").values;
+    dst.assign(dense.begin(), dense.end());
+  }
+  t.tensors.at("blk.0.attn_norm.weight").values = w.attn_norm;
+  t.tensors.at("blk.0.ffn_norm.weight").values = w.ffn_norm;
+  return t;
+}
+
+}  // namespace bitrank::test
