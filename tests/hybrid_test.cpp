@@ -540,7 +540,7 @@ TEST(Hybrid, GgufBadInputIsAnError) {
 // load_weights picks the loader from the format and the family; make_model the class.
 TEST(Hybrid, LoadWeightsPicksTheFamily) {
   const std::string golden = std::string(BITRANK_TEST_DATA_DIR) + "/golden/";
-  for (const std::string path : {golden + "qwen3_5", golden + "qwen3_next/config.json"}) {
+  for (const std::string& path : {golden + "qwen3_5", golden + "qwen3_next/config.json"}) {
     const HostWeights w = model::load_weights(path);
     EXPECT_TRUE(w.config.is_hybrid()) << path;
     const auto m = model::make_model(test::cpu_backend(), w);
