@@ -18,11 +18,13 @@
 #include <span>
 #include <string>
 
+#include "bitrank/blr/init.hpp"
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 #include "support/model_files.hpp"
 
 namespace bitrank {
@@ -125,6 +127,45 @@ TEST(Model, TinyLlamaF32BackendsMatchReference) {
 }
 
 // Windows are independent: the second window's logits do not depend on the first's tokens.
+// A model whose projections are BLR matrices computes what the dense model
+// of their reconstructions computes: exactly on ref (f64), within the BLR
+// layer's f16-operand tolerance on the f32 backends. Dual-SVID of each
+// projection (1 and 2 paths mixed) gives the matrices.
+TEST(Model, BlrProjectionsMatchTheirDenseReconstruction) {
+  HostWeights w = tiny_weights(false, 11);
+  model::BlrProjections blr;
+  HostWeights dense = w;
+  int i = 0;
+  for (const auto& [name, shape] : model::expected_tensors(w.config)) {
+    if (shape.size() != 2 || !name.starts_with("blk.")) continue;
+    const std::string base = name.substr(0, name.size() - 7);
+    const auto& t = w.at(name);
+    blr::HostBlrMatrix m = blr::dual_svid(t.values, shape[0], shape[1], {.rank = 32, .paths = 1 + (i++ % 2), .name = base});
+    const std::vector<double> rec = blr::reconstruct(m);
+    dense.tensors[name].values.assign(rec.begin(), rec.end());
+    w.tensors.erase(name);  // the BLR model does not need the dense tensor
+    blr.emplace(base, std::move(m));
+  }
+  const auto tokens = tiny_tokens(2 * 9, 5);
+  const LlamaModel<double> ref_dense(test::ref_backend(), dense), ref_blr(test::ref_backend(), w, blr);
+  const auto z_dense = ref_dense.logits(tokens, 9), z_blr = ref_blr.logits(tokens, 9);
+  // The dense tensors hold the f32-rounded reconstruction: f32 rounding only.
+  EXPECT_LT(rel_l2(z_blr, z_dense), 1e-6);
+  for (const std::string& be : test::available_backends()) {
+    const LlamaModel<float> m(test::backend(be), w, blr);
+    const double err = rel_l2(m.logits(tokens, 9), z_blr);
+    std::printf("  [model] BLR projections, %s vs ref: logits %.2e (tol 3e-3)\n", be.c_str(), err);
+    EXPECT_LT(err, 3e-3) << be;
+  }
+  // A matrix of the wrong shape, or one that replaces nothing, is named.
+  auto bad = blr;
+  bad.emplace("blk.9.attn_q", bad.at("blk.0.attn_q"));
+  test::expect_error([&] { LlamaModel<double>(test::ref_backend(), w, bad); }, "blk.9.attn_q replaces no tensor");
+  bad = blr;
+  std::swap(bad.at("blk.0.attn_q"), bad.at("blk.0.ffn_up"));
+  test::expect_error([&] { LlamaModel<double>(test::ref_backend(), w, bad); }, "BLR matrix blk.0.attn_q is 96×64");
+}
+
 TEST(Model, WindowsDoNotSeeEachOther) {
   const HostWeights w = tiny_weights(false, 11);
   const LlamaModel<double> ref(test::ref_backend(), w);

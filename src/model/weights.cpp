@@ -1,9 +1,13 @@
 // Dense Llama-style weights from GGUF: the config from its metadata, every
 // tensor dequantized to f32 and checked, q/k rows put back in half-split
 // RoPE order (contract: include/bitrank/model/model.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
@@ -92,7 +96,9 @@ TensorList expected_tensors(const ModelConfig& c) {
   return out;
 }
 
-void check_weights(const HostWeights& w) {
+void check_weights(const HostWeights& w) { check_weights(w, {}); }
+
+void check_weights(const HostWeights& w, const BlrProjections& blr) {
   const ModelConfig& c = w.config;
   if (c.is_hybrid()) fail("model '{}': the hybrid {} family is not supported yet", w.source, c.model_type);
   if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
@@ -101,7 +107,31 @@ void check_weights(const HostWeights& w) {
   if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0)
     fail("model '{}': {} heads / {} kv heads of {} do not make a RoPE GQA layer", w.source, c.num_heads,
          c.num_kv_heads, c.head_dim);
-  check_tensors(w, expected_tensors(c));
+  TensorList dense;
+  std::size_t matched = 0;
+  for (const auto& [name, shape] : expected_tensors(c)) {
+    const std::string base = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    const auto it = blr.find(base);
+    if (it == blr.end()) {
+      dense.emplace_back(name, shape);
+      continue;
+    }
+    ++matched;
+    const blr::HostBlrMatrix& m = it->second;
+    if (shape.size() != 2 || m.m != shape[0] || m.n != shape[1])
+      fail("model '{}': BLR matrix {} is {}×{}, the tensor it replaces is {}", w.source, base, m.m, m.n,
+           shape_str(shape));
+    blr::check_blr(m, fmt::format("model '{}': BLR matrix {}", w.source, base));
+  }
+  if (matched != blr.size()) {
+    const TensorList all = expected_tensors(c);
+    for (const auto& entry : blr) {
+      const std::string weight = entry.first + ".weight";
+      const bool known = std::any_of(all.begin(), all.end(), [&](const auto& t) { return t.first == weight; });
+      if (!known) fail("model '{}': BLR matrix {} replaces no tensor of a {} model", w.source, entry.first, c.model_type);
+    }
+  }
+  check_tensors(w, dense);
 }
 
 HostWeights load_gguf_weights(const io::GgufFile& g) {

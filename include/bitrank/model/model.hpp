@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/decoder.hpp"
 #include "bitrank/model/llama_block.hpp"
 
@@ -49,6 +50,14 @@ TensorList expected_tensors(const ModelConfig& config);
 // Error naming the source and the tensor otherwise.
 void check_weights(const HostWeights& w);
 
+// A compressed model's projections: BLR matrices by projection name, the
+// tensor name without ".weight" (blk.3.attn_q), as the bitrank format keeps them.
+using BlrProjections = std::map<std::string, blr::HostBlrMatrix>;
+// check_weights for a model whose projections named in `blr` are BLR
+// matrices (their dense tensors may be absent; each matrix must have the
+// dense tensor's shape and pass blr::check_blr). Error naming the tensor.
+void check_weights(const HostWeights& w, const BlrProjections& blr);
+
 // Reads a dense Llama-style GGUF: config, all tensors dequantized to f32,
 // q/k rows un-permuted (see above), checked.
 HostWeights load_gguf_weights(const io::GgufFile& gguf);
@@ -69,8 +78,11 @@ template <class T>
 class LlamaModel final : public DecoderModel<T> {
  public:
   // Uploads the weights to `be` (rounded to T), after check_weights. The
-  // backend must outlive the model.
-  LlamaModel(Backend<T>& be, const HostWeights& weights);
+  // backend must outlive the model. Projections named in `blr` run as BLR
+  // layers (blr_forward of ops/blr.hpp: signs as bitmaps, scales rounded to
+  // T), the others as dense weights: the compressed model of the bitrank
+  // format, or the student at initialisation.
+  LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {});
 
   // y [n][d] = block b applied to x [n][d], rows being windows of `window`
   // tokens; every intermediate lands in `acts` (resized as needed).
@@ -79,11 +91,23 @@ class LlamaModel final : public DecoderModel<T> {
   Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const override;
 
  private:
-  struct Block {
-    Buffer<T> attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+  // One BLR projection on the backend: bitmaps [P][rows][r/32], scales
+  // [P][m + r + n] (h, ℓ, g of each path in turn).
+  struct BlrWeights {
+    index_t m = 0, n = 0, r = 0;
+    Buffer<std::uint32_t> bits_u, bits_v;
+    Buffer<T> scales;
+    std::vector<BlrPath<T>> paths;
   };
+  struct Block {
+    Buffer<T> attn_norm, ffn_norm;
+    Buffer<T> dense[kLlamaProjs];      // empty where the projection is BLR
+    BlrWeights blr[kLlamaProjs];       // paths empty where it is dense
+  };
+  BlrWeights upload_blr(const blr::HostBlrMatrix& m) const;
 
   std::vector<Block> blocks_;
+  mutable Buffer<T> blr_a_, blr_c_;  // blr_forward's saved a [P][n][r] and c [P][n][m] (not needed here)
   mutable RopeTables<T> rope_tables_;
 };
 
