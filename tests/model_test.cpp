@@ -288,35 +288,9 @@ TEST(Model, BadInputIsAnError) {
   expect_error([&] { m.logits(std::vector<std::int32_t>{1, 2, 3}, 2); }, {"not a whole number of windows"});
 }
 
-// The same tiny model as a Hugging Face checkpoint (config.json text and an
-// F32 safetensors image): HF rows need no permutation.
-std::string hf_name_of(const std::string& g) {
-  if (g == "token_embd.weight") return "model.embed_tokens.weight";
-  if (g == "output_norm.weight") return "model.norm.weight";
-  if (g == "output.weight") return "lm_head.weight";
-  const std::size_t dot = g.find('.', 4);
-  const std::string block = g.substr(4, dot - 4), rest = g.substr(dot + 1);
-  const std::map<std::string, std::string> m{{"attn_norm.weight", "input_layernorm.weight"},
-                                             {"attn_q.weight", "self_attn.q_proj.weight"},
-                                             {"attn_k.weight", "self_attn.k_proj.weight"},
-                                             {"attn_v.weight", "self_attn.v_proj.weight"},
-                                             {"attn_output.weight", "self_attn.o_proj.weight"},
-                                             {"ffn_norm.weight", "post_attention_layernorm.weight"},
-                                             {"ffn_gate.weight", "mlp.gate_proj.weight"},
-                                             {"ffn_up.weight", "mlp.up_proj.weight"},
-                                             {"ffn_down.weight", "mlp.down_proj.weight"}};
-  return "model.layers." + block + "." + m.at(rest);
-}
-
-std::vector<std::byte> write_safetensors(const HostWeights& w) {
-  std::vector<test::NamedTensor> tensors;
-  for (const auto& [name, t] : w.tensors) tensors.push_back({hf_name_of(name), t.shape, t.values});
-  return test::safetensors_image(tensors);
-}
-
 TEST(Model, HuggingFaceCheckpointLoadsTheSameModel) {
   const HostWeights w = tiny_weights(false, 41);
-  const auto bytes = write_safetensors(w);
+  const auto bytes = test::llama_hf_safetensors(w);
   const auto st = io::Safetensors::from_memory(bytes, "tiny.safetensors");
   const std::string config_json = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
       "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,

@@ -8,6 +8,7 @@
 
 #include "bitrank/error.hpp"
 #include "cli/bench.hpp"
+#include "cli/compress.hpp"
 #include "cli/eval.hpp"
 #include "cli/info.hpp"
 #include "cli/tokenize.hpp"
@@ -22,6 +23,37 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--device", bench.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
   bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case")->check(CLI::PositiveNumber);
+
+  bitrank::cli::CompressCliOptions compress;
+  auto* compress_cmd =
+      app.add_subcommand("compress", "compress a model into BLR layers, train them by distillation, save and measure");
+  compress_cmd->add_option("--model", compress.model,
+                           "a dense Llama-family .gguf or Hugging Face directory (default: the SmolLM2-135M GGUF)");
+  compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
+  compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
+      ->check(CLI::Range(0.01, 16.0));
+  compress_cmd->add_option("--paths", compress.job.paths, "BLR paths: 1, or 2 with the residual path (default 2)")
+      ->check(CLI::IsMember({1, 2}));
+  compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher)")
+      ->check(CLI::IsMember({"layer", "e2e"}));
+  compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
+  compress_cmd->add_option("--steps", compress.steps, "instead of --tokens: training steps per block");
+  compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
+      ->check(CLI::Range(2L, 1L << 20));
+  compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
+      ->check(CLI::Range(1L, 1L << 20));
+  compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
+                           "windows of 512 of the evaluation split for perplexity (default 16; 0: all)")
+      ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_option("--text", compress.job.text, "training text file (default: the corpus training split)");
+  compress_cmd->add_option("--eval-text", compress.job.eval_text,
+                           "perplexity text file (default: the corpus evaluation split)");
+  compress_cmd->add_option("--lr", compress.job.train.scales.lr, "peak learning rate of the BLR scales (relative steps)")
+      ->check(CLI::PositiveNumber);
+  compress_cmd->add_option("--sign-lr", compress.job.train.signs.lr, "peak learning rate of the sign latents")
+      ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
+  compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
   bitrank::cli::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand("eval", "perplexity over non-overlapping windows of T tokens");
@@ -49,6 +81,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
+    if (compress_cmd->parsed()) return bitrank::cli::run_compress(compress);
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);

@@ -1,6 +1,7 @@
 #include "support/model_files.hpp"
 
 #include <cstring>
+#include <map>
 
 namespace bitrank::test {
 namespace {
@@ -111,6 +112,30 @@ std::vector<std::byte> GgufImage::bytes() const {
     pad(b, 32);
   }
   return b;
+}
+
+std::string llama_hf_name(const std::string& g) {
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  const std::size_t dot = g.find('.', 4);
+  const std::string block = g.substr(4, dot - 4), rest = g.substr(dot + 1);
+  const std::map<std::string, std::string> m{{"attn_norm.weight", "input_layernorm.weight"},
+                                             {"attn_q.weight", "self_attn.q_proj.weight"},
+                                             {"attn_k.weight", "self_attn.k_proj.weight"},
+                                             {"attn_v.weight", "self_attn.v_proj.weight"},
+                                             {"attn_output.weight", "self_attn.o_proj.weight"},
+                                             {"ffn_norm.weight", "post_attention_layernorm.weight"},
+                                             {"ffn_gate.weight", "mlp.gate_proj.weight"},
+                                             {"ffn_up.weight", "mlp.up_proj.weight"},
+                                             {"ffn_down.weight", "mlp.down_proj.weight"}};
+  return "model.layers." + block + "." + m.at(rest);
+}
+
+std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w) {
+  std::vector<NamedTensor> tensors;
+  for (const auto& [name, t] : w.tensors) tensors.push_back({llama_hf_name(name), t.shape, t.values});
+  return safetensors_image(tensors);
 }
 
 }  // namespace bitrank::test

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bitrank/model/decoder.hpp"
+
 #include "bitrank/tensor.hpp"
 
 namespace bitrank::test {
@@ -37,5 +39,11 @@ class GgufImage {
   std::uint64_t n_kv_ = 0;
   std::vector<NamedTensor> tensors_;
 };
+
+// A dense Llama model's tensors under Hugging Face names (GGUF name →
+// model.layers.N.self_attn.q_proj.weight, …), as an F32 safetensors image;
+// HF rows need no permutation.
+std::string llama_hf_name(const std::string& gguf_name);
+std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w);
 
 }  // namespace bitrank::test

@@ -1,0 +1,75 @@
+// `bitrank compress`: a pretrained dense Llama-style model in, a trained BLR
+// model (the bitrank format) out, with its perplexity measured (DESIGN §6,
+// §7, §8, §9).
+//
+// Steps, in order:
+//   1. teacher weights (GGUF or Hugging Face directory) and its tokenizer;
+//      training ids from the training split of the corpus (or --text), the
+//      evaluation split's first `eval_windows` windows for perplexity;
+//   2. ranks: blr::plan_ranks over every decoder projection at the target
+//      bpw (honest bits, f16 scales); Dual-SVID initialisation of each
+//      projection (1 or 2 paths);
+//   3. layer-wise training (objective "layer"): the training windows of
+//      the whole run are fixed up front (train::TrainWindows, seeded), and
+//      the teacher's hidden states at the current block's input are kept
+//      for them in host memory. Block by block: the teacher block's output
+//      on those inputs is the target; a StudentLlamaBlock starts from the
+//      Dual-SVID matrices and the teacher's norm gains and runs `steps`
+//      train_step calls (windows_per_step windows each, warmup + cosine on
+//      every learning rate); then the teacher's outputs become the next
+//      block's inputs. Only one student block lives on the backend at a
+//      time, so device memory stays at one block plus one step's windows;
+//   4. the compressed model is saved (scales f16, dense tensors f16), read
+//      back, and its perplexity measured from the file as a user gets it;
+//      teacher and initialisation perplexities are measured the same way;
+//   5. a JSON-lines step log, an SVG of each block's loss curve, and a
+//      summary (ranks, bpw per matrix and for the model, file size, time,
+//      tokens/s, peak device memory, perplexities) stored in the file's
+//      metadata and returned.
+//
+// Throughput is counted as block-tokens: each step pushes
+// windows_per_step·seq_len tokens through one block (forward, backward,
+// updates); tokens_per_s is block-tokens per second of training, and
+// model_tokens_per_s that divided by the number of blocks (tokens through
+// the whole model per second).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bitrank/backend.hpp"
+#include "bitrank/train/layerwise.hpp"
+
+namespace bitrank::train {
+
+struct CompressOptions {
+  std::filesystem::path model;    // .gguf or Hugging Face directory (dense Llama family)
+  std::filesystem::path out;      // the .bitrank file to write
+  std::filesystem::path text;     // training text; empty: the corpus training split
+  std::filesystem::path eval_text;  // perplexity text; empty: the corpus evaluation split
+  std::string objective = "layer";
+  double bpw = 1.0;               // target bits per weight over the projections
+  int paths = 2;                  // 1, or 2 (residual path)
+  std::int64_t steps = 16;        // training steps per block
+  std::int64_t seq_len = 256;     // T
+  std::int64_t windows_per_step = 4;
+  std::int64_t eval_windows = 16; // perplexity windows of the evaluation split (0: all)
+  std::int64_t eval_seq_len = 512;
+  std::uint64_t seed = 0;
+  float tau = 0.25f;              // sign latents start at ±tau
+  double warmup_fraction = 0.1;   // of each block's steps
+  LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
+  std::string device = "cpu";     // for the summary
+};
+
+// Checks every option (Error naming it).
+void validate(const CompressOptions& options);
+
+// Runs the whole job on `be`; returns the summary (also stored in the file).
+nlohmann::ordered_json compress(const CompressOptions& options, Backend<float>& be);
+
+}  // namespace bitrank::train

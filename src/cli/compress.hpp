@@ -1,0 +1,20 @@
+// `bitrank compress`: the command line of train::compress (include/bitrank/train/compress.hpp).
+#pragma once
+
+#include <string>
+
+#include "bitrank/train/compress.hpp"
+
+namespace bitrank::cli {
+
+struct CompressCliOptions {
+  train::CompressOptions job;
+  std::string model;         // empty: the configured default (SmolLM2-135M GGUF)
+  std::string out;           // empty: <model stem>.<bpw>bpw.bitrank in the current folder
+  long long tokens = 0;      // training tokens per block; 0: the device's default
+  long long steps = 0;       // instead of --tokens: steps per block
+};
+
+int run_compress(CompressCliOptions options);
+
+}  // namespace bitrank::cli

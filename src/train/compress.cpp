@@ -1,0 +1,316 @@
+// `bitrank compress` (contract and design: include/bitrank/train/compress.hpp).
+#include "bitrank/train/compress.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "bitrank/blr/accounting.hpp"
+#include "bitrank/blr/init.hpp"
+#include "bitrank/error.hpp"
+#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/io/corpus.hpp"
+#include "bitrank/io/tokenizer.hpp"
+#include "bitrank/log.hpp"
+#include "bitrank/model/load.hpp"
+#include "bitrank/model/model.hpp"
+#include "bitrank/progress.hpp"
+#include "bitrank/thread_pool.hpp"
+#include "bitrank/train/data.hpp"
+#include "bitrank/train/plot.hpp"
+#include "bitrank/train/report.hpp"
+#include "bitrank/train/schedule.hpp"
+#include "bitrank/train/student_block.hpp"
+
+namespace bitrank::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Perplexity {
+  double nll = 0, ppl = 0;
+  std::int64_t windows = 0, tokens = 0;
+  double seconds = 0;
+};
+
+// Perplexity over the first `windows` windows of `ids` (as `bitrank eval`:
+// each window predicts its tokens 1..T−1), a few windows per call.
+Perplexity perplexity(const model::DecoderModel<float>& m, std::span<const std::int32_t> ids, index_t T,
+                      std::int64_t windows, const char* what) {
+  const auto t0 = Clock::now();
+  const index_t per_call = 4;
+  double sum = 0;
+  std::int64_t count = 0;
+  ProgressLine progress;
+  for (index_t w = 0; w < windows; w += per_call) {
+    const index_t k = std::min<index_t>(per_call, windows - w);
+    const auto r = m.nll(ids.subspan(static_cast<std::size_t>(w * T), static_cast<std::size_t>(k * T)), T);
+    sum += r.sum;
+    count += r.count;
+    progress.update(fmt::format("eval {}: window {}/{}  ppl {:.3f}", what, w + k, windows, std::exp(sum / count)));
+  }
+  Perplexity p{sum / static_cast<double>(count), std::exp(sum / static_cast<double>(count)), windows, windows * T,
+               since(t0)};
+  progress.finish(fmt::format("eval {}: {} windows of {}  ppl {:.3f}  ({:.1f} s)", what, windows, T, p.ppl, p.seconds));
+  return p;
+}
+
+nlohmann::ordered_json ppl_json(const Perplexity& p) {
+  return {{"ppl", p.ppl}, {"nll", p.nll}, {"windows", p.windows}, {"tokens", p.tokens}, {"seconds", p.seconds}};
+}
+
+std::string weight_name(const std::string& base) { return base + ".weight"; }
+
+}  // namespace
+
+void validate(const CompressOptions& o) {
+  if (o.model.empty()) fail("compress: no --model given and no default model was found when bitrank was built");
+  if (o.out.empty()) fail("compress: no output file (-o) given");
+  if (o.objective != "layer")
+    fail("compress: objective '{}' is not available yet (layer); the end-to-end objective is being built",
+         o.objective);
+  if (!(std::isfinite(o.bpw) && o.bpw > 0 && o.bpw <= 16)) fail("compress: --bpw must be in (0, 16], got {}", o.bpw);
+  if (o.paths != 1 && o.paths != 2) fail("compress: --paths must be 1 or 2, got {}", o.paths);
+  if (o.steps < 1) fail("compress: --steps must be at least 1, got {}", o.steps);
+  if (o.seq_len < 2) fail("compress: --seq-len must be at least 2, got {}", o.seq_len);
+  if (o.windows_per_step < 1) fail("compress: --windows must be at least 1, got {}", o.windows_per_step);
+  if (o.eval_windows < 0) fail("compress: --eval-windows must be 0 (all) or positive, got {}", o.eval_windows);
+  if (o.eval_seq_len < 2) fail("compress: --eval-seq-len must be at least 2, got {}", o.eval_seq_len);
+  if (!(std::isfinite(o.tau) && o.tau > 0)) fail("compress: tau must be positive, got {}", o.tau);
+  if (!(o.warmup_fraction >= 0 && o.warmup_fraction < 1))
+    fail("compress: warmup fraction must be in [0, 1), got {}", o.warmup_fraction);
+  const std::filesystem::path dir = o.out.has_parent_path() ? o.out.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir)) fail("compress: the output folder {} does not exist", dir.string());
+}
+
+nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
+  validate(o);
+  const auto t_start = Clock::now();
+  be.memory->reset_peak();
+
+  // 1. Teacher, tokenizer, text.
+  const model::HostWeights weights = model::load_weights(o.model);
+  const io::ModelConfig& cfg = weights.config;
+  if (cfg.is_hybrid())
+    fail("compress: {} is a {} model; compress handles the dense Llama family so far", o.model.string(),
+         cfg.model_type);
+  const io::Tokenizer tokenizer = io::load_model_tokenizer(o.model);
+  const TrainingText train_text = load_training_text(o.text);
+  std::vector<std::int32_t> train_ids = tokenizer.encode(train_text.text);
+  const std::vector<std::int32_t> eval_ids = tokenizer.encode(
+      o.eval_text.empty() ? io::read_corpus_text(io::split_corpus(io::corpus_files()).eval)
+                          : io::read_corpus_text({o.eval_text}));
+  const index_t T = o.seq_len, nb = o.windows_per_step, d = cfg.hidden_size, L = cfg.num_layers;
+  const std::int64_t eval_available = static_cast<std::int64_t>(eval_ids.size()) / o.eval_seq_len;
+  const std::int64_t eval_windows = o.eval_windows == 0 ? eval_available : std::min(o.eval_windows, eval_available);
+  if (eval_windows < 1) fail("compress: the evaluation text holds no window of {} tokens", o.eval_seq_len);
+  BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
+         weights.source, L, d, train_text.name, train_ids.size(), eval_windows, o.eval_seq_len);
+
+  // 2. Ranks and Dual-SVID initialisation.
+  const auto t_init = Clock::now();
+  std::vector<blr::RankPlan> projections;
+  for (const auto& [name, shape] : model::expected_tensors(cfg))
+    if (blr::is_llama_projection(name)) projections.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
+  const std::vector<blr::RankPlan> plan = blr::plan_ranks(projections, o.bpw, o.paths, 16);
+  std::vector<blr::HostBlrMatrix> init(plan.size());
+  std::vector<double> init_error(plan.size());
+  {
+    std::atomic<std::int64_t> done{0};
+    std::mutex mu;
+    ProgressLine progress;
+    ThreadPool::global().parallel_for(static_cast<std::int64_t>(plan.size()), [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) {
+        const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
+        const auto& w = weights.at(weight_name(p.name)).values;
+        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .name = p.name};
+        io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
+        init[static_cast<std::size_t>(i)] = blr::dual_svid(w, p.m, p.n, io);
+        init_error[static_cast<std::size_t>(i)] = blr::relative_error(w, init[static_cast<std::size_t>(i)]);
+        const std::int64_t k = ++done;
+        std::lock_guard lock(mu);
+        progress.update(fmt::format("init: Dual-SVID {}/{} matrices", k, plan.size()));
+      }
+    });
+    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s", plan.size(), since(t_init)));
+  }
+  const double init_seconds = since(t_init);
+  model::BlrProjections init_blr;
+  for (std::size_t i = 0; i < plan.size(); ++i) init_blr.emplace(plan[i].name, init[i]);
+
+  // Teacher and initialisation perplexity.
+  const model::LlamaModel<float> teacher(be, weights);
+  const std::span<const std::int32_t> eval_span(eval_ids);
+  const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
+  Perplexity ppl_init;
+  {
+    const model::LlamaModel<float> student0(be, weights, init_blr);
+    ppl_init = perplexity(student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
+  }
+
+  // 3. Layer-wise training.
+  TrainWindows windows(std::move(train_ids), WindowOptions{.seq_len = T, .windows_per_step = nb, .seed = o.seed});
+  const index_t rows = nb * T, N = o.steps * rows;
+  std::vector<std::int32_t> step_ids;
+  step_ids.reserve(static_cast<std::size_t>(N));
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    const Batch b = windows.next();
+    step_ids.insert(step_ids.end(), b.ids.begin(), b.ids.end());
+  }
+  Memory& mem = *be.memory;
+  std::vector<float> x_host(static_cast<std::size_t>(N * d)), y_host(x_host.size());
+  Buffer<float> x_dev(mem, static_cast<std::size_t>(rows * d)), y_dev(mem, static_cast<std::size_t>(rows * d));
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    teacher.embed(std::span<const std::int32_t>(step_ids).subspan(static_cast<std::size_t>(s * rows),
+                                                                 static_cast<std::size_t>(rows)),
+                  x_dev.view({rows, d}));
+    mem.download(x_host.data() + s * rows * d, x_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
+  }
+
+  const model::LlamaBlockDims dims = model::LlamaBlockDims::of(cfg);
+  const std::filesystem::path log_path = o.out.string() + ".steps.jsonl", plot_path = o.out.string() + ".loss.svg";
+  StepLog log(log_path);
+  TrainProgress progress(L * o.steps);
+  std::vector<PlotSeries> curves;
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  std::map<std::string, blr::HostBlrMatrix> trained;
+  std::map<std::string, std::vector<float>> trained_gains;
+  model::BlockActivations<float> teacher_acts;
+  LayerwiseBuffers<float> bufs;
+  StepRecord rec;
+  double train_seconds = 0;
+  std::int64_t flips_total = 0, skipped_total = 0;
+  const LrSchedule schedule({.peak = 1.0,
+                             .warmup_steps = static_cast<std::int64_t>(o.warmup_fraction * static_cast<double>(o.steps)),
+                             .total_steps = o.steps,
+                             .floor_fraction = 0.1});
+  for (index_t b = 0; b < L; ++b) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    // Targets: the teacher block on the teacher's inputs.
+    for (std::int64_t s = 0; s < o.steps; ++s) {
+      mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
+      teacher.block_forward(b, x_dev.view({rows, d}), T, teacher_acts, y_dev.view({rows, d}));
+      mem.download(y_host.data() + s * rows * d, y_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
+    }
+    StudentBlockWeights w0;
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
+    w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
+    w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+    StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau,
+                                     static_cast<std::uint32_t>(b) * 64u);
+    LayerwiseState state(layerwise_scaler_options(rows * d));
+    PlotSeries curve{fmt::format("block {}", b), {}, {}};
+    double first_loss = 0, last_loss = 0;
+    std::int64_t block_flips = 0;
+    for (std::int64_t s = 0; s < o.steps; ++s) {
+      const auto t_step = Clock::now();
+      mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
+      mem.upload(y_dev.data(), y_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
+      const double mult = schedule.lr(s);
+      LayerwiseOptions opt = o.train;
+      opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
+      opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
+      opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
+      const StepReport r = train_step(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, bufs, state, opt);
+      mem.synchronize();
+      train_seconds += since(t_step);
+      if (s == 0) first_loss = r.loss;
+      last_loss = r.loss;
+      block_flips += r.flips;
+      skipped_total += r.skipped ? 1 : 0;
+      rec = StepRecord{.step = b * o.steps + s,
+                       .loss = r.loss,
+                       .lr = opt.scales.lr,
+                       .scale = r.grad_scale,
+                       .flips = r.flips,
+                       .skipped = r.skipped,
+                       .tokens = rec.tokens + rows,
+                       .seconds = train_seconds,
+                       .block_loss = {}};
+      log.write(rec);
+      progress.step(rec);
+      curve.x.push_back(static_cast<double>(s));
+      curve.y.push_back(r.loss);
+    }
+    flips_total += block_flips;
+    const StudentBlockWeights trained_w = student.download();
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      trained[prefix + model::llama_proj_name(p)] = trained_w.proj[static_cast<std::size_t>(p)];
+    trained_gains[prefix + "attn_norm.weight"] = trained_w.attn_norm;
+    trained_gains[prefix + "ffn_norm.weight"] = trained_w.ffn_norm;
+    blocks.push_back({{"block", b}, {"first_loss", first_loss}, {"last_loss", last_loss}, {"flips", block_flips}});
+    curves.push_back(std::move(curve));
+    std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
+  }
+  progress.finish();
+  write_plot_svg(plot_path, curves,
+                 {.title = "layer-wise loss per block", .x_label = "step", .y_label = "MSE", .log_y = true});
+
+  // 4. The compressed model: save, read back, measure.
+  io::CompressedModel cm;
+  cm.config = cfg;
+  cm.tokenizer = tokenizer.spec();
+  cm.storage = io::Storage{.scales = io::StoredFloat::f16, .dense = io::StoredFloat::f16};
+  for (const auto& [name, t] : weights.tensors) {
+    if (blr::is_llama_projection(name)) continue;
+    const auto g = trained_gains.find(name);
+    cm.dense.emplace(name, g == trained_gains.end() ? t : model::HostTensor{t.shape, g->second});
+  }
+  cm.blr = std::move(trained);
+  nlohmann::ordered_json summary;
+  summary["model"] = weights.source;
+  summary["family"] = std::string(io::model_family_name(cfg.family));
+  summary["device"] = o.device;
+  summary["objective"] = o.objective;
+  summary["target_bpw"] = o.bpw;
+  summary["paths"] = o.paths;
+  summary["training_text"] = train_text.name;
+  summary["steps_per_block"] = o.steps;
+  summary["seq_len"] = T;
+  summary["windows_per_step"] = nb;
+  summary["seed"] = o.seed;
+  nlohmann::ordered_json ranks;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    ranks[plan[i].name] = {{"rank", plan[i].rank}, {"init_rel_error", init_error[i]}};
+  summary["matrices"] = ranks;
+  summary["blocks"] = blocks;
+  summary["perplexity"] = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
+  cm.summary = summary;
+  save_bitrank(o.out, cm);
+
+  Perplexity ppl_student;
+  {
+    const io::CompressedModel saved = io::load_bitrank(o.out);
+    model::HostWeights dense{saved.config, o.out.string(), saved.dense};
+    const model::LlamaModel<float> student(be, dense, saved.blr);
+    ppl_student = perplexity(student, eval_span, o.eval_seq_len, eval_windows, "trained student");
+  }
+  const double block_tokens = static_cast<double>(L * N);
+  cm.summary["perplexity"]["student"] = ppl_json(ppl_student);
+  cm.summary["training"] = {{"seconds", train_seconds},
+                            {"block_tokens", L * N},
+                            {"tokens_per_s", block_tokens / train_seconds},
+                            {"model_tokens_per_s", static_cast<double>(N) / train_seconds},
+                            {"sign_flips", flips_total},
+                            {"skipped_steps", skipped_total}};
+  cm.summary["init_seconds"] = init_seconds;
+  const std::size_t peak = be.memory->peak_bytes();
+  cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
+  cm.summary["seconds"] = since(t_start);
+  save_bitrank(o.out, cm);  // the same tensors; the summary now holds the student's figures
+  cm.summary["accounting"] = io::bitrank_accounting(cm);
+  cm.summary["file"] = o.out.string();
+  cm.summary["file_bytes"] = std::filesystem::file_size(o.out);
+  cm.summary["log"] = log_path.string();
+  cm.summary["plot"] = plot_path.string();
+  return cm.summary;
+}
+
+}  // namespace bitrank::train
