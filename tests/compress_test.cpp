@@ -13,6 +13,7 @@
 
 #include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/tokenizer.hpp"
+#include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/train/report.hpp"
 #include "support/backends.hpp"
@@ -104,8 +105,12 @@ TEST(Compress, TinyLlamaEndToEnd) {
   for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
   const io::Tokenizer tok(*cm.tokenizer);
   const auto ids = tok.encode(some_text(2, 10));
-  const model::LlamaModel<float> student(test::cpu_backend(), model::HostWeights{cm.config, "tiny", cm.dense}, cm.blr);
-  const auto nll = student.nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
+  // As `bitrank eval --model tiny.bitrank` loads it (and its tokenizer):
+  const model::LoadedWeights loaded = model::load_any(o.out);
+  EXPECT_EQ(loaded.blr.size(), 14u);
+  EXPECT_EQ(io::load_model_tokenizer(o.out).encode(some_text(2, 10)), ids);
+  const auto student = model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
+  const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
   EXPECT_NEAR(std::exp(nll.sum / static_cast<double>(nll.count)), ppl.at("student").at("ppl").get<double>(), 1e-9);
 
   // Training: every step logged, losses finite, each block's loss falls, signs flip.

@@ -74,8 +74,9 @@ int run_eval(const EvalOptions& o) {
   }
 
   const auto t_load = std::chrono::steady_clock::now();
-  const model::HostWeights weights = model::load_weights(model_path);
-  const auto model = model::make_model(*be, weights);
+  const model::LoadedWeights loaded = model::load_any(model_path);
+  const model::HostWeights& weights = loaded.weights;
+  const auto model = model::make_model(*be, weights, loaded.blr);
   const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 

@@ -27,12 +27,14 @@
 //   tokenizer.ggml.add_space_prefix             bool, optional (ByteLevel
 //                              add_prefix_space)
 // Every error is a bitrank::Error "gguf '<file>': key <key>...: <what>".
+#include <fstream>
 #include <limits>
 #include <string>
 #include <unordered_map>
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
 
 namespace bitrank::io {
@@ -150,8 +152,21 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& file) {
 // tokenizer.json or a GGUF header's keys, the model loaders' two layouts.
 Tokenizer load_model_tokenizer(const std::filesystem::path& model) {
   if (std::filesystem::is_directory(model)) return Tokenizer(load_tokenizer_json(model / "tokenizer.json"));
+  if (!is_gguf_file(model)) {
+    // A bitrank model file (safetensors): the tokenizer sits in its metadata.
+    const Safetensors st = Safetensors::open(model);
+    const auto it = st.metadata().find("bitrank.tokenizer");
+    if (it == st.metadata().end()) fail("{}: neither a GGUF file nor a bitrank model with a tokenizer", model.string());
+    return Tokenizer(parse_tokenizer_spec_json(it->second, model.string() + ": bitrank.tokenizer"));
+  }
   const GgufFile file = GgufFile::open(model, {.verify_data = false});
   return Tokenizer(tokenizer_spec_from_gguf(file));
+}
+
+bool is_gguf_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
 }
 
 }  // namespace bitrank::io

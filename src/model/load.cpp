@@ -3,11 +3,23 @@
 #include "bitrank/model/load.hpp"
 
 #include "bitrank/error.hpp"
+#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
 
 namespace bitrank::model {
+
+LoadedWeights load_any(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec) && path.filename() != "config.json" && !io::is_gguf_file(path)) {
+    if (!std::filesystem::is_regular_file(path, ec)) fail("model {}: no such file or directory", path.string());
+    io::CompressedModel cm = io::load_bitrank(path);
+    return LoadedWeights{HostWeights{cm.config, path.string(), std::move(cm.dense)}, std::move(cm.blr)};
+  }
+  return LoadedWeights{load_weights(path), {}};
+}
 
 HostWeights load_weights(const std::filesystem::path& path) {
   std::error_code ec;
@@ -24,12 +36,16 @@ HostWeights load_weights(const std::filesystem::path& path) {
 }
 
 template <class T>
-std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w) {
-  if (w.config.is_hybrid()) return std::make_unique<HybridModel<T>>(be, w);
-  return std::make_unique<LlamaModel<T>>(be, w);
+std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr) {
+  if (w.config.is_hybrid()) {
+    if (!blr.empty()) fail("model {}: compressed {} models cannot be run yet", w.source, w.config.model_type);
+    return std::make_unique<HybridModel<T>>(be, w);
+  }
+  return std::make_unique<LlamaModel<T>>(be, w, blr);
 }
 
-template std::unique_ptr<DecoderModel<float>> make_model(Backend<float>&, const HostWeights&);
-template std::unique_ptr<DecoderModel<double>> make_model(Backend<double>&, const HostWeights&);
+template std::unique_ptr<DecoderModel<float>> make_model(Backend<float>&, const HostWeights&, const BlrProjections&);
+template std::unique_ptr<DecoderModel<double>> make_model(Backend<double>&, const HostWeights&,
+                                                          const BlrProjections&);
 
 }  // namespace bitrank::model

@@ -143,7 +143,11 @@ class Tokenizer {
 // tokenizer.json (Hugging Face layout), else a .gguf file's tokenizer.ggml.*
 // keys (only the header is read, no tensor data). `bitrank eval` and the
 // trainer turn text into ids with it, as plain text: encode(text).
+// A bitrank model file (not a directory, no GGUF magic) gives the tokenizer
+// kept in its metadata.
 Tokenizer load_model_tokenizer(const std::filesystem::path& model);
+// Whether the file starts with the GGUF magic (false when unreadable).
+bool is_gguf_file(const std::filesystem::path& path);
 
 // GPT-2's reversible byte → unicode stand-in map (printable Latin-1 bytes map
 // to themselves, the rest to U+0100 onwards), as UTF-8.

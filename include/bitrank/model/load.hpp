@@ -3,21 +3,32 @@
 //   a directory (or a config.json in one)  Hugging Face: config.json's model_type
 //                                          picks the family (llama → dense,
 //                                          qwen3_5 / qwen3_next → hybrid)
-//   a file                                 GGUF: general.architecture picks it
+//   a file starting with "GGUF"            GGUF: general.architecture picks it
 //                                          (llama → dense, qwen35 → hybrid)
+//   any other file                         a bitrank model (io/bitrank_format.hpp):
+//                                          its dense tensors and BLR projections
 #pragma once
 
 #include <filesystem>
 #include <memory>
 
 #include "bitrank/model/decoder.hpp"
+#include "bitrank/model/model.hpp"
 
 namespace bitrank::model {
 
+struct LoadedWeights {
+  HostWeights weights;
+  BlrProjections blr;  // empty unless the file is a compressed (bitrank) model
+};
+
+LoadedWeights load_any(const std::filesystem::path& path);
+// load_any for uncompressed checkpoints only (Error naming a bitrank file).
 HostWeights load_weights(const std::filesystem::path& path);
 
-// The model class of w.config's family (LlamaModel or HybridModel) over `be`.
+// The model class of w.config's family (LlamaModel or HybridModel) over
+// `be`; BLR projections (a compressed model) exist for the dense family only.
 template <class T>
-std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w);
+std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr = {});
 
 }  // namespace bitrank::model
