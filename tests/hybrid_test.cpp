@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <string>
 
 #include "bitrank/io/gguf.hpp"
@@ -24,6 +23,7 @@
 #include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "support/backends.hpp"
+#include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
 
 namespace bitrank {
@@ -33,88 +33,7 @@ using model::HostTensor;
 using model::HostWeights;
 using model::HybridModel;
 using nlohmann::json;
-
-// 4 blocks (GDN, GDN, GDN, gated attention), hidden 64; attention 4 heads /
-// 2 kv heads of 32 with 8 rotary dims (factor 0.25), θ 1e4; GDN 2 k-heads /
-// 4 v-heads of 16 (two v-heads per k-head, so head order matters), conv 4;
-// MLP 96; vocabulary 300.
-constexpr index_t kD = 64, kLayers = 4, kH = 4, kHkv = 2, kHd = 32, kHk = 2, kHv = 4, kDk = 16, kK = 4, kF = 96,
-                  kV = 300;
-constexpr index_t kR = kHv / kHk, kC = 2 * kHk * kDk + kHv * kDk;
-
-json text_config(bool tied) {
-  return json{{"hidden_size", kD},
-              {"num_hidden_layers", kLayers},
-              {"num_attention_heads", kH},
-              {"num_key_value_heads", kHkv},
-              {"head_dim", kHd},
-              {"intermediate_size", kF},
-              {"vocab_size", kV},
-              {"rms_norm_eps", 1e-6},
-              {"max_position_embeddings", 256},
-              {"tie_word_embeddings", tied},
-              {"hidden_act", "silu"},
-              {"linear_num_key_heads", kHk},
-              {"linear_num_value_heads", kHv},
-              {"linear_key_head_dim", kDk},
-              {"linear_value_head_dim", kDk},
-              {"linear_conv_kernel_dim", kK},
-              {"full_attention_interval", 4},
-              {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}}};
-}
-
-// Qwen3.5's multimodal config (text part nested) or Qwen3-Next's flat one
-// with every block in mlp_only_layers.
-io::ModelConfig tiny_config(bool tied, bool next, json edits = json::object()) {
-  json j;
-  if (next) {
-    j = text_config(tied);
-    j["model_type"] = "qwen3_next";
-    j["num_experts"] = 8;
-    j["mlp_only_layers"] = {0, 1, 2, 3};
-  } else {
-    json t = text_config(tied);
-    t["model_type"] = "qwen3_5_text";
-    j = json{{"model_type", "qwen3_5"}, {"tie_word_embeddings", tied}, {"text_config", t}};
-  }
-  j.merge_patch(edits);
-  return io::parse_hf_config(j.dump(), "config.json");
-}
-
-// Random weights in transformers' meaning: matrices ~ U(±√(3/fan_in)),
-// zero-centred gains ~ U(±0.2) on a 2⁻¹² grid, the GDN norm gain around 1, A_log of a
-// decay rate in [0.5, 4.5], conv taps ~ U(±0.7).
-HostWeights tiny_weights(bool tied, std::uint64_t seed) {
-  HostWeights w;
-  w.config = tiny_config(tied, false);
-  w.source = "tiny";
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  for (const auto& [name, shape] : model::hybrid_expected_tensors(w.config)) {
-    index_t numel = 1;
-    for (index_t s : shape) numel *= s;
-    HostTensor t{shape, {}};
-    for (index_t i = 0; i < numel; ++i) {
-      double v;
-      if (name.ends_with("ssm_a_log")) v = std::log(2.5 + 2.0 * u(rng));
-      else if (name.ends_with("ssm_dt.bias")) v = 0.5 * u(rng);
-      else if (name.ends_with("ssm_norm.weight")) v = 1.0 + 0.2 * u(rng);
-      else if (name.ends_with("ssm_conv1d.weight")) v = 0.7 * u(rng);
-      else if (shape.size() == 1) v = std::round(0.2 * u(rng) * 4096) / 4096;  // 1 + v exact in f32 (GGUF stores it)
-      else v = std::sqrt(3.0 / static_cast<double>(shape[1])) * u(rng);
-      t.values.push_back(static_cast<float>(v));
-    }
-    w.tensors.emplace(name, std::move(t));
-  }
-  return w;
-}
-
-std::vector<std::int32_t> tiny_tokens(index_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& v : t) v = static_cast<std::int32_t>(rng() % kV);
-  return t;
-}
+using namespace test::tiny_hybrid;
 
 double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0, den = 0;

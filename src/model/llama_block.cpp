@@ -81,11 +81,16 @@ void BlockActivations<T>::reserve(Memory& mem, const LlamaBlockDims& dims, index
 }
 
 template <class T>
-CView<T> RopeTables<T>::get(Memory& mem, const LlamaBlockDims& dims, index_t window) {
-  const index_t half = dims.head_dim / 2;
+CView<T> RopeTables<T>::get(Memory& mem, index_t half, double theta, index_t window) {
+  if (tables_.empty()) {
+    half_ = half;
+    theta_ = theta;
+  } else if (half != half_ || theta != theta_) {
+    fail("RopeTables: asked for half {} θ {}, this object holds tables of half {} θ {}", half, theta, half_, theta_);
+  }
   auto it = tables_.find(window);
   if (it == tables_.end()) {
-    const auto table = rope_table<T>(window, half, dims.rope_theta);
+    const auto table = rope_table<T>(window, half, theta);
     Buffer<T> b(mem, table.size());
     b.upload(table);
     it = tables_.emplace(window, std::move(b)).first;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "bitrank/error.hpp"
+#include "bitrank/train/student_hybrid_block.hpp"
 
 namespace bitrank::train {
 
@@ -26,8 +27,8 @@ double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::typ
   return sum / static_cast<double>(n);
 }
 
-template <class T>
-StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
+template <LayerwiseStudent Block>
+StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
   if (!std::isfinite(opt.clip_norm) || opt.clip_norm < 0)  // before the scaler counts the step
     fail("layer-wise step: clip_norm must be finite and ≥ 0, got {}", opt.clip_norm);
   StepReport rep;
@@ -53,10 +54,10 @@ StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState&
   return rep;
 }
 
-template <class T>
-StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
-                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buf,
-                      LayerwiseState& state, const LayerwiseOptions& opt) {
+template <LayerwiseStudent Block>
+StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
+                      LayerwiseBuffersOf<Block>& buf, LayerwiseState& state, const LayerwiseOptions& opt) {
+  using T = typename Block::Real;
   const index_t n = x.dim(0), d = block.dims().hidden;
   if (!(x.shape == Shape{n, d}) || !(target.shape == Shape{n, d}))
     fail("train_step: x {} and target {} must both be [n, {}]", x.shape.str(), target.shape.str(), d);
@@ -72,11 +73,14 @@ StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>
 
 template double layerwise_loss<float>(Backend<float>&, CView<float>, CView<float>, View<float>);
 template double layerwise_loss<double>(Backend<double>&, CView<double>, CView<double>, View<double>);
-template StepReport finish_step<float>(StudentLlamaBlock<float>&, double, LayerwiseState&, const LayerwiseOptions&);
-template StepReport finish_step<double>(StudentLlamaBlock<double>&, double, LayerwiseState&, const LayerwiseOptions&);
-template StepReport train_step<float>(StudentLlamaBlock<float>&, CView<float>, CView<float>, index_t,
-                                      LayerwiseBuffers<float>&, LayerwiseState&, const LayerwiseOptions&);
-template StepReport train_step<double>(StudentLlamaBlock<double>&, CView<double>, CView<double>, index_t,
-                                       LayerwiseBuffers<double>&, LayerwiseState&, const LayerwiseOptions&);
+#define BITRANK_LAYERWISE_STEPS(Block)                                                              \
+  template StepReport finish_step<Block>(Block&, double, LayerwiseState&, const LayerwiseOptions&); \
+  template StepReport train_step<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,    \
+                                        LayerwiseBuffersOf<Block>&, LayerwiseState&, const LayerwiseOptions&);
+BITRANK_LAYERWISE_STEPS(StudentLlamaBlock<float>)
+BITRANK_LAYERWISE_STEPS(StudentLlamaBlock<double>)
+BITRANK_LAYERWISE_STEPS(StudentHybridBlock<float>)
+BITRANK_LAYERWISE_STEPS(StudentHybridBlock<double>)
+#undef BITRANK_LAYERWISE_STEPS
 
 }  // namespace bitrank::train

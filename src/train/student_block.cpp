@@ -22,67 +22,49 @@ BlrDims StudentLlamaBlock<T>::proj_dims(const LlamaBlockDims& dims, LlamaProj p,
 }
 
 template <class T>
-StudentLlamaBlock<T>::StudentLlamaBlock(Backend<T>& be, const LlamaBlockDims& dims, const StudentBlockWeights& init,
-                                        SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id)
-    : be_(&be), dims_(dims) {
+std::vector<BlrDims> StudentLlamaBlock<T>::all_proj_dims(const LlamaBlockDims& dims, const StudentBlockWeights& w) {
   if (dims.hidden <= 0 || dims.heads <= 0 || dims.kv_heads <= 0 || dims.head_dim <= 0 || dims.ffn <= 0)
     fail("StudentLlamaBlock: dimensions hidden {} heads {} kv_heads {} head_dim {} ffn {} must be positive",
          dims.hidden, dims.heads, dims.kv_heads, dims.head_dim, dims.ffn);
-  const index_t d = dims.hidden;
-  // Pass 1 measures, pass 2 carves the same tensors from the arena.
-  const auto carve = [&](ArenaRegions& at, bool place) {
-    std::uint32_t id = sign_id;
-    for (LlamaProj p : kAllLlamaProjs) {
-      const BlrDims pd = proj_dims(dims, p, init.proj[static_cast<std::size_t>(p)]);
-      if (place)
-        proj_.emplace_back(be, pd, sign_optimizer, id, at);
-      else
-        BlrLinear<T>::measure(pd, sign_optimizer, at);
-      id += 2 * static_cast<std::uint32_t>(pd.paths);
-    }
-    gains_ = View<T>(at.state.take<T>(2 * d), Shape{2 * d});
-    gains_m_ = View<T>(at.state.take<T>(2 * d), Shape{2 * d});
-    gains_v_ = View<T>(at.state.take<T>(2 * d), Shape{2 * d});
-    gain_grads_ = View<T>(at.grads.take<T>(2 * d), Shape{2 * d});
-  };
-  ArenaRegions sizes;
-  carve(sizes, false);
-  arena_ = Arena(*be.memory, sizes);
-  ArenaRegions at = arena_.carvers();
-  proj_.reserve(kLlamaProjs);
-  carve(at, true);
+  std::vector<BlrDims> out;
+  for (LlamaProj p : kAllLlamaProjs) out.push_back(proj_dims(dims, p, w.proj[static_cast<std::size_t>(p)]));
+  return out;
+}
+
+template <class T>
+StudentLlamaBlock<T>::StudentLlamaBlock(Backend<T>& be, const LlamaBlockDims& dims, const StudentBlockWeights& init,
+                                        SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id)
+    : be_(&be),
+      dims_(dims),
+      arena_(be, all_proj_dims(dims, init), 2 * dims.hidden, sign_optimizer, sign_id, "StudentLlamaBlock") {
   upload(init, tau);
 }
 
 template <class T>
 void StudentLlamaBlock<T>::upload(const StudentBlockWeights& w, float tau) {
   const index_t d = dims_.hidden;
-  std::vector<T> gains;
+  std::vector<float> gains;
   for (const auto* g : {&w.attn_norm, &w.ffn_norm}) {
     const char* name = g == &w.attn_norm ? "attn_norm" : "ffn_norm";
     if (static_cast<index_t>(g->size()) != d)
       fail("StudentLlamaBlock upload: {} has {} entries, expected {}", name, g->size(), d);
     for (float x : *g) {
       if (!std::isfinite(x)) fail("StudentLlamaBlock upload: {} has a non-finite entry {}", name, x);
-      gains.push_back(static_cast<T>(x));
+      gains.push_back(x);
     }
   }
   for (LlamaProj p : kAllLlamaProjs) {
     proj_dims(dims_, p, w.proj[static_cast<std::size_t>(p)]);  // names the projection on a shape mismatch
     proj(p).upload(w.proj[static_cast<std::size_t>(p)], tau);
   }
-  Memory& mem = *be_->memory;
-  mem.upload(gains_.data, gains.data(), gains.size() * sizeof(T));
-  mem.zero(gains_m_.data, gains.size() * sizeof(T));
-  mem.zero(gains_v_.data, gains.size() * sizeof(T));
+  arena_.upload_gains(gains);
 }
 
 template <class T>
 StudentBlockWeights StudentLlamaBlock<T>::download() const {
   StudentBlockWeights w;
   for (LlamaProj p : kAllLlamaProjs) w.proj[static_cast<std::size_t>(p)] = proj(p).download();
-  std::vector<T> gains(static_cast<std::size_t>(gains_.numel()));
-  be_->memory->download(gains.data(), gains_.data, gains.size() * sizeof(T));
+  const std::vector<float> gains = arena_.download_gains();
   const auto half = gains.begin() + dims_.hidden;
   w.attn_norm.assign(gains.begin(), half);
   w.ffn_norm.assign(half, gains.end());
@@ -91,16 +73,12 @@ StudentBlockWeights StudentLlamaBlock<T>::download() const {
 
 template <class T>
 std::vector<std::byte> StudentLlamaBlock<T>::download_state() const {
-  std::vector<std::byte> bytes(arena_.state_bytes());
-  be_->memory->download(bytes.data(), arena_.state(), bytes.size());
-  return bytes;
+  return arena_.download_state();
 }
 
 template <class T>
 void StudentLlamaBlock<T>::upload_state(std::span<const std::byte> bytes) {
-  if (bytes.size() != arena_.state_bytes())
-    fail("StudentLlamaBlock upload_state: {} bytes, the block's state has {}", bytes.size(), arena_.state_bytes());
-  be_->memory->upload(arena_.state(), bytes.data(), bytes.size());
+  arena_.upload_state(bytes);
 }
 
 template <class T>
@@ -175,34 +153,17 @@ void StudentLlamaBlock<T>::backward(CView<T> x, const StudentTape<T>& tape, CVie
 
 template <class T>
 void StudentLlamaBlock<T>::zero_grad() {
-  be_->memory->zero(arena_.grads(), arena_.grads_bytes());
-  for (auto& p : proj_) p.mark_grads_zeroed();
+  arena_.zero_grad();
 }
 
 template <class T>
 StudentGradSquares StudentLlamaBlock<T>::grad_squares() const {
-  StudentGradSquares sq;
-  ReduceOps<T>& reduce = be_->reduce();
-  // The grads region is every Adam-trained gradient and zero padding.
-  sq.adam = reduce.sum_squares(region_as<T>(arena_.grads(), arena_.grads_bytes()));
-  bool all = true;
-  for (const auto& p : proj_) all = all && p.sign_grads_written();
-  if (all) {
-    sq.signs = reduce.sum_squares(region_as<T>(arena_.sign_grads(), arena_.sign_grads_bytes()));
-  } else {
-    for (const auto& p : proj_) sq.signs += p.sign_grad_squares();
-  }
-  return sq;
+  return arena_.grad_squares();
 }
 
 template <class T>
 std::int64_t StudentLlamaBlock<T>::step(const AdamOptions& scales, const AdamOptions& gains, const SignOptions& signs) {
-  if (gains.step != scales.step)
-    fail("StudentLlamaBlock step: the gains' step {} differs from the scales' {}", gains.step, scales.step);
-  std::int64_t flips = 0;
-  for (auto& p : proj_) flips += p.step(scales, signs);
-  be_->adam().adam_update(gains_, gain_grads_, gains_m_, gains_v_, CView<T>{}, gains);
-  return flips;
+  return arena_.step(scales, gains, signs);
 }
 
 template class StudentLlamaBlock<float>;

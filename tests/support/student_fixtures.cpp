@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "bitrank/error.hpp"
 #include "bitrank/ops/bitmap.hpp"
 #include "bitrank/rng.hpp"
 
@@ -81,6 +82,36 @@ model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::St
   }
   t.tensors.at("blk.0.attn_norm.weight").values = w.attn_norm;
   t.tensors.at("blk.0.ffn_norm.weight").values = w.ffn_norm;
+  return t;
+}
+
+model::HostWeights hybrid_teacher_of(const model::HostWeights& base, index_t b, const train::StudentHybridWeights& w) {
+  model::HostWeights t = base;
+  const std::string p = "blk." + std::to_string(b) + ".";
+  const auto set = [&](const std::string& name, const std::vector<float>& values) {
+    auto& dst = t.tensors.at(p + name).values;
+    if (dst.size() != values.size())
+      fail("hybrid_teacher_of: {} has {} values, the student {}", name, dst.size(), values.size());
+    dst = values;
+  };
+  for (model::HybridProj q : model::hybrid_block_projs(w.full_attention)) {
+    if (!train::hybrid_proj_is_blr(q)) continue;
+    const auto dense = blr::reconstruct(w.proj[static_cast<std::size_t>(q)]);
+    set(std::string(model::hybrid_proj_name(q)) + ".weight", std::vector<float>(dense.begin(), dense.end()));
+  }
+  set("attn_norm.weight", w.attn_norm);
+  set("post_attention_norm.weight", w.post_norm);
+  if (w.full_attention) {
+    set("attn_q_norm.weight", w.q_norm);
+    set("attn_k_norm.weight", w.k_norm);
+  } else {
+    set("ssm_beta.weight", w.ssm_beta);
+    set("ssm_alpha.weight", w.ssm_alpha);
+    set("ssm_conv1d.weight", w.conv);
+    set("ssm_a_log", w.a_log);
+    set("ssm_dt.bias", w.dt_bias);
+    set("ssm_norm.weight", w.gdn_norm);
+  }
   return t;
 }
 

@@ -1,6 +1,7 @@
-// Test fixtures of the trainable BLR layer and the student block: random
+// Test fixtures of the trainable BLR layer and the student blocks: random
 // BLR matrices, random student blocks and a one-block dense teacher built
-// from them (Ŵ by blr::reconstruct).
+// from them (Ŵ by blr::reconstruct); a hybrid teacher holding a student
+// hybrid block's expansion.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/train/student_block.hpp"
+#include "bitrank/train/student_hybrid_block.hpp"
 
 namespace bitrank::test {
 
@@ -27,5 +29,10 @@ train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, ind
 // A one-block dense model whose block has the student's expanded weights
 // and gains (embeddings and head random: the block is all a test uses).
 model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::StudentBlockWeights& w);
+
+// `base` (hybrid weights) with block b replaced by the student's: each BLR
+// projection by its expansion Ŵ (rounded to f32), the gains and the frozen
+// tensors by w's.
+model::HostWeights hybrid_teacher_of(const model::HostWeights& base, index_t b, const train::StudentHybridWeights& w);
 
 }  // namespace bitrank::test

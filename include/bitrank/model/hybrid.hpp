@@ -21,8 +21,9 @@
 // h belongs to k-head h / (Hv/Hk). Every norm gain except ssm_norm is
 // zero-centred (the norm multiplies by 1 + w, as transformers stores it).
 //
-// Forward of block b over n = windows·T rows (HybridBlockActivations keeps
-// every intermediate — the GDN's tape included — for a backward):
+// Forward of block b over n = windows·T rows (hybrid_block.hpp runs it;
+// HybridBlockActivations keeps every intermediate — the GDN's tape
+// included — for a backward):
 //   xn1 = rmsnorm(x, attn_norm; 1 + w)
 //   full attention:  [q | gate] = xn1·Wqᵀ split per head;  k, v = xn1·Wkᵀ, xn1·Wvᵀ
 //                    qr = qk_norm_rope(q; 1 + q_norm), kr = qk_norm_rope(k; 1 + k_norm):
@@ -66,14 +67,16 @@
 // mlp_only_layers) is an Error naming the block.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "bitrank/model/decoder.hpp"
+#include "bitrank/model/hybrid_block.hpp"
+#include "bitrank/model/llama_block.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -119,19 +122,6 @@ void check_hybrid_gguf_tensors(const io::GgufFile& gguf, const ModelConfig& conf
 HostWeights load_hybrid_gguf_weights(const io::GgufFile& gguf);
 HostWeights load_hybrid_gguf_weights(const std::filesystem::path& path);
 
-// Every intermediate of one block's forward over n rows. Buffers of the
-// other mixer kind stay empty.
-template <class T>
-struct HybridBlockActivations {
-  Buffer<T> xn1, inv1;                              // attention norm: x̂ [n][d], 1/rms [n]
-  Buffer<T> qg, q, gate, k, v, qr, q_inv, kr, k_inv;  // full attention: [q|gate] [n][2·H·hd], …
-  Buffer<T> att, lse, gated;                        // attention out, lse [n][H], att ⊙ σ(gate)
-  Buffer<T> qkv, z, a, b, o, tape;                  // GDN: projections, core output, gdn tape
-  bool tape_recorded = false;                       // the GDN tape holds its record part
-  Buffer<T> h, xn2, inv2, ffn_gate, ffn_up, act;    // residual after the mixer, MLP
-  Buffer<T> proj;                                   // scratch: mixer out-projection, then down-projection
-};
-
 template <class T>
 class HybridModel final : public DecoderModel<T> {
  public:
@@ -142,6 +132,8 @@ class HybridModel final : public DecoderModel<T> {
   // State checkpoint interval of the GDN tape (ops/gdn.hpp).
   index_t gdn_ckpt_every = 8;
 
+  // The blocks' dimensions (ckpt_every = gdn_ckpt_every).
+  HybridBlockDims block_dims() const;
   bool is_full_attention(index_t b) const;
   // The GDN op's configuration for windows of `window` tokens.
   GdnConfig gdn_config(index_t window) const;
@@ -159,15 +151,14 @@ class HybridModel final : public DecoderModel<T> {
  private:
   struct Block {
     bool full = false;
+    std::array<Buffer<T>, kHybridProjs> proj;   // by HybridProj; those of the other mixer kind empty
     Buffer<T> attn_norm, post_norm;
-    Buffer<T> wq, wk, wv, wo, q_norm, k_norm;                                 // full attention
-    Buffer<T> w_qkv, w_z, w_b, w_a, conv, a_log, dt_bias, gdn_norm, w_out;    // GDN
-    Buffer<T> w_gate, w_up, w_down;                                           // MLP
+    Buffer<T> q_norm, k_norm;                   // full attention
+    Buffer<T> conv, a_log, dt_bias, gdn_norm;   // GDN
   };
-  const Buffer<T>& rope_table_for(index_t window) const;
 
   std::vector<Block> blocks_;
-  mutable std::map<index_t, Buffer<T>> rope_tables_;
+  mutable RopeTables<T> ropes_;
 };
 
 extern template class HybridModel<float>;

@@ -54,14 +54,21 @@ struct BlockActivations {
   void reserve(Memory& mem, const LlamaBlockDims& dims, index_t n);
 };
 
-// Rotary tables [window][head_dim/2][2] on a backend, made once per window.
+// Rotary tables [window][half][2] (rope_table, ops/rope.hpp) on a backend,
+// made once per window; one object serves one (half, θ) (another is an Error).
 template <class T>
 class RopeTables {
  public:
-  CView<T> get(Memory& mem, const LlamaBlockDims& dims, index_t window);
+  CView<T> get(Memory& mem, index_t half, double theta, index_t window);
+  // The Llama block's: half = head_dim/2.
+  CView<T> get(Memory& mem, const LlamaBlockDims& dims, index_t window) {
+    return get(mem, dims.head_dim / 2, dims.rope_theta, window);
+  }
 
  private:
   std::map<index_t, Buffer<T>> tables_;
+  index_t half_ = 0;
+  double theta_ = 0;
 };
 
 // y [n][hidden] = the block applied to x [n][hidden] (rows: windows of

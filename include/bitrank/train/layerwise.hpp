@@ -1,5 +1,6 @@
 // The layer-wise objective (DESIGN §7) and one training step of a student
-// block against its teacher block.
+// block against its teacher block — any student block (LayerwiseStudent:
+// StudentLlamaBlock, StudentHybridBlock).
 //
 //   loss = Σ (y − y_teacher)² / N       N = rows·hidden elements
 //   dy   = 2·(y − y_teacher) / N        (squared_error, on the backend)
@@ -32,11 +33,13 @@
 // of squares, the flip counts).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <type_traits>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/train/grad_scale.hpp"
+#include "bitrank/train/student_arena.hpp"
 #include "bitrank/train/student_block.hpp"
 
 namespace bitrank::train {
@@ -77,12 +80,29 @@ struct StepReport {
   double grad_scale = 0;      // the scale the backward used
 };
 
+// What a step needs of a student block: its real type and tape, and the
+// forward / backward / zero_grad / grad_squares / step of student_block.hpp.
+template <class B>
+concept LayerwiseStudent = requires(B& b, const B& cb, CView<typename B::Real> x, View<typename B::Real> y,
+                                    typename B::Tape& tape, const AdamOptions& adam, const SignOptions& signs) {
+  { cb.backend() } -> std::same_as<Backend<typename B::Real>&>;
+  { cb.dims().hidden } -> std::convertible_to<index_t>;
+  b.zero_grad();
+  b.forward(x, index_t{1}, tape, y);
+  b.backward(x, tape, x, 1.0f, y);
+  { cb.grad_squares() } -> std::same_as<StudentGradSquares>;
+  { b.step(adam, adam, signs) } -> std::same_as<std::int64_t>;
+};
+
 // Forward tape and the step's activations and gradients (grown as needed).
-template <class T>
+template <class T, class Tape = StudentTape<T>>
 struct LayerwiseBuffers {
-  StudentTape<T> tape;
+  Tape tape;
   Buffer<T> y, dy, dx;
 };
+// The buffers of a block type.
+template <LayerwiseStudent Block>
+using LayerwiseBuffersOf = LayerwiseBuffers<typename Block::Real, typename Block::Tape>;
 
 // loss = mean (y − target)²; dy = ∂loss/∂y (overwritten). Shapes must match.
 template <class T>
@@ -90,15 +110,16 @@ double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::typ
                       std::type_identity_t<View<T>> dy);
 
 // One step on x [n][hidden] (windows of `window` rows) towards target, the
-// teacher block's output for x. (T comes from the block: the views convert.)
-template <class T>
-StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
-                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buffers,
-                      LayerwiseState& state, const LayerwiseOptions& opt);
+// teacher block's output for x. (The block type comes from the block: the
+// views convert.) Instantiated for StudentLlamaBlock and StudentHybridBlock
+// over float and double.
+template <LayerwiseStudent Block>
+StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
+                      LayerwiseBuffersOf<Block>& buffers, LayerwiseState& state, const LayerwiseOptions& opt);
 
 // The update half of train_step, for the gradients of one backward run with
 // grad_scale = state.scaler.scale() (and `loss`, the forward's).
-template <class T>
-StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt);
+template <LayerwiseStudent Block>
+StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt);
 
 }  // namespace bitrank::train

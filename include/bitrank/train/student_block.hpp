@@ -22,12 +22,12 @@
 // stages gradients into f16 (blr_linear.hpp). The f32 ops (norms, RoPE,
 // attention, SwiGLU, adds) never see it.
 //
-// Memory: one arena (arena.hpp) for the whole block: the seven projections'
-// state then the gains and their Adam moments (state region); every
-// Adam-trained gradient — all BLR scales', then the gains' [2][hidden] —
-// in one grads region (zero_grad is one memset, its sum of squares one
-// reduction); all sign gradients in one sign_grads region. Backward scratch
-// lives in the block and only grows.
+// Memory: one StudentArena (student_arena.hpp) for the whole block: the
+// seven projections' state then the gains [attn_norm | ffn_norm] and their
+// Adam moments (state region); every Adam-trained gradient — all BLR
+// scales', then the gains' [2][hidden] — in one grads region (zero_grad is
+// one memset, its sum of squares one reduction); all sign gradients in one
+// sign_grads region. Backward scratch lives in the block and only grows.
 #pragma once
 
 #include <array>
@@ -40,6 +40,7 @@
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/llama_block.hpp"
 #include "bitrank/train/blr_linear.hpp"
+#include "bitrank/train/student_arena.hpp"
 
 namespace bitrank::train {
 
@@ -60,14 +61,12 @@ struct StudentTape {
   index_t rows = 0, window = 0;  // of the forward that filled it
 };
 
-struct StudentGradSquares {
-  double adam = 0;   // Σ of squared gradients of every BLR scale and both gains
-  double signs = 0;  // Σ of squared sign gradients G_U, G_V of every projection
-};
-
 template <class T>
 class StudentLlamaBlock {
  public:
+  using Real = T;
+  using Tape = StudentTape<T>;
+
   // Projections from init (each out×in per LlamaBlockDims, any rank, one or
   // two paths; blr::check_blr), latents z = τ·s, optimizer state zero.
   // Sign matrix ids start at sign_id (two per path per projection).
@@ -98,12 +97,12 @@ class StudentLlamaBlock {
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
 
-  BlrLinear<T>& proj(LlamaProj p) { return proj_[static_cast<std::size_t>(p)]; }
-  const BlrLinear<T>& proj(LlamaProj p) const { return proj_[static_cast<std::size_t>(p)]; }
-  View<T> attn_norm() const { return View<T>(gains_.data, Shape{dims_.hidden}); }
-  View<T> ffn_norm() const { return View<T>(gains_.data + dims_.hidden, Shape{dims_.hidden}); }
-  View<T> attn_norm_grad() const { return View<T>(gain_grads_.data, Shape{dims_.hidden}); }
-  View<T> ffn_norm_grad() const { return View<T>(gain_grads_.data + dims_.hidden, Shape{dims_.hidden}); }
+  BlrLinear<T>& proj(LlamaProj p) { return arena_.proj(static_cast<std::size_t>(p)); }
+  const BlrLinear<T>& proj(LlamaProj p) const { return arena_.proj(static_cast<std::size_t>(p)); }
+  View<T> attn_norm() const { return View<T>(arena_.gains().data, Shape{dims_.hidden}); }
+  View<T> ffn_norm() const { return View<T>(arena_.gains().data + dims_.hidden, Shape{dims_.hidden}); }
+  View<T> attn_norm_grad() const { return View<T>(arena_.gain_grads().data, Shape{dims_.hidden}); }
+  View<T> ffn_norm_grad() const { return View<T>(arena_.gain_grads().data + dims_.hidden, Shape{dims_.hidden}); }
 
  private:
   // Backward scratch (grown to the rows).
@@ -116,12 +115,12 @@ class StudentLlamaBlock {
     Buffer<T> delta;                // [n][heads]
   };
   static BlrDims proj_dims(const LlamaBlockDims& dims, LlamaProj p, const blr::HostBlrMatrix& m);
+  // The dimensions checked, then every projection's BlrDims in LlamaProj order.
+  static std::vector<BlrDims> all_proj_dims(const LlamaBlockDims& dims, const StudentBlockWeights& w);
 
   Backend<T>* be_;
   LlamaBlockDims dims_;
-  Arena arena_;
-  std::vector<BlrLinear<T>> proj_;
-  View<T> gains_, gains_m_, gains_v_, gain_grads_;  // [2·hidden]: attn_norm, then ffn_norm
+  StudentArena<T> arena_;  // gains [2·hidden]: attn_norm, then ffn_norm
   model::RopeTables<T> ropes_;
   Scratch scratch_;
 };

@@ -1,0 +1,107 @@
+// A student block's projections, gains and their bookkeeping (contract:
+// include/bitrank/train/student_arena.hpp).
+#include "bitrank/train/student_arena.hpp"
+
+#include <cmath>
+
+#include "bitrank/error.hpp"
+
+namespace bitrank::train {
+
+template <class T>
+StudentArena<T>::StudentArena(Backend<T>& be, std::span<const BlrDims> projs, index_t gains,
+                              SignOptimizer sign_optimizer, std::uint32_t sign_id, std::string who,
+                              const std::function<void(Carver& state)>& extra)
+    : be_(&be), who_(std::move(who)) {
+  if (gains < 0) fail("{}: {} gains", who_, gains);
+  // Pass 1 measures, pass 2 carves the same tensors from the arena.
+  const auto carve = [&](ArenaRegions& at, bool place) {
+    std::uint32_t id = sign_id;
+    for (const BlrDims& d : projs) {
+      if (place)
+        proj_.emplace_back(be, d, sign_optimizer, id, at);
+      else
+        BlrLinear<T>::measure(d, sign_optimizer, at);
+      id += 2 * static_cast<std::uint32_t>(d.paths);
+    }
+    gains_ = View<T>(at.state.take<T>(gains), Shape{gains});
+    gains_m_ = View<T>(at.state.take<T>(gains), Shape{gains});
+    gains_v_ = View<T>(at.state.take<T>(gains), Shape{gains});
+    gain_grads_ = View<T>(at.grads.take<T>(gains), Shape{gains});
+    if (extra) extra(at.state);
+  };
+  ArenaRegions sizes;
+  carve(sizes, false);
+  arena_ = Arena(*be.memory, sizes);
+  ArenaRegions at = arena_.carvers();
+  proj_.reserve(projs.size());
+  carve(at, true);
+}
+
+template <class T>
+void StudentArena<T>::upload_gains(const std::vector<float>& values) {
+  if (static_cast<index_t>(values.size()) != gains_.numel())
+    fail("{}: {} gain values, expected {}", who_, values.size(), gains_.numel());
+  const std::vector<T> v(values.begin(), values.end());
+  Memory& mem = *be_->memory;
+  mem.upload(gains_.data, v.data(), v.size() * sizeof(T));
+  mem.zero(gains_m_.data, v.size() * sizeof(T));
+  mem.zero(gains_v_.data, v.size() * sizeof(T));
+}
+
+template <class T>
+std::vector<float> StudentArena<T>::download_gains() const {
+  std::vector<T> v(static_cast<std::size_t>(gains_.numel()));
+  be_->memory->download(v.data(), gains_.data, v.size() * sizeof(T));
+  return std::vector<float>(v.begin(), v.end());
+}
+
+template <class T>
+void StudentArena<T>::zero_grad() {
+  be_->memory->zero(arena_.grads(), arena_.grads_bytes());
+  for (auto& p : proj_) p.mark_grads_zeroed();
+}
+
+template <class T>
+StudentGradSquares StudentArena<T>::grad_squares() const {
+  StudentGradSquares sq;
+  ReduceOps<T>& reduce = be_->reduce();
+  sq.adam = reduce.sum_squares(region_as<T>(arena_.grads(), arena_.grads_bytes()));
+  bool all = true;
+  for (const auto& p : proj_) all = all && p.sign_grads_written();
+  if (all) {
+    sq.signs = reduce.sum_squares(region_as<T>(arena_.sign_grads(), arena_.sign_grads_bytes()));
+  } else {
+    for (const auto& p : proj_) sq.signs += p.sign_grad_squares();
+  }
+  return sq;
+}
+
+template <class T>
+std::int64_t StudentArena<T>::step(const AdamOptions& scales, const AdamOptions& gains, const SignOptions& signs) {
+  if (gains.step != scales.step)
+    fail("{} step: the gains' step {} differs from the scales' {}", who_, gains.step, scales.step);
+  std::int64_t flips = 0;
+  for (auto& p : proj_) flips += p.step(scales, signs);
+  be_->adam().adam_update(gains_, gain_grads_, gains_m_, gains_v_, CView<T>{}, gains);
+  return flips;
+}
+
+template <class T>
+std::vector<std::byte> StudentArena<T>::download_state() const {
+  std::vector<std::byte> bytes(arena_.state_bytes());
+  be_->memory->download(bytes.data(), arena_.state(), bytes.size());
+  return bytes;
+}
+
+template <class T>
+void StudentArena<T>::upload_state(std::span<const std::byte> bytes) {
+  if (bytes.size() != arena_.state_bytes())
+    fail("{} upload_state: {} bytes, the block's state has {}", who_, bytes.size(), arena_.state_bytes());
+  be_->memory->upload(arena_.state(), bytes.data(), bytes.size());
+}
+
+template class StudentArena<float>;
+template class StudentArena<double>;
+
+}  // namespace bitrank::train
