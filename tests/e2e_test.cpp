@@ -1,8 +1,8 @@
 // The end-to-end objective and step: the whole model's gradient (KL + λ·Σ
 // MSE) by central differences on the reference, the f32 backends against the
-// reference (parity case), a short training run whose loss drops, a
-// non-finite gradient or loss skipping the step with everything bit for bit,
-// resume from the state, bad input.
+// reference (parity case), and on every f32 backend a short training run
+// whose loss drops, a non-finite or overflowing gradient skipping the step
+// with everything bit for bit, resume from the state bit for bit; bad input.
 //
 // The tiny model: 2 blocks of tiny_block_dims (hidden 64, 2 heads / 1 kv
 // head of 32, MLP 96), vocabulary 300 cut into head slices of 128 (two full
@@ -211,11 +211,10 @@ std::int64_t sign_distance(const std::vector<train::StudentBlockWeights>& a,
 
 // The teacher's blocks are expanded BLR matrices (rank 32, 2 paths), its
 // head tied; the student starts from them with 10% of the signs flipped and
-// every scale and gain off by up to ±30%. 60 steps on the CPU over 4 windows
-// of 16 tokens: the loss must fall 4× and both of its parts must fall,
-// without a skipped step.
-TEST(E2e, TrainingLowersTheLoss) {
-  auto& be = test::cpu_backend();
+// every scale and gain off by up to ±30%. 60 steps on every f32 backend over
+// 4 windows of 16 tokens: the loss must fall 4× and both of its parts must
+// fall, without a skipped step.
+void training_lowers_the_loss(Backend<float>& be) {
   const auto dims = test::tiny_block_dims();
   const auto blocks = teacher_blocks(21);
   model::LlamaModel<float> teacher(be, test::teacher_of(dims, blocks, kVocab, true, 22));
@@ -247,32 +246,36 @@ TEST(E2e, TrainingLowersTheLoss) {
   std::int64_t flips = 0;
   for (int s = 0; s < steps; ++s) {
     const auto rep = tr.step(tokens, window);
-    ASSERT_FALSE(rep.step.skipped) << "step " << s;
+    ASSERT_FALSE(rep.step.skipped) << be.name << " step " << s;
     if (s == 0) first = rep.loss;
     last = rep.loss;
     flips += rep.step.flips;
   }
-  EXPECT_EQ(tr.state().applied_steps, steps);
+  EXPECT_EQ(tr.state().applied_steps, steps) << be.name;
   const auto final_loss = tr.evaluate(tokens, window);
   std::printf(
-      "  [e2e] training, %d steps (cpu, 2 blocks, %lld tokens): loss %.4e → %.4e (÷%.1f); KL %.4e → %.4e, MSE %.4e → "
-      "%.4e; after the last update %.4e; %lld flips, signs off the teacher's %lld → %lld\n",
-      steps, static_cast<long long>(n), first.total, last.total, first.total / last.total, first.kl, last.kl, first.mse,
-      last.mse, final_loss.total, static_cast<long long>(flips),
+      "  [e2e] training, %d steps (%s, 2 blocks, %lld tokens): loss %.4e → %.4e (÷%.1f); KL %.4e → %.4e, MSE %.4e "
+      "→ %.4e; after the last update %.4e; %lld flips, signs off the teacher's %lld → %lld\n",
+      steps, be.name.c_str(), static_cast<long long>(n), first.total, last.total, first.total / last.total, first.kl,
+      last.kl, first.mse, last.mse, final_loss.total, static_cast<long long>(flips),
       static_cast<long long>(sign_distance(init.blocks, blocks)),
       static_cast<long long>(sign_distance(tr.download().blocks, blocks)));
-  EXPECT_LE(last.total, first.total / 4);
-  EXPECT_LT(last.kl, first.kl);
-  EXPECT_LT(last.mse, first.mse);
-  EXPECT_LE(final_loss.total, last.total);
+  EXPECT_LE(last.total, first.total / 4) << be.name;
+  EXPECT_LT(last.kl, first.kl) << be.name;
+  EXPECT_LT(last.mse, first.mse) << be.name;
+  EXPECT_LE(final_loss.total, last.total) << be.name;
+}
+
+TEST(E2e, TrainingLowersTheLoss) {
+  for (const auto& name : test::available_backends()) training_lowers_the_loss(test::backend(name));
 }
 
 // A non-finite gradient anywhere — a block's scale, a sign gradient, the
 // final gain — or a step whose gradients overflow skips the whole step:
 // every block's parameters and optimizer state and the final gain stay bit
-// for bit, the scale halves, the step count stays; a clean step updates again.
-TEST(E2e, NonFiniteGradientSkipsTheWholeStep) {
-  auto& be = test::cpu_backend();
+// for bit, the scale halves, the step count stays; a clean step updates
+// again. On every f32 backend (the poison is uploaded into its memory).
+void non_finite_skips_the_whole_step(Backend<float>& be) {
   const auto dims = test::tiny_block_dims();
   model::LlamaModel<float> teacher(be, test::teacher_of(dims, teacher_blocks(31), kVocab, false, 32));
   teacher.vocab_slice = kSlice;
@@ -290,40 +293,47 @@ TEST(E2e, NonFiniteGradientSkipsTheWholeStep) {
     poison();
     const auto before = tr.download_state();
     const auto rep = tr.finish_step(loss);
-    EXPECT_TRUE(rep.step.skipped);
-    EXPECT_EQ(rep.step.flips, 0);
-    EXPECT_TRUE(tr.download_state() == before) << "a skipped step changed the student or its optimizer state";
+    EXPECT_TRUE(rep.step.skipped) << be.name;
+    EXPECT_EQ(rep.step.flips, 0) << be.name;
+    EXPECT_TRUE(tr.download_state() == before)
+        << be.name << ": a skipped step changed the student or its optimizer state";
   };
+  const auto poke = [&](View<float> v, index_t i, float value) { be.memory->upload(v.data + i, &value, sizeof value); };
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  poisoned_step([&] { tr.block(1).proj(LlamaProj::up).scale_grads()[5] = nan; });
-  EXPECT_EQ(tr.state().scaler.scale(), scale / 2);
-  poisoned_step([&] { tr.block(0).proj(LlamaProj::q).sign_grad_u()[9] = -inf; });
-  poisoned_step([&] { tr.final_norm_grad()[3] = inf; });
-  poisoned_step([&] { tr.block(0).attn_norm_grad()[0] = nan; });
-  EXPECT_EQ(tr.state().scaler.scale(), scale / 16);
-  EXPECT_EQ(tr.state().applied_steps, 1);
+  poisoned_step([&] { poke(tr.block(1).proj(LlamaProj::up).scale_grads(), 5, nan); });
+  EXPECT_EQ(tr.state().scaler.scale(), scale / 2) << be.name;
+  poisoned_step([&] { poke(tr.block(0).proj(LlamaProj::q).sign_grad_u(), 9, -inf); });
+  poisoned_step([&] { poke(tr.final_norm_grad(), 3, inf); });
+  poisoned_step([&] { poke(tr.block(0).attn_norm_grad(), 0, nan); });
+  EXPECT_EQ(tr.state().scaler.scale(), scale / 16) << be.name;
+  EXPECT_EQ(tr.state().applied_steps, 1) << be.name;
 
-  // Through step(): λ = 1e30 makes the MSE gradients overflow (the loss
-  // itself is not finite either).
+  // Through step(): with λ = 1e30 the loss stays finite (f64) but the MSE
+  // gradients overflow f32.
   tr.options().mse_weight = 1e30;
   const auto before = tr.download_state();
   const auto rep = tr.step(tokens, window);
-  EXPECT_TRUE(rep.step.skipped);
-  EXPECT_FALSE(std::isfinite(rep.step.grad_norm) && std::isfinite(rep.step.sign_grad_norm));
-  EXPECT_TRUE(tr.download_state() == before);
-  EXPECT_EQ(tr.state().applied_steps, 1);
-  EXPECT_EQ(tr.state().scaler.state().skipped_total, 5);
+  EXPECT_TRUE(std::isfinite(rep.loss.total)) << be.name;
+  EXPECT_TRUE(rep.step.skipped) << be.name;
+  EXPECT_FALSE(std::isfinite(rep.step.grad_norm) && std::isfinite(rep.step.sign_grad_norm)) << be.name;
+  EXPECT_TRUE(tr.download_state() == before) << be.name;
+  EXPECT_EQ(tr.state().applied_steps, 1) << be.name;
+  EXPECT_EQ(tr.state().scaler.state().skipped_total, 5) << be.name;
 
   tr.options().mse_weight = 10;
-  EXPECT_FALSE(tr.step(tokens, window).step.skipped);
-  EXPECT_EQ(tr.state().applied_steps, 2);
-  EXPECT_FALSE(tr.download_state() == before);
+  EXPECT_FALSE(tr.step(tokens, window).step.skipped) << be.name;
+  EXPECT_EQ(tr.state().applied_steps, 2) << be.name;
+  EXPECT_FALSE(tr.download_state() == before) << be.name;
+}
+
+TEST(E2e, NonFiniteGradientSkipsTheWholeStep) {
+  for (const auto& name : test::available_backends()) non_finite_skips_the_whole_step(test::backend(name));
 }
 
 // Saving the state (the student's bytes and the step state) and loading it
-// into a fresh trainer repeats the following steps bit for bit.
-TEST(E2e, ResumeFromStateIsBitExact) {
-  auto& be = test::cpu_backend();
+// into a fresh trainer repeats the following steps bit for bit (on the same
+// backend: every f32 backend here).
+void resume_is_bit_exact(Backend<float>& be) {
   const auto dims = test::tiny_block_dims();
   model::LlamaModel<float> teacher(be, test::teacher_of(dims, teacher_blocks(41), kVocab, true, 42));
   teacher.vocab_slice = kSlice;
@@ -344,11 +354,15 @@ TEST(E2e, ResumeFromStateIsBitExact) {
   EXPECT_TRUE(b.download_state() == saved);
   std::vector<double> got;
   for (int s = 0; s < 3; ++s) got.push_back(b.step(s % 2 ? tokens : tokens2, window).loss.total);
-  EXPECT_EQ(got, want);
-  EXPECT_TRUE(b.download_state() == a.download_state());
+  EXPECT_EQ(got, want) << be.name;
+  EXPECT_TRUE(b.download_state() == a.download_state()) << be.name;
   const auto w = b.download();
-  EXPECT_EQ(w.final_norm, a.download().final_norm);
-  EXPECT_EQ(w.blocks[1].proj[6].paths[0].sign_v, a.download().blocks[1].proj[6].paths[0].sign_v);
+  EXPECT_EQ(w.final_norm, a.download().final_norm) << be.name;
+  EXPECT_EQ(w.blocks[1].proj[6].paths[0].sign_v, a.download().blocks[1].proj[6].paths[0].sign_v) << be.name;
+}
+
+TEST(E2e, ResumeFromStateIsBitExact) {
+  for (const auto& name : test::available_backends()) resume_is_bit_exact(test::backend(name));
 }
 
 TEST(E2e, ScalerOptionsUndoTheMean) {
