@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <string>
 #include <utility>
 
 #include "bitrank/error.hpp"
