@@ -21,6 +21,7 @@
 #include "bitrank/ops/dense.hpp"
 #include "bitrank/ops/gdn.hpp"
 #include "bitrank/ops/gemm.hpp"
+#include "bitrank/ops/kl.hpp"
 #include "bitrank/ops/norm.hpp"
 #include "bitrank/ops/reduce.hpp"
 #include "bitrank/ops/rope.hpp"
@@ -49,6 +50,7 @@ struct Backend {
   std::unique_ptr<RopeOps<T>> rope_ops;
   std::unique_ptr<AttentionOps<T>> attention_ops;
   std::unique_ptr<GdnOps<T>> gdn_ops;
+  std::unique_ptr<KlOps<T>> kl_ops;
 
   // The op families; a family this backend lacks is a bitrank::Error.
   GemmOps<T>& gemm() const { return family(gemm_ops, "gemm"); }
@@ -63,6 +65,7 @@ struct Backend {
   RopeOps<T>& rope() const { return family(rope_ops, "rope"); }
   AttentionOps<T>& attention() const { return family(attention_ops, "attention"); }
   GdnOps<T>& gdn() const { return family(gdn_ops, "gdn"); }
+  KlOps<T>& kl() const { return family(kl_ops, "kl"); }
 
   // Waits until all queued work is done (a no-op on host backends).
   void synchronize() const { memory->synchronize(); }

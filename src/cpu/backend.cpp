@@ -18,6 +18,7 @@ std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool) {
   b->rope_ops = cpu::make_rope_ops(pool);
   b->attention_ops = cpu::make_attention_ops(pool);
   b->gdn_ops = cpu::make_gdn_ops(pool);
+  b->kl_ops = cpu::make_kl_ops(pool);
   return b;
 }
 

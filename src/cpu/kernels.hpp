@@ -50,6 +50,20 @@ inline float dot_lanes(const float* a, const float* b, index_t len) {
   return sum;
 }
 
+// Σ_{j<n} term(j) in f64 over 8 interleaved partial sums: vectorisable
+// without reassociating one long chain (the row sums of RMSNorm and KL).
+template <class Term>
+double sum_f64(index_t n, Term term) {
+  double part[8] = {};
+  index_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] += term(j + l);
+  double s = 0;
+  for (; j < n; ++j) s += term(j);
+  for (double p : part) s += p;
+  return s;
+}
+
 // ±1 plane [rows][r] and/or its transpose [r][rows] from a sign bitmap
 // [rows][ceil(r/32)]; either output may be null. Out is float or f16.
 template <class Out>

@@ -7,23 +7,11 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
 namespace bitrank::cpu {
 namespace {
-
-// Σ_{j<n} term(j) in f64 with eight partial sums.
-template <class Term>
-double sum_f64(index_t n, Term term) {
-  double part[8] = {};
-  index_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) part[l] += term(j + l);
-  double s = 0;
-  for (; j < n; ++j) s += term(j);
-  for (double p : part) s += p;
-  return s;
-}
 
 // Rows per task so that each task touches at least ~16k elements.
 index_t row_grain(index_t d) { return std::max<index_t>(1, 16384 / std::max<index_t>(d, 1)); }

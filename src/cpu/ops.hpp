@@ -19,5 +19,6 @@ std::unique_ptr<ActOps<float>> make_act_ops(ThreadPool& pool);
 std::unique_ptr<RopeOps<float>> make_rope_ops(ThreadPool& pool);
 std::unique_ptr<AttentionOps<float>> make_attention_ops(ThreadPool& pool);
 std::unique_ptr<GdnOps<float>> make_gdn_ops(ThreadPool& pool);
+std::unique_ptr<KlOps<float>> make_kl_ops(ThreadPool& pool);
 
 }  // namespace bitrank::cpu

@@ -25,6 +25,7 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
   b->attention_ops = cuda::make_attention_ops(*ctx);
   b->sign_ops = cuda::make_sign_ops(*ctx);
   b->blr_ops = cuda::make_blr_ops(*ctx);
+  b->kl_ops = cuda::make_kl_ops(*ctx);
   return b;
 }
 

@@ -16,6 +16,7 @@ std::unique_ptr<AdamOps<float>> make_adam_ops(Context& ctx);
 std::unique_ptr<NormOps<float>> make_norm_ops(Context& ctx);
 std::unique_ptr<ActOps<float>> make_act_ops(Context& ctx);
 std::unique_ptr<GdnOps<float>> make_gdn_ops(Context& ctx);
+std::unique_ptr<KlOps<float>> make_kl_ops(Context& ctx);
 std::unique_ptr<RopeOps<float>> make_rope_ops(Context& ctx);
 std::unique_ptr<AttentionOps<float>> make_attention_ops(Context& ctx);
 std::unique_ptr<SignOps<float>> make_sign_ops(Context& ctx);

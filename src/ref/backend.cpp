@@ -18,6 +18,7 @@ std::unique_ptr<Backend<double>> make_ref_backend() {
   b->rope_ops = ref::make_rope_ops();
   b->attention_ops = ref::make_attention_ops();
   b->gdn_ops = ref::make_gdn_ops();
+  b->kl_ops = ref::make_kl_ops();
   return b;
 }
 

@@ -19,5 +19,6 @@ std::unique_ptr<ActOps<double>> make_act_ops();
 std::unique_ptr<RopeOps<double>> make_rope_ops();
 std::unique_ptr<AttentionOps<double>> make_attention_ops();
 std::unique_ptr<GdnOps<double>> make_gdn_ops();
+std::unique_ptr<KlOps<double>> make_kl_ops();
 
 }  // namespace bitrank::ref

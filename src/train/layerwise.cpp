@@ -27,14 +27,13 @@ double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::typ
   return sum / static_cast<double>(n);
 }
 
-template <LayerwiseStudent Block>
-StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
-  if (!std::isfinite(opt.clip_norm) || opt.clip_norm < 0)  // before the scaler counts the step
-    fail("layer-wise step: clip_norm must be finite and ≥ 0, got {}", opt.clip_norm);
+StepReport decide_step(double loss, const StudentGradSquares& sq, LayerwiseState& state, double clip_norm,
+                       std::string_view what) {
+  if (!std::isfinite(clip_norm) || clip_norm < 0)  // before the scaler counts the step
+    fail("{}: clip_norm must be finite and ≥ 0, got {}", what, clip_norm);
   StepReport rep;
   rep.loss = loss;
   rep.grad_scale = state.scaler.scale();
-  const StudentGradSquares sq = block.grad_squares();
   rep.grad_norm = std::sqrt(sq.adam);
   rep.sign_grad_norm = std::sqrt(sq.signs);
   // The scaler's Σ(scale·g)² of the true gradients held here; NaN for a non-finite loss.
@@ -45,12 +44,23 @@ StepReport finish_step(Block& block, double loss, LayerwiseState& state, const L
     rep.clip = 0;
     return rep;
   }
-  rep.clip = clip_multiplier(rep.grad_norm, opt.clip_norm);
+  rep.clip = clip_multiplier(rep.grad_norm, clip_norm);
   ++state.applied_steps;
-  AdamOptions scales = opt.scales, gains = opt.gains;
-  scales.step = gains.step = state.applied_steps;
-  scales.grad_scale = gains.grad_scale = static_cast<float>(rep.clip);
-  rep.flips = block.step(scales, gains, opt.signs);
+  return rep;
+}
+
+AdamOptions step_adam(const AdamOptions& base, const LayerwiseState& state, const StepReport& rep) {
+  AdamOptions o = base;
+  o.step = state.applied_steps;
+  o.grad_scale = static_cast<float>(rep.clip);
+  return o;
+}
+
+template <LayerwiseStudent Block>
+StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
+  StepReport rep = decide_step(loss, block.grad_squares(), state, opt.clip_norm, "layer-wise step");
+  if (!rep.skipped)
+    rep.flips = block.step(step_adam(opt.scales, state, rep), step_adam(opt.gains, state, rep), opt.signs);
   return rep;
 }
 

@@ -52,22 +52,29 @@ train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, ind
 }
 
 model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::StudentBlockWeights& w) {
+  auto t = teacher_of(dims, std::vector<train::StudentBlockWeights>{w}, 16, true, 99);
+  t.source = "teacher of a student block";
+  return t;
+}
+
+model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const std::vector<train::StudentBlockWeights>& blocks,
+                              index_t vocab, bool tied, std::uint64_t seed) {
   model::HostWeights t;
   io::ModelConfig& c = t.config;
   c.model_type = "llama";
   c.hidden_size = dims.hidden;
-  c.num_layers = 1;
+  c.num_layers = static_cast<index_t>(blocks.size());
   c.num_heads = dims.heads;
   c.num_kv_heads = dims.kv_heads;
   c.head_dim = dims.head_dim;
   c.intermediate_size = dims.ffn;
-  c.vocab_size = 16;
+  c.vocab_size = vocab;
   c.max_position_embeddings = 1024;
   c.rms_norm_eps = dims.eps;
   c.rope_theta = dims.rope_theta;
-  c.tie_word_embeddings = true;
-  t.source = "teacher of a student block";
-  XorShift g(99);
+  c.tie_word_embeddings = tied;
+  t.source = "teacher of " + std::to_string(blocks.size()) + " student blocks";
+  XorShift g(seed);
   for (const auto& [name, shape] : model::expected_tensors(c)) {
     model::HostTensor ten{shape, {}};
     index_t numel = 1;
@@ -75,13 +82,17 @@ model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::St
     for (index_t i = 0; i < numel; ++i) ten.values.push_back(static_cast<float>(g.next_signed()));
     t.tensors.emplace(name, std::move(ten));
   }
-  for (model::LlamaProj p : model::kAllLlamaProjs) {
-    const auto dense = blr::reconstruct(w.proj[static_cast<std::size_t>(p)]);
-    auto& dst = t.tensors.at(std::string("blk.0.") + model::llama_proj_name(p) + ".weight").values;
-    dst.assign(dense.begin(), dense.end());
+  for (auto& v : t.tensors.at("output_norm.weight").values) v = static_cast<float>(1.0 + 0.2 * v);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::string prefix = "blk." + std::to_string(b) + ".";
+    for (model::LlamaProj p : model::kAllLlamaProjs) {
+      const auto dense = blr::reconstruct(blocks[b].proj[static_cast<std::size_t>(p)]);
+      auto& dst = t.tensors.at(prefix + model::llama_proj_name(p) + ".weight").values;
+      dst.assign(dense.begin(), dense.end());
+    }
+    t.tensors.at(prefix + "attn_norm.weight").values = blocks[b].attn_norm;
+    t.tensors.at(prefix + "ffn_norm.weight").values = blocks[b].ffn_norm;
   }
-  t.tensors.at("blk.0.attn_norm.weight").values = w.attn_norm;
-  t.tensors.at("blk.0.ffn_norm.weight").values = w.ffn_norm;
   return t;
 }
 

@@ -29,6 +29,12 @@ train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, ind
 // A one-block dense model whose block has the student's expanded weights
 // and gains (embeddings and head random: the block is all a test uses).
 model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::StudentBlockWeights& w);
+// A dense model of one block per entry of `blocks` (each the expanded
+// weights and gains of that student block), vocabulary `vocab`, the head
+// tied to the embedding or not; embedding, head and final norm drawn from
+// `seed` (entries in (−1, 1); the final norm's in (0.8, 1.2)).
+model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const std::vector<train::StudentBlockWeights>& blocks,
+                              index_t vocab, bool tied, std::uint64_t seed);
 
 // `base` (hybrid weights) with block b replaced by the student's: each BLR
 // projection by its expansion Ŵ (rounded to f32), the gains and the frozen

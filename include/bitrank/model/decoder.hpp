@@ -86,6 +86,12 @@ class DecoderModel {
   // multiple of window.
   virtual Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const = 0;
 
+  // The frozen head as the trainer reads it: the final norm's gain [d], its
+  // style, and the head matrix [V][d] (token_embd when tied), on the backend.
+  CView<T> final_norm() const { return final_norm_.view({config_.hidden_size}); }
+  GainStyle final_gain() const { return final_gain_; }
+  CView<T> head() const { return head_.view({config_.vocab_size, config_.hidden_size}); }
+
   // Logits [n][V] on the host, for tokens cut into windows of `window`.
   std::vector<double> logits(std::span<const std::int32_t> tokens, index_t window) const;
   // Next-token NLL within each window (the last token of a window predicts nothing).

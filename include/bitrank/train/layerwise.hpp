@@ -35,6 +35,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "bitrank/backend.hpp"
@@ -121,5 +122,17 @@ StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typenam
 // grad_scale = state.scaler.scale() (and `loss`, the forward's).
 template <LayerwiseStudent Block>
 StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt);
+
+// finish_step's decision, for any set of trained tensors (one block here,
+// a whole model in e2e.hpp): from the loss and the true sums of squares of
+// every gradient of the step, the scaler decides (1. above). Skipped: the
+// report says so (clip 0) and nothing else changes. Applied:
+// state.applied_steps advances, clip = clip_multiplier(‖g‖, clip_norm), and
+// the caller updates with the step's Adam options (step_adam). `what` names
+// the step in errors (a negative or non-finite clip_norm).
+StepReport decide_step(double loss, const StudentGradSquares& sq, LayerwiseState& state, double clip_norm,
+                       std::string_view what);
+// `base` at t = state.applied_steps with the clip multiplier of `rep`.
+AdamOptions step_adam(const AdamOptions& base, const LayerwiseState& state, const StepReport& rep);
 
 }  // namespace bitrank::train

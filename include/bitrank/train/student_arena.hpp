@@ -68,6 +68,7 @@ class StudentArena {
 
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
+  std::size_t state_bytes() const { return arena_.state_bytes(); }  // what download_state returns
 
  private:
   Backend<T>* be_;

@@ -96,6 +96,7 @@ class StudentLlamaBlock {
   // a checkpoint's content, and what a bit-exact comparison reads.
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
+  std::size_t state_bytes() const { return arena_.state_bytes(); }
 
   BlrLinear<T>& proj(LlamaProj p) { return arena_.proj(static_cast<std::size_t>(p)); }
   const BlrLinear<T>& proj(LlamaProj p) const { return arena_.proj(static_cast<std::size_t>(p)); }

@@ -1,0 +1,169 @@
+// The end-to-end objective (DESIGN §7) for the dense Llama student, and its
+// training step.
+//
+//   loss  = KL + λ·Σ_b MSE_b                      λ = mse_weight (10: LittleBit's l2l_loss_scale)
+//   KL    = mean over the n tokens of KL(p_teacher ‖ p_student) of the
+//           next-token distributions (every row of every window: a
+//           distribution needs no label)
+//   MSE_b = mean over the n·d elements of (y_b − ŷ_b)², y_b the student's
+//           block b output on the student's own input, ŷ_b the teacher's
+//           on the teacher's (the student runs free, as in LittleBit)
+//
+// The student: one StudentLlamaBlock per teacher block (BLR projections,
+// norm gains) and the final RMSNorm gain (trained: Adam with the gains'
+// options). The embedding and the head stay the teacher's (frozen; read
+// from the teacher model, no second copy).
+//
+// A step (forward_backward, then finish_step):
+//   forward   x_0 = embed(tokens), shared by both models. For each block b:
+//             the teacher's block (no gradient; its activations reused block
+//             after block) gives ŷ_b, the student's y_b = x_{b+1};
+//             squared_error gives MSE_b and g_b = ∂(λ·MSE_b)/∂y_b, kept. The
+//             student keeps only its block inputs x_0..x_L (its tape is
+//             reused block after block): DESIGN §7's streaming shape.
+//   head      xn = [rmsnorm(x_L, final gain); rmsnorm(ŷ_L, teacher's gain)],
+//             [2n][d] — both models' logits come from one GEMM per slice.
+//             Pass 1 over vocabulary slices W_v [vs][d] of the head:
+//             z = xn·W_vᵀ [2n][vs], kl_lse_merge of its student and teacher
+//             halves (ops/kl.hpp). Pass 2: z again (kept from pass 1 when
+//             the vocabulary is one slice), KL += kl_slice_backward with
+//             grad_mul 1/n, dz over the student half in place;
+//             dxn += dz·W_v (dense_backward). Then the final gain's gradient
+//             and dh = rmsnorm_backward(x_L, dxn).
+//   backward  for b = L−1..0: dy = dh + g_b; block b's forward is recomputed
+//             from x_b (filling the tape; the last block's tape is still the
+//             forward's), its backward gives the next dh.
+//             Block 0's input gradient is dropped (the embedding is frozen).
+//   update    after the whole backward. decide_step (layerwise.hpp) takes the
+//             loss and the sums of squares of EVERY gradient of the model —
+//             each block's and the final gain's: a non-finite one anywhere
+//             skips the whole step (nothing changes but the scaler), and the
+//             clip multiplier comes from the global norm. Then each block's
+//             step and Adam on the final gain, at one t.
+// Why the update waits for the whole backward rather than following each
+// block's backward: both the skip and the clip need the global sum of
+// squares, which is only known after the last block; an update during the
+// backward could not be undone when a later block turns out non-finite.
+// Each block's gradients already live in its own arena until then, so
+// waiting costs no memory. (With weights streamed from the host, the update
+// becomes a second sweep over the blocks.)
+//
+// Memory per step beyond the blocks: x_0..x_L and g_0..g_{L−1}
+// ((2L + 1)·n·d), the teacher's activations of one block, one student tape,
+// the logits of one slice for both models [2n][vs] and a few [n][d].
+//
+// Gradient scale: the blocks' backward stages dy⊙h into f16 under the
+// scaler's power of two. The KL's 1/n and the MSE's 2λ/(n·d) make dy ~1/n
+// of a token's own gradient, so e2e_scaler_options(n) starts the scale at,
+// and caps it to, the largest power of two ≤ n (undoing the mean).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "bitrank/model/model.hpp"
+#include "bitrank/train/layerwise.hpp"
+#include "bitrank/train/student_block.hpp"
+
+namespace bitrank::train {
+
+struct E2eOptions {
+  LayerwiseOptions optim{};  // Adam on the BLR scales and gains (the final gain: `gains`), signs, clipping
+  double mse_weight = 10.0;  // λ of the hidden-state MSE terms (≥ 0, finite)
+};
+
+// The student on the host: what initialisation gives, download returns.
+struct E2eStudentWeights {
+  std::vector<StudentBlockWeights> blocks;  // one per teacher block
+  std::vector<float> final_norm;            // [hidden]; empty at construction: the teacher's
+};
+
+// The scaler's options for n tokens per step: init_log2 = max_log2 =
+// ⌊log2 n⌋ (at least 0), the rest GradScalerOptions' defaults.
+GradScalerOptions e2e_scaler_options(index_t tokens);
+
+struct E2eLoss {
+  double kl = 0;                  // mean KL per token (nats)
+  double mse = 0;                 // Σ_b MSE_b
+  double total = 0;               // kl + λ·mse
+  std::vector<double> block_mse;  // MSE_b
+};
+
+struct E2eReport {
+  E2eLoss loss;     // of the forward before the update
+  StepReport step;  // step.loss = loss.total; skip, norms, clip, flips, grad scale
+};
+
+template <class T>
+class E2eTrainer {
+ public:
+  // `teacher` (kept by reference: it must outlive the trainer) gives the
+  // embedding, the head, the targets and the backend; `init` one student
+  // block per teacher block (dimensions from the teacher's config). Sign
+  // matrix ids run on from block to block (distinct stochastic flips).
+  E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init, const GradScalerOptions& scaler,
+             const E2eOptions& options = {}, SignOptimizer sign_optimizer = SignOptimizer::factored_adam,
+             float tau = 0.25f);
+  E2eTrainer(const E2eTrainer&) = delete;
+  E2eTrainer& operator=(const E2eTrainer&) = delete;
+
+  // One step on tokens cut into windows of `window`: forward_backward, then
+  // finish_step.
+  E2eReport step(std::span<const std::int32_t> tokens, index_t window);
+  // Zeroes every gradient, then forward, head and backward: the gradients of
+  // loss.total (in loss units) in every block and final_norm_grad(), the
+  // backward at grad_scale = state().scaler.scale(). Updates nothing.
+  E2eLoss forward_backward(std::span<const std::int32_t> tokens, index_t window);
+  // The update half, for the gradients of the last forward_backward and its loss.
+  E2eReport finish_step(const E2eLoss& loss);
+  // The loss alone (forward and both head passes; no gradient is touched).
+  E2eLoss evaluate(std::span<const std::int32_t> tokens, index_t window);
+
+  E2eStudentWeights download() const;
+  // Every block's state region in order, then the final gain and its Adam
+  // moments: a checkpoint's content, what a bit-exact comparison reads.
+  std::vector<std::byte> download_state() const;
+  void upload_state(std::span<const std::byte> bytes);
+
+  // Applied steps and the scaler (a checkpoint's TrainerState holds them).
+  LayerwiseState& state() { return state_; }
+  E2eOptions& options() { return options_; }  // e.g. the schedule's lr of the next step
+  const model::LlamaModel<T>& teacher() const { return *teacher_; }
+  index_t blocks() const { return static_cast<index_t>(blocks_.size()); }
+  StudentLlamaBlock<T>& block(index_t b) { return *blocks_.at(static_cast<std::size_t>(b)); }
+  View<T> final_norm() const { return final_.view({dims_.hidden}); }
+  View<T> final_norm_grad() const { return final_grad_.view({dims_.hidden}); }
+
+ private:
+  // x_0..x_L and g_b of tokens; returns the MSE terms (ŷ_L lands in teacher_y_).
+  E2eLoss forward(std::span<const std::int32_t> tokens, index_t window);
+  // Both head passes: loss.kl, and with `backward` dh of x_L (into dh_) and
+  // the final gain's gradient.
+  void head(E2eLoss& loss, index_t n, bool backward);
+  View<T> x(index_t b, index_t n) const;         // student block input b [n][d] (b = L: the output)
+  View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
+
+  const model::LlamaModel<T>* teacher_;
+  Backend<T>* be_;
+  model::LlamaBlockDims dims_;
+  E2eOptions options_;
+  LayerwiseState state_;
+  std::vector<std::unique_ptr<StudentLlamaBlock<T>>> blocks_;
+  Buffer<T> final_, final_m_, final_v_, final_grad_;  // [hidden] each
+  // Step buffers (grown to the step's tokens).
+  Buffer<T> xs_, mse_grads_;                 // [(L + 1)·n·d], [L·n·d]
+  Buffer<T> teacher_a_, teacher_b_;          // the teacher's block outputs, alternating [n·d]
+  const T* teacher_y_ = nullptr;             // ŷ_L after forward
+  model::BlockActivations<T> teacher_acts_;  // one block's, reused
+  StudentTape<T> tape_;                      // one block's, reused
+  Buffer<T> xn_, inv_, logits_, runs_;       // [2n·d], [2n], [2n·vs], [2][n][2]
+  Buffer<T> dxn_, dh_, dy_, dx_, y_;         // [n·d]
+};
+
+extern template class E2eTrainer<float>;
+extern template class E2eTrainer<double>;
+
+}  // namespace bitrank::train

@@ -1,0 +1,246 @@
+// The end-to-end objective and step (contract: include/bitrank/train/e2e.hpp).
+#include "bitrank/train/e2e.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "bitrank/error.hpp"
+
+namespace bitrank::train {
+
+GradScalerOptions e2e_scaler_options(index_t tokens) {
+  if (tokens <= 0) fail("e2e_scaler_options: {} tokens", tokens);
+  return layerwise_scaler_options(2 * tokens);  // its 2^k ≤ elements/2, here 2^k ≤ tokens
+}
+
+template <class T>
+E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init,
+                          const GradScalerOptions& scaler, const E2eOptions& options, SignOptimizer sign_optimizer,
+                          float tau)
+    : teacher_(&teacher),
+      be_(&teacher.backend()),
+      dims_(model::LlamaBlockDims::of(teacher.config())),
+      options_(options),
+      state_(scaler) {
+  const index_t L = teacher.config().num_layers, d = dims_.hidden;
+  if (static_cast<index_t>(init.blocks.size()) != L)
+    fail("E2eTrainer: {} student blocks for a teacher of {}", init.blocks.size(), L);
+  Memory& mem = *be_->memory;
+  std::uint32_t sign_id = 0;
+  for (index_t b = 0; b < L; ++b) {
+    const StudentBlockWeights& w = init.blocks[static_cast<std::size_t>(b)];
+    try {
+      blocks_.push_back(std::make_unique<StudentLlamaBlock<T>>(*be_, dims_, w, sign_optimizer, tau, sign_id));
+    } catch (const Error& e) {
+      fail("E2eTrainer: student block {}: {}", b, e.what());
+    }
+    for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());
+  }
+  std::vector<T> gain;
+  if (init.final_norm.empty()) {
+    gain.resize(static_cast<std::size_t>(d));
+    mem.download(gain.data(), teacher.final_norm().data, gain.size() * sizeof(T));
+  } else {
+    if (static_cast<index_t>(init.final_norm.size()) != d)
+      fail("E2eTrainer: final_norm has {} entries, expected {}", init.final_norm.size(), d);
+    for (float v : init.final_norm) {
+      if (!std::isfinite(v)) fail("E2eTrainer: final_norm has a non-finite entry {}", v);
+      gain.push_back(static_cast<T>(v));
+    }
+  }
+  for (Buffer<T>* buf : {&final_, &final_m_, &final_v_, &final_grad_}) {
+    *buf = Buffer<T>(mem, static_cast<std::size_t>(d));
+    buf->zero();
+  }
+  final_.upload(gain);
+}
+
+template <class T>
+View<T> E2eTrainer<T>::x(index_t b, index_t n) const {
+  return View<T>(xs_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
+}
+
+template <class T>
+View<T> E2eTrainer<T>::mse_grad(index_t b, index_t n) const {
+  return View<T>(mse_grads_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
+}
+
+template <class T>
+E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t window) {
+  const double lambda = options_.mse_weight;
+  if (!std::isfinite(lambda) || lambda < 0) fail("e2e step: mse_weight must be finite and ≥ 0, got {}", lambda);
+  model::check_tokens(tokens, window, teacher_->config().vocab_size, "e2e step");
+  const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden, L = blocks();
+  Memory& mem = *be_->memory;
+  ensure_size(xs_, mem, (L + 1) * n * d);
+  ensure_size(mse_grads_, mem, L * n * d);
+  for (Buffer<T>* buf : {&teacher_a_, &teacher_b_}) ensure_size(*buf, mem, n * d);
+
+  E2eLoss loss;
+  teacher_->embed(tokens, x(0, n));
+  const double elements = static_cast<double>(n * d);
+  CView<T> teacher_in = x(0, n);  // both models start from the embedding
+  for (index_t b = 0; b < L; ++b) {
+    Buffer<T>& out = b % 2 == 0 ? teacher_a_ : teacher_b_;
+    teacher_->block_forward(b, teacher_in, window, teacher_acts_, out.view({n, d}));
+    blocks_[static_cast<std::size_t>(b)]->forward(x(b, n), window, tape_, x(b + 1, n));
+    const double sum =
+        be_->reduce().squared_error(x(b + 1, n), out.view({n, d}), 2.0 * lambda / elements, mse_grad(b, n));
+    loss.block_mse.push_back(sum / elements);
+    loss.mse += sum / elements;
+    teacher_in = out.view({n, d});
+  }
+  teacher_y_ = teacher_in.data;
+  return loss;
+}
+
+template <class T>
+void E2eTrainer<T>::head(E2eLoss& loss, index_t n, bool backward) {
+  const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
+  const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
+  Memory& mem = *be_->memory;
+  ensure_size(xn_, mem, 2 * n * d);
+  ensure_size(inv_, mem, 2 * n);
+  ensure_size(logits_, mem, 2 * n * slice);
+  ensure_size(runs_, mem, 4 * n);
+  for (Buffer<T>* buf : {&dxn_, &dh_}) ensure_size(*buf, mem, n * d);
+
+  const GainStyle style = teacher_->final_gain();
+  const float eps = dims_.eps;
+  const View<T> xn_s(xn_.data(), Shape{n, d}), xn_t(xn_.data() + n * d, Shape{n, d});
+  const View<T> inv_s(inv_.data(), Shape{n}), inv_t(inv_.data() + n, Shape{n});
+  const View<T> run_s(runs_.data(), Shape{n, 2}), run_t(runs_.data() + 2 * n, Shape{n, 2});
+  NormOps<T>& norm = be_->norm();
+  norm.rmsnorm_forward(x(L, n), final_norm(), style, eps, xn_s, inv_s);
+  norm.rmsnorm_forward(CView<T>(teacher_y_, Shape{n, d}), teacher_->final_norm(), style, eps, xn_t, inv_t);
+
+  const CView<T> head = teacher_->head();
+  const index_t slices = (V + slice - 1) / slice;
+  // z = xn·W_vᵀ [2n][vs] of slice v0: the student's rows, then the teacher's.
+  const auto logits = [&](index_t v0, index_t vs) {
+    const CView<T> w(head.data + v0 * d, Shape{vs, d});
+    be_->dense().dense_forward(xn_.view({2 * n, d}), w, logits_.view({2 * n, vs}), false);
+  };
+  const auto student_z = [&](index_t vs) { return View<T>(logits_.data(), Shape{n, vs}); };
+  const auto teacher_z = [&](index_t vs) { return View<T>(logits_.data() + n * vs, Shape{n, vs}); };
+  KlOps<T>& kl = be_->kl();
+  for (index_t k = 0; k < slices; ++k) {
+    const index_t v0 = k * slice, vs = std::min(slice, V - v0);
+    logits(v0, vs);
+    kl.kl_lse_merge(student_z(vs), run_s, k == 0);
+    kl.kl_lse_merge(teacher_z(vs), run_t, k == 0);
+  }
+  if (backward) dxn_.zero();
+  double sum = 0;
+  for (index_t k = 0; k < slices; ++k) {
+    const index_t v0 = k * slice, vs = std::min(slice, V - v0);
+    if (slices > 1) logits(v0, vs);    // one slice: pass 1's logits are still there
+    const View<T> dz = student_z(vs);  // over the student's logits, in place
+    sum += kl.kl_slice_backward(student_z(vs), teacher_z(vs), run_s, run_t, 1.0 / static_cast<double>(n), dz);
+    if (backward) be_->dense().dense_backward(dz, CView<T>(head.data + v0 * d, Shape{vs, d}), dxn_.view({n, d}));
+  }
+  loss.kl = sum / static_cast<double>(n);
+  loss.total = loss.kl + options_.mse_weight * loss.mse;
+  if (!backward) return;
+  norm.rmsnorm_gain_grad(x(L, n), inv_s, dxn_.view({n, d}), final_norm_grad());
+  norm.rmsnorm_backward(x(L, n), final_norm(), inv_s, dxn_.view({n, d}), style, dh_.view({n, d}));
+}
+
+template <class T>
+E2eLoss E2eTrainer<T>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
+  E2eLoss loss = forward(tokens, window);
+  head(loss, static_cast<index_t>(tokens.size()), false);
+  return loss;
+}
+
+template <class T>
+E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
+  for (auto& b : blocks_) b->zero_grad();
+  final_grad_.zero();
+  E2eLoss loss = forward(tokens, window);
+  const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden;
+  head(loss, n, true);
+  Memory& mem = *be_->memory;
+  for (Buffer<T>* buf : {&dy_, &dx_, &y_}) ensure_size(*buf, mem, n * d);
+  const float grad_scale = static_cast<float>(state_.scaler.scale());
+  for (index_t b = blocks() - 1; b >= 0; --b) {
+    be_->act().add(dh_.view({n * d}), mse_grad(b, n).flat(), dy_.view({n * d}));
+    StudentLlamaBlock<T>& block = *blocks_[static_cast<std::size_t>(b)];
+    // The tape of block b; the last block's is still the forward's.
+    if (b < blocks() - 1) block.forward(x(b, n), window, tape_, y_.view({n, d}));
+    block.backward(x(b, n), tape_, dy_.view({n, d}), grad_scale, dx_.view({n, d}));
+    std::swap(dh_, dx_);
+  }
+  return loss;
+}
+
+template <class T>
+E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
+  StudentGradSquares sq;
+  for (const auto& b : blocks_) {
+    const StudentGradSquares s = b->grad_squares();
+    sq.adam += s.adam;
+    sq.signs += s.signs;
+  }
+  sq.adam += be_->reduce().sum_squares(final_norm_grad());
+  E2eReport rep{loss, decide_step(loss.total, sq, state_, options_.optim.clip_norm, "e2e step")};
+  if (rep.step.skipped) return rep;
+  const LayerwiseOptions& o = options_.optim;
+  const AdamOptions scales = step_adam(o.scales, state_, rep.step), gains = step_adam(o.gains, state_, rep.step);
+  for (auto& b : blocks_) rep.step.flips += b->step(scales, gains, o.signs);
+  be_->adam().adam_update(final_norm(), final_norm_grad(), final_m_.view({dims_.hidden}), final_v_.view({dims_.hidden}),
+                          CView<T>{}, gains);
+  return rep;
+}
+
+template <class T>
+E2eReport E2eTrainer<T>::step(std::span<const std::int32_t> tokens, index_t window) {
+  return finish_step(forward_backward(tokens, window));
+}
+
+template <class T>
+E2eStudentWeights E2eTrainer<T>::download() const {
+  E2eStudentWeights w;
+  for (const auto& b : blocks_) w.blocks.push_back(b->download());
+  const std::vector<T> gain = final_.download();
+  w.final_norm.assign(gain.begin(), gain.end());
+  return w;
+}
+
+template <class T>
+std::vector<std::byte> E2eTrainer<T>::download_state() const {
+  std::vector<std::byte> bytes;
+  for (const auto& b : blocks_) {
+    const auto s = b->download_state();
+    bytes.insert(bytes.end(), s.begin(), s.end());
+  }
+  for (const Buffer<T>* buf : {&final_, &final_m_, &final_v_}) {
+    const std::vector<T> v = buf->download();
+    const auto* p = reinterpret_cast<const std::byte*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(T));
+  }
+  return bytes;
+}
+
+template <class T>
+void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
+  const std::size_t gain_bytes = static_cast<std::size_t>(dims_.hidden) * sizeof(T);
+  std::size_t want = 3 * gain_bytes;
+  for (const auto& b : blocks_) want += b->state_bytes();
+  if (bytes.size() != want) fail("E2eTrainer upload_state: {} bytes, the student's state has {}", bytes.size(), want);
+  std::size_t at = 0;
+  for (const auto& b : blocks_) {
+    b->upload_state(bytes.subspan(at, b->state_bytes()));
+    at += b->state_bytes();
+  }
+  for (Buffer<T>* buf : {&final_, &final_m_, &final_v_}) {
+    be_->memory->upload(buf->data(), bytes.data() + at, gain_bytes);
+    at += gain_bytes;
+  }
+}
+
+template class E2eTrainer<float>;
+template class E2eTrainer<double>;
+
+}  // namespace bitrank::train
