@@ -54,9 +54,9 @@ StepReport finish_step(StudentLlamaBlock<T>& block, double loss, LayerwiseState&
 }
 
 template <class T>
-StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
-                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buf,
-                      LayerwiseState& state, const LayerwiseOptions& opt) {
+double forward_backward(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
+                        std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buf,
+                        const LayerwiseState& state) {
   const index_t n = x.dim(0), d = block.dims().hidden;
   if (!(x.shape == Shape{n, d}) || !(target.shape == Shape{n, d}))
     fail("train_step: x {} and target {} must both be [n, {}]", x.shape.str(), target.shape.str(), d);
@@ -67,6 +67,14 @@ StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>
   block.forward(x, window, buf.tape, y);
   const double loss = layerwise_loss<T>(be, y, target, dy);
   block.backward(x, buf.tape, dy, static_cast<float>(state.scaler.scale()), dx);
+  return loss;
+}
+
+template <class T>
+StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
+                      std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buf,
+                      LayerwiseState& state, const LayerwiseOptions& opt) {
+  const double loss = forward_backward(block, x, target, window, buf, state);
   return finish_step(block, loss, state, opt);
 }
 
@@ -74,6 +82,10 @@ template double layerwise_loss<float>(Backend<float>&, CView<float>, CView<float
 template double layerwise_loss<double>(Backend<double>&, CView<double>, CView<double>, View<double>);
 template StepReport finish_step<float>(StudentLlamaBlock<float>&, double, LayerwiseState&, const LayerwiseOptions&);
 template StepReport finish_step<double>(StudentLlamaBlock<double>&, double, LayerwiseState&, const LayerwiseOptions&);
+template double forward_backward<float>(StudentLlamaBlock<float>&, CView<float>, CView<float>, index_t,
+                                        LayerwiseBuffers<float>&, const LayerwiseState&);
+template double forward_backward<double>(StudentLlamaBlock<double>&, CView<double>, CView<double>, index_t,
+                                         LayerwiseBuffers<double>&, const LayerwiseState&);
 template StepReport train_step<float>(StudentLlamaBlock<float>&, CView<float>, CView<float>, index_t,
                                       LayerwiseBuffers<float>&, LayerwiseState&, const LayerwiseOptions&);
 template StepReport train_step<double>(StudentLlamaBlock<double>&, CView<double>, CView<double>, index_t,

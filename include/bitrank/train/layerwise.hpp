@@ -4,8 +4,8 @@
 //   loss = Σ (y − y_teacher)² / N       N = rows·hidden elements
 //   dy   = 2·(y − y_teacher) / N        (squared_error, on the backend)
 //
-// train_step: zero_grad → forward → loss and dy → backward with the
-// scaler's grad_scale → finish_step. finish_step, the update half:
+// train_step: forward_backward (zero_grad → forward → loss and dy →
+// backward with the scaler's grad_scale) → finish_step. finish_step, the update half:
 //   1. sums of squares of the Adam-trained gradients (BLR scales, gains)
 //      and of the sign gradients; GradScaler::update (grad_scale.hpp) gets
 //      their total — NaN when the loss is not finite — and decides: a
@@ -95,6 +95,14 @@ template <class T>
 StepReport train_step(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
                       std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buffers,
                       LayerwiseState& state, const LayerwiseOptions& opt);
+
+// The first half of train_step: zero_grad, forward, loss and dy, backward
+// with grad_scale = state.scaler.scale(); returns the loss. The gradients
+// stay in the block for finish_step (a caller may inspect them in between).
+template <class T>
+double forward_backward(StudentLlamaBlock<T>& block, std::type_identity_t<CView<T>> x,
+                        std::type_identity_t<CView<T>> target, index_t window, LayerwiseBuffers<T>& buffers,
+                        const LayerwiseState& state);
 
 // The update half of train_step, for the gradients of one backward run with
 // grad_scale = state.scaler.scale() (and `loss`, the forward's).
