@@ -3,18 +3,38 @@
 // layer-wise training, save, read back, perplexities. The real SmolLM2 run
 // with the CLI's defaults is the README's main command; here the whole
 // pipeline is checked in a few seconds.
+//
+// Checkpoints and resume (DESIGN §7, §10 "NaN injection skips a step; kill
+// and resume"): a run stopped after any step (by a test hook, or the CLI
+// killed with SIGKILL) and resumed gives the uninterrupted run's step log
+// (every loss bit for bit), student states and saved tensors; a resume with
+// other options or data is an Error naming the difference; a NaN poked into
+// one gradient skips that step only.
 #include "bitrank/train/compress.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <bit>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <random>
+#include <thread>
 
 #include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/train/compress_checkpoint.hpp"
+#include "bitrank/train/data.hpp"
 #include "bitrank/train/report.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
@@ -144,8 +164,364 @@ TEST(Compress, BadOptionsAreErrors) {
   test::expect_error([&] { train::validate(with([](auto& c) { c.bpw = 0; })); }, "--bpw must be in (0, 16]");
   test::expect_error([&] { train::validate(with([](auto& c) { c.steps = 0; })); }, "--steps must be at least 1");
   test::expect_error([&] { train::validate(with([](auto& c) { c.objective = "kd"; })); }, "objective 'kd'");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.checkpoint_every = -1; })); },
+                     "--checkpoint-every must be 0");
   test::expect_error([&] { train::validate(with([&](auto& c) { c.out = tmp.path() / "no" / "x.bitrank"; })); },
                      "does not exist");
+}
+
+// ---- checkpoints and resume ------------------------------------------------
+
+namespace fs = std::filesystem;
+
+// Thrown by a test hook: the run stops there as if killed.
+struct Stop {};
+
+// The tiny job of the resume tests: 2 blocks of 12 steps of 2 windows of 32,
+// a checkpoint every 5 steps (steps 5 and 10 of block 0, then the block end,
+// then steps 3 and 8 of block 1 — global steps 15 and 20).
+train::CompressOptions resume_job(const fs::path& dir) {
+  train::CompressOptions o;
+  o.model = dir / "model";
+  if (!fs::exists(o.model)) {
+    fs::create_directories(o.model);  // and dir
+    tiny_model(o.model);
+    write_file(dir / "train.txt", some_text(1, 40));
+    write_file(dir / "eval.txt", some_text(2, 4));
+  }
+  o.text = dir / "train.txt";
+  o.eval_text = dir / "eval.txt";
+  o.out = dir / "a.bitrank";
+  o.bpw = 4.0;
+  o.steps = 12;
+  o.seq_len = 32;
+  o.windows_per_step = 2;
+  o.eval_windows = 1;
+  o.eval_seq_len = 64;
+  o.train.signs.lr = 0.02f;  // flips within a few steps, so the sign state matters
+  o.checkpoint_every = 5;
+  return o;
+}
+
+std::vector<train::StepRecord> step_log(const fs::path& out) { return train::read_step_log(out.string() + ".steps.jsonl"); }
+
+// Same records, every field but the wall time; doubles compared by their bits.
+void expect_same_steps(const std::vector<train::StepRecord>& a, const std::vector<train::StepRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].step, b[i].step) << i;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].loss), std::bit_cast<std::uint64_t>(b[i].loss)) << "step " << i;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].lr), std::bit_cast<std::uint64_t>(b[i].lr)) << "step " << i;
+    EXPECT_EQ(a[i].scale, b[i].scale) << "step " << i;
+    EXPECT_EQ(a[i].flips, b[i].flips) << "step " << i;
+    EXPECT_EQ(a[i].skipped, b[i].skipped) << "step " << i;
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "step " << i;
+  }
+}
+
+// The two model files hold the same tensors, value for value.
+void expect_same_tensors(const fs::path& a, const fs::path& b) {
+  const io::CompressedModel ma = io::load_bitrank(a), mb = io::load_bitrank(b);
+  ASSERT_EQ(ma.blr.size(), mb.blr.size());
+  for (const auto& [name, w] : ma.blr) {
+    ASSERT_TRUE(mb.blr.contains(name)) << name;
+    const blr::HostBlrMatrix& v = mb.blr.at(name);
+    ASSERT_EQ(w.paths.size(), v.paths.size()) << name;
+    EXPECT_EQ(w.r, v.r) << name;
+    for (std::size_t p = 0; p < w.paths.size(); ++p) {
+      EXPECT_EQ(w.paths[p].sign_u, v.paths[p].sign_u) << name << " path " << p;
+      EXPECT_EQ(w.paths[p].sign_v, v.paths[p].sign_v) << name << " path " << p;
+      EXPECT_EQ(w.paths[p].h, v.paths[p].h) << name << " path " << p;
+      EXPECT_EQ(w.paths[p].l, v.paths[p].l) << name << " path " << p;
+      EXPECT_EQ(w.paths[p].g, v.paths[p].g) << name << " path " << p;
+    }
+  }
+  ASSERT_EQ(ma.dense.size(), mb.dense.size());
+  for (const auto& [name, t] : ma.dense) {
+    ASSERT_TRUE(mb.dense.contains(name)) << name;
+    EXPECT_EQ(t.values, mb.dense.at(name).values) << name;
+  }
+}
+
+std::uint64_t state_fingerprint(const train::StudentLlamaBlock<float>& block) {
+  const auto bytes = block.download_state();
+  return train::fnv1a64(bytes);
+}
+
+// Records the student's state after every step (a later run of a step overwrites an earlier one).
+void record_states(train::CompressOptions& o, std::map<std::int64_t, std::uint64_t>& states) {
+  o.hooks.after_step = [&states](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
+    states[r.step] = state_fingerprint(block);
+  };
+}
+
+void stopped_anywhere_resumes_bit_identically(Backend<float>& be, const fs::path& dir) {
+  std::map<std::int64_t, std::uint64_t> states_a, states_b;
+  train::CompressOptions a = resume_job(dir);
+  record_states(a, states_a);
+  const auto summary_a = train::compress(a, be);
+  EXPECT_FALSE(fs::exists(train::compress_checkpoint_path(a.out))) << "the checkpoint is deleted after the save";
+  ASSERT_EQ(states_a.size(), 24u);
+
+  // B: stopped after global steps 7, 11 and 17, resumed each time. The last
+  // checkpoints before those: block 0 at step 5 (mid-block, no teacher block
+  // replayed), block 1 at step 0 (the end of block 0), block 1 at step 3
+  // (mid-block after the teacher's block 0 is replayed); the step log keeps
+  // the records before the checkpoint and drops those after it.
+  train::CompressOptions b = resume_job(dir);
+  b.out = dir / "b.bitrank";
+  const struct {
+    std::int64_t stop_after, block, step;
+  } stops[] = {{7, 0, 5}, {11, 1, 0}, {17, 1, 3}};
+  for (const auto& stop : stops) {
+    record_states(b, states_b);
+    const auto record = b.hooks.after_step;
+    b.hooks.after_step = [&](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
+      record(block, r);
+      if (r.step == stop.stop_after) throw Stop{};
+    };
+    EXPECT_THROW(train::compress(b, be), Stop) << "stop after " << stop.stop_after;
+    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(b.out));
+    EXPECT_EQ(ck.block, stop.block);
+    EXPECT_EQ(ck.trainer.step, stop.step);
+    EXPECT_EQ(ck.student_state.empty(), stop.step == 0);
+    EXPECT_EQ(ck.trained.size(), 7u * static_cast<std::size_t>(stop.block));
+    EXPECT_EQ(step_log(b.out).size(), static_cast<std::size_t>(stop.stop_after + 1));
+    b.resume = true;
+  }
+  record_states(b, states_b);
+  const auto summary_b = train::compress(b, be);
+  EXPECT_FALSE(fs::exists(train::compress_checkpoint_path(b.out)));
+  EXPECT_EQ(summary_b.at("resumed_at_step").get<std::int64_t>(), 15);
+
+  expect_same_steps(step_log(a.out), step_log(b.out));
+  EXPECT_EQ(states_a, states_b) << "the student's state after every step";
+  expect_same_tensors(a.out, b.out);
+  EXPECT_EQ(summary_a.at("blocks"), summary_b.at("blocks"));
+  EXPECT_EQ(summary_a.at("training").at("sign_flips"), summary_b.at("training").at("sign_flips"));
+  EXPECT_GT(summary_a.at("training").at("sign_flips").get<std::int64_t>(), 0) << "signs must move for the test to bite";
+  for (const char* k : {"ppl", "nll"})
+    EXPECT_EQ(summary_a.at("perplexity").at("student").at(k), summary_b.at("perplexity").at("student").at(k)) << k;
+}
+
+TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
+  test::TempDir tmp;
+  Backend<float>& be = test::cpu_backend();
+  train::CompressOptions o = resume_job(tmp.path());
+  test::expect_error(
+      [&] {
+        train::CompressOptions r = o;
+        r.resume = true;
+        train::compress(r, be);
+      },
+      "no checkpoint");
+  o.hooks.after_step = [](const train::StudentLlamaBlock<float>&, const train::StepRecord& r) {
+    if (r.step == 7) throw Stop{};
+  };
+  EXPECT_THROW(train::compress(o, be), Stop);
+  o.hooks = {};
+  const fs::path ckpt = train::compress_checkpoint_path(o.out);
+  ASSERT_TRUE(fs::exists(ckpt));
+
+  // A fresh run does not overwrite the checkpoint of an interrupted one.
+  test::expect_error([&] { train::compress(o, be); }, "pass --resume");
+  o.resume = true;
+  auto changed = [&](auto change) {
+    train::CompressOptions c = o;
+    change(c);
+    return c;
+  };
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.seq_len = 16; }), be); },
+                     "was written with seq_len = 32, this run has seq_len = 16");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.train.signs.lr = 0.01f; }), be); },
+                     "train.signs.lr");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.bpw = 3.5; }), be); }, "bpw");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.seed = 9; }), be); }, "seed");
+  // Same file name, other text: the ids' fingerprint differs.
+  const std::string text = some_text(1, 40);
+  write_file(o.text, some_text(5, 40));
+  test::expect_error([&] { train::compress(o, be); }, "training data differs");
+  write_file(o.text, text);
+
+  // A truncated checkpoint is an Error naming the file; the intact one resumes.
+  const fs::path copy = tmp.path() / "copy.ckpt";
+  fs::copy_file(ckpt, copy);
+  fs::resize_file(copy, fs::file_size(copy) - 100);
+  test::expect_error([&] { train::read_compress_checkpoint(copy); }, copy.string());
+  const auto summary = train::compress(o, be);
+  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 5);
+  EXPECT_EQ(step_log(o.out).size(), 24u);
+}
+
+void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) {
+  std::map<std::int64_t, std::uint64_t> states_clean, states;
+  train::CompressOptions clean = resume_job(dir);
+  clean.out = dir / "clean.bitrank";
+  record_states(clean, states_clean);
+  train::compress(clean, be);
+
+  // Poison one BLR scale gradient of attn_q at step k; checkpoint after every step.
+  constexpr std::int64_t k = 4;
+  train::CompressOptions o = resume_job(dir);
+  o.checkpoint_every = 1;
+  record_states(o, states);
+  const auto record = o.hooks.after_step;
+  std::vector<std::byte> before;
+  bool checked = false;
+  o.hooks.after_backward = [&](train::StudentLlamaBlock<float>& block, std::int64_t step) {
+    if (step != k) return;
+    before = block.download_state();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    be.memory->upload(block.proj(model::LlamaProj::q).scale_grads().data + 3, &nan, sizeof nan);
+  };
+  o.hooks.after_step = [&](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
+    record(block, r);
+    if (r.step != k) return;
+    EXPECT_TRUE(block.download_state() == before) << "the skipped step changed the student's state";
+    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
+    EXPECT_EQ(ck.trainer.step, k + 1);
+    EXPECT_EQ(ck.trainer.applied_steps, k) << "the skipped step is not counted for Adam's t";
+    EXPECT_EQ(ck.trainer.scaler.skipped_total, 1);
+    EXPECT_EQ(ck.trainer.scaler.consecutive_skips, 1);
+    EXPECT_EQ(ck.blocks.at(0).skipped, 1);
+    checked = true;
+  };
+  const auto summary = train::compress(o, be);
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(summary.at("training").at("skipped_steps").get<std::int64_t>(), 1);
+
+  const auto a = step_log(clean.out), b = step_log(o.out);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::int64_t s = 0; s <= k; ++s) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss), std::bit_cast<std::uint64_t>(b[s].loss)) << "step " << s;
+    EXPECT_EQ(a[s].scale, b[s].scale) << "step " << s;
+  }
+  for (std::int64_t s = 0; s < k; ++s) EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
+  EXPECT_EQ(states.at(k), states.at(k - 1)) << "the state after the skipped step is the one before it";
+  for (const auto& r : b) EXPECT_EQ(r.skipped, r.step == k) << r.step;
+  EXPECT_EQ(b[k].flips, 0);
+  EXPECT_EQ(b[k + 1].scale, b[k].scale / 2) << "the skip halves the grad scale";
+  EXPECT_NE(a[k + 1].loss, b[k + 1].loss) << "step k's update is missing from the poisoned run";
+  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
+
+  // The halved scale and the skip count survive a resume: the same poisoned
+  // run stopped after step 7 (checkpoint at step 5) and resumed logs the same.
+  train::CompressOptions c = resume_job(dir);
+  c.out = dir / "c.bitrank";
+  c.hooks.after_backward = o.hooks.after_backward;
+  c.hooks.after_step = [](const train::StudentLlamaBlock<float>&, const train::StepRecord& r) {
+    if (r.step == 7) throw Stop{};
+  };
+  EXPECT_THROW(train::compress(c, be), Stop);
+  c.hooks.after_step = {};
+  c.resume = true;
+  const auto summary_c = train::compress(c, be);
+  EXPECT_EQ(summary_c.at("resumed_at_step").get<std::int64_t>(), 5);
+  EXPECT_EQ(summary_c.at("training").at("skipped_steps").get<std::int64_t>(), 1);
+  expect_same_steps(b, step_log(c.out));
+  expect_same_tensors(o.out, c.out);
+}
+
+// On every backend here (cpu; cuda on a GPU machine): bit identity is per backend.
+TEST(CompressResume, StoppedAnywhereResumesBitIdentically) {
+  for (const std::string& name : test::available_backends()) {
+    SCOPED_TRACE(name);
+    test::TempDir tmp;
+    stopped_anywhere_resumes_bit_identically(test::backend(name), tmp.path() / name);
+  }
+}
+
+TEST(CompressResume, NanGradientSkipsThatStepOnly) {
+  for (const std::string& name : test::available_backends()) {
+    SCOPED_TRACE(name);
+    test::TempDir tmp;
+    nan_gradient_skips_that_step_only(test::backend(name), tmp.path() / name);
+  }
+}
+
+// ---- the CLI, killed with SIGKILL and resumed -------------------------------------
+
+// Starts `argv` with stdout and stderr to `log`; returns its pid.
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::size_t lines_in(const fs::path& p) {
+  std::ifstream in(p);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
+  test::TempDir tmp;
+  const train::CompressOptions o = resume_job(tmp.path());  // writes the model and texts
+  const auto args = [&](const std::string& out) {
+    return std::vector<std::string>{BITRANK_CLI, "compress", "--model", o.model.string(), "--text", o.text.string(),
+                                    "--eval-text", o.eval_text.string(), "--eval-windows", "1", "--eval-seq-len",
+                                    "64", "--bpw", "4", "--steps", "40", "--seq-len", "32", "--windows", "2",
+                                    "--sign-lr", "0.02", "--checkpoint-every", "3", "-o", (tmp.path() / out).string()};
+  };
+  const fs::path killed = tmp.path() / "killed.bitrank", whole = tmp.path() / "whole.bitrank";
+  const fs::path ckpt = train::compress_checkpoint_path(killed), log = killed.string() + ".steps.jsonl";
+
+  // Kill once 12 of the 80 steps are logged (checkpoints at steps 3, 6, 9, ...).
+  const pid_t pid = spawn(args("killed.bitrank"), tmp.path() / "killed.out");
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool exited = false;
+  while (!(fs::exists(ckpt) && lines_in(log) >= 12)) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << read_text(tmp.path() / "killed.out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_FALSE(exited) << "the CLI ended before it could be killed:\n" << read_text(tmp.path() / "killed.out");
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_FALSE(fs::exists(killed)) << "killed before the model was saved";
+  const train::CompressCheckpoint ck = train::read_compress_checkpoint(ckpt);
+  const std::int64_t at = ck.block * 40 + ck.trainer.step;
+  EXPECT_GE(at, 9);
+  EXPECT_LT(at, 80);
+
+  std::vector<std::string> resume = args("killed.bitrank");
+  resume.push_back("--resume");
+  ASSERT_EQ(wait_exit(spawn(resume, tmp.path() / "resumed.out")), 0) << read_text(tmp.path() / "resumed.out");
+  ASSERT_EQ(wait_exit(spawn(args("whole.bitrank"), tmp.path() / "whole.out")), 0) << read_text(tmp.path() / "whole.out");
+  EXPECT_NE(read_text(tmp.path() / "resumed.out").find("\"resumed_at_step\": " + std::to_string(at)), std::string::npos);
+  EXPECT_FALSE(fs::exists(ckpt));
+
+  expect_same_steps(step_log(whole), step_log(killed));
+  expect_same_tensors(whole, killed);
+  std::printf("  [compress] CLI killed after 12+ steps, resumed from its checkpoint at step %lld\n",
+              static_cast<long long>(at));
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <span>
 
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/io/gguf.hpp"
@@ -59,6 +61,12 @@ TEST(TrainData, WindowCountAndContents) {
   // The fingerprint is FNV-1a-64 of the kept ids (the test support's own FNV).
   const std::vector<std::int32_t> kept(ids.begin(), ids.begin() + 960);
   EXPECT_EQ(fmt::format("{:016x}", w.position().fingerprint), test::fnv1a64_hex(kept));
+  // fnv1a64 over bytes is the same hash (this host is little-endian, as the ids' bytes are taken).
+  static_assert(std::endian::native == std::endian::little);
+  EXPECT_EQ(fmt::format("{:016x}", fnv1a64(std::as_bytes(std::span(kept)))), test::fnv1a64_hex(kept));
+  EXPECT_EQ(fnv1a64(std::as_bytes(std::span(kept)).subspan(100), fnv1a64(std::as_bytes(std::span(kept)).first(100))),
+            ids_fingerprint(kept))
+      << "continuing from a partial hash";
 }
 
 // Every epoch visits every window once, in the documented shuffle; batches

@@ -4,6 +4,8 @@
 // finishes in a few minutes): cpu 16,384 (16 steps of 4 windows of 256),
 // cuda 409,600 (100 steps of 8 windows of 512). --tokens sets the budget,
 // rounded up to whole steps; --steps sets the step count directly.
+// Checkpoints go to <out>.ckpt every --checkpoint-every steps; --resume
+// continues from it (the same command line, --resume added).
 #include "cli/compress.hpp"
 
 #include <fmt/format.h>

@@ -43,8 +43,15 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
       ->check(CLI::Range(1L, 1L << 20));
   compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
-                           "windows of 512 of the evaluation split for perplexity (default 16; 0: all)")
+                           "perplexity windows of the evaluation split (default 16; 0: all)")
       ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
+      ->check(CLI::Range(2L, 1L << 20));
+  compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
+                           "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block)")
+      ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_flag("--resume", compress.job.resume,
+                         "continue the interrupted run whose checkpoint <out>.ckpt exists (same options)");
   compress_cmd->add_option("--text", compress.job.text, "training text file (default: the corpus training split)");
   compress_cmd->add_option("--eval-text", compress.job.eval_text,
                            "perplexity text file (default: the corpus evaluation split)");

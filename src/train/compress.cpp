@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/init.hpp"
@@ -84,6 +85,8 @@ void validate(const CompressOptions& o) {
   if (o.eval_windows < 0) fail("compress: --eval-windows must be 0 (all) or positive, got {}", o.eval_windows);
   if (o.eval_seq_len < 2) fail("compress: --eval-seq-len must be at least 2, got {}", o.eval_seq_len);
   if (!(std::isfinite(o.tau) && o.tau > 0)) fail("compress: tau must be positive, got {}", o.tau);
+  if (o.checkpoint_every < 0)
+    fail("compress: --checkpoint-every must be 0 (block ends only) or positive, got {}", o.checkpoint_every);
   if (!(o.warmup_fraction >= 0 && o.warmup_fraction < 1))
     fail("compress: warmup fraction must be in [0, 1), got {}", o.warmup_fraction);
   const std::filesystem::path dir = o.out.has_parent_path() ? o.out.parent_path() : std::filesystem::path(".");
@@ -94,6 +97,25 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   validate(o);
   const auto t_start = Clock::now();
   be.memory->reset_peak();
+
+  // 0. The checkpoint, read before any work so that a resume with other
+  // options fails at once. `run` is the run's state from here on: what a
+  // checkpoint writes (compress_checkpoint.hpp).
+  const std::filesystem::path ckpt_path = compress_checkpoint_path(o.out);
+  const nlohmann::ordered_json resume_options = compress_resume_options(o);
+  CompressCheckpoint run;
+  if (o.resume) {
+    if (!std::filesystem::exists(ckpt_path))
+      fail("compress --resume: there is no checkpoint {} to resume from", ckpt_path.string());
+    run = read_compress_checkpoint(ckpt_path);
+    check_resume_options(run.options, resume_options, ckpt_path);
+  } else if (std::filesystem::exists(ckpt_path)) {
+    fail("compress: {} is the checkpoint of an interrupted run: pass --resume to continue it, or delete it to start "
+         "afresh",
+         ckpt_path.string());
+  }
+  run.options = resume_options;
+  const bool resumed = o.resume;
 
   // 1. Teacher, tokenizer, text.
   const model::HostWeights weights = model::load_weights(o.model);
@@ -114,14 +136,49 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
          weights.source, L, d, train_text.name, train_ids.size(), eval_windows, o.eval_seq_len);
 
-  // 2. Ranks and Dual-SVID initialisation.
+  // Where training continues: block first_block, its step first_step.
+  const index_t first_block = run.block;
+  const std::int64_t first_step = run.trainer.step;
+  if (resumed) {
+    const std::size_t logs = static_cast<std::size_t>(first_block) + (first_step > 0 ? 1 : 0);
+    if (first_block > L || first_step >= o.steps || (first_block == L && first_step > 0) ||
+        run.blocks.size() != logs || (first_step > 0 && std::ssize(run.blocks.back().losses) != first_step) ||
+        std::ssize(run.trained) != first_block * static_cast<index_t>(model::kLlamaProjs) ||
+        std::ssize(run.trained_gains) != 2 * first_block)
+      fail("compress --resume: {} is inconsistent: block {} step {} of a model with {} blocks of {} steps, {} block "
+           "logs, {} trained matrices",
+           ckpt_path.string(), first_block, first_step, L, o.steps, run.blocks.size(), run.trained.size());
+    BR_LOG_INFO("compress: resuming {} at block {}, step {}", ckpt_path.string(), first_block, first_step);
+  }
+
+  // 2. Ranks and Dual-SVID initialisation (on resume, of the blocks still to train).
   const auto t_init = Clock::now();
   std::vector<blr::RankPlan> projections;
   for (const auto& [name, shape] : model::expected_tensors(cfg))
     if (blr::is_llama_projection(name)) projections.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
   const std::vector<blr::RankPlan> plan = blr::plan_ranks(projections, o.bpw, o.paths, 16);
+  std::map<std::string, std::size_t> plan_index;
+  for (std::size_t i = 0; i < plan.size(); ++i) plan_index.emplace(plan[i].name, i);
+  std::vector<char> needed(plan.size(), resumed ? 0 : 1);
+  for (index_t b = first_block; b < L; ++b)
+    for (model::LlamaProj p : model::kAllLlamaProjs) {
+      const auto it = plan_index.find(fmt::format("blk.{}.{}", b, model::llama_proj_name(p)));
+      BR_ASSERT(it != plan_index.end(), "block {} projection {} not in the plan", b, model::llama_proj_name(p));
+      needed[it->second] = 1;
+    }
+  if (resumed) {
+    bool same = run.matrices.size() == plan.size();
+    for (const blr::RankPlan& p : plan) {
+      const auto it = run.matrices.find(p.name);
+      same = same && it != run.matrices.end() && it->second.m == p.m && it->second.n == p.n &&
+             it->second.rank == p.rank && it->second.paths == o.paths;
+    }
+    if (!same) fail("compress --resume: the rank plan differs from the one {} was trained with", ckpt_path.string());
+  }
   std::vector<blr::HostBlrMatrix> init(plan.size());
   std::vector<double> init_error(plan.size());
+  std::int64_t to_init = 0;
+  for (char n : needed) to_init += n;
   {
     // One matrix per pool thread, each SVD single-threaded: OpenBLAS's own
     // threads on top of the pool's oversubscribe the cores (measured: 16
@@ -133,6 +190,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     ProgressLine progress;
     ThreadPool::global().parallel_for(static_cast<std::int64_t>(plan.size()), [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) {
+        if (!needed[static_cast<std::size_t>(i)]) continue;
         const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
         const auto& w = weights.at(weight_name(p.name)).values;
         blr::InitOptions io{.rank = p.rank, .paths = o.paths, .name = p.name};
@@ -141,24 +199,37 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         init_error[static_cast<std::size_t>(i)] = blr::relative_error(w, init[static_cast<std::size_t>(i)]);
         const std::int64_t k = ++done;
         std::lock_guard lock(mu);
-        progress.update(fmt::format("init: Dual-SVID {}/{} matrices", k, plan.size()));
+        progress.update(fmt::format("init: Dual-SVID {}/{} matrices", k, to_init));
       }
     });
     openblas_set_num_threads(blas_threads);
-    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s", plan.size(), since(t_init)));
+    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s", to_init, since(t_init)));
   }
-  const double init_seconds = since(t_init);
   model::BlrProjections init_blr;
-  for (std::size_t i = 0; i < plan.size(); ++i) init_blr.emplace(plan[i].name, init[i]);
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const blr::RankPlan& p = plan[i];
+    if (!needed[i]) {
+      init_error[i] = run.matrices.at(p.name).init_rel_error;
+      continue;
+    }
+    const std::uint64_t fingerprint = blr_fingerprint(init[i]);
+    if (resumed && fingerprint != run.matrices.at(p.name).init_fingerprint)
+      fail("compress --resume: the Dual-SVID initialisation of {} differs from the one {} was trained with (other "
+           "teacher weights, or a non-deterministic SVD on this machine)",
+           p.name, ckpt_path.string());
+    run.matrices[p.name] = CompressMatrixInit{p.m, p.n, p.rank, o.paths, init_error[i], fingerprint};
+    init_blr.emplace(p.name, std::move(init[i]));
+  }
+  if (!resumed) run.init_seconds = since(t_init);
 
-  // Teacher and initialisation perplexity.
+  // Teacher and initialisation perplexity (a resumed run has them from the checkpoint).
   const model::LlamaModel<float> teacher(be, weights);
   const std::span<const std::int32_t> eval_span(eval_ids);
-  const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
-  Perplexity ppl_init;
-  {
+  if (!resumed) {
+    const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
     const model::LlamaModel<float> student0(be, weights, init_blr);
-    ppl_init = perplexity(student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
+    const Perplexity ppl_init = perplexity(student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
+    run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
   }
 
   // 3. Layer-wise training.
@@ -170,6 +241,13 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     const Batch b = windows.next();
     step_ids.insert(step_ids.end(), b.ids.begin(), b.ids.end());
   }
+  // The position after every step's windows identifies the data (its fingerprint) and the batching.
+  const DataPosition data = windows.position();
+  if (resumed && !(run.trainer.data == data))
+    fail("compress --resume: the training data differs from the checkpoint's: {} windows with ids fingerprint "
+         "{:016x} (epoch {}, index {}), the checkpoint's {} windows with fingerprint {:016x} (epoch {}, index {})",
+         data.windows, data.fingerprint, data.epoch, data.index, run.trainer.data.windows,
+         run.trainer.data.fingerprint, run.trainer.data.epoch, run.trainer.data.index);
   Memory& mem = *be.memory;
   std::vector<float> x_host(static_cast<std::size_t>(N * d)), y_host(x_host.size());
   Buffer<float> x_dev(mem, static_cast<std::size_t>(rows * d)), y_dev(mem, static_cast<std::size_t>(rows * d));
@@ -179,32 +257,59 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                   x_dev.view({rows, d}));
     mem.download(x_host.data() + s * rows * d, x_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
   }
-
-  const model::LlamaBlockDims dims = model::LlamaBlockDims::of(cfg);
-  const std::filesystem::path log_path = o.out.string() + ".steps.jsonl", plot_path = o.out.string() + ".loss.svg";
-  StepLog log(log_path);
-  TrainProgress progress(L * o.steps);
-  std::vector<PlotSeries> curves;
-  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
-  std::map<std::string, blr::HostBlrMatrix> trained;
-  std::map<std::string, std::vector<float>> trained_gains;
   model::BlockActivations<float> teacher_acts;
-  LayerwiseBuffers<float> bufs;
-  StepRecord rec;
-  double train_seconds = 0;
-  std::int64_t flips_total = 0, skipped_total = 0;
-  const LrSchedule schedule({.peak = 1.0,
-                             .warmup_steps = static_cast<std::int64_t>(o.warmup_fraction * static_cast<double>(o.steps)),
-                             .total_steps = o.steps,
-                             .floor_fraction = 0.1});
-  for (index_t b = 0; b < L; ++b) {
-    const std::string prefix = fmt::format("blk.{}.", b);
-    // Targets: the teacher block on the teacher's inputs.
+  // y_host = teacher block b on x_host, step by step.
+  const auto teacher_block = [&](index_t b) {
     for (std::int64_t s = 0; s < o.steps; ++s) {
       mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
       teacher.block_forward(b, x_dev.view({rows, d}), T, teacher_acts, y_dev.view({rows, d}));
       mem.download(y_host.data() + s * rows * d, y_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
     }
+  };
+  if (first_block < L) {
+    // Resume: the teacher's hidden states at block first_block's input, computed as the first run did.
+    for (index_t b = 0; b < first_block; ++b) {
+      teacher_block(b);
+      std::swap(x_host, y_host);
+    }
+  }
+
+  const model::LlamaBlockDims dims = model::LlamaBlockDims::of(cfg);
+  const std::filesystem::path log_path = o.out.string() + ".steps.jsonl", plot_path = o.out.string() + ".loss.svg";
+  const std::int64_t resume_step = first_block * o.steps + first_step;
+  StepLog log(log_path, resumed ? resume_step : -1);
+  StepRecord rec{.step = resume_step - 1, .tokens = run.trainer.tokens, .seconds = run.trainer.seconds};
+  TrainProgress progress(L * o.steps, resumed ? &rec : nullptr);
+  LayerwiseBuffers<float> bufs;
+  double train_seconds = run.trainer.seconds;
+  const GradScalerOptions scaler_options = layerwise_scaler_options(rows * d);
+  const LrScheduleOptions schedule_options{
+      .peak = 1.0,
+      .warmup_steps = static_cast<std::int64_t>(o.warmup_fraction * static_cast<double>(o.steps)),
+      .total_steps = o.steps,
+      .floor_fraction = 0.1};
+  const LrSchedule schedule(schedule_options);
+  if (resumed && !(run.trainer.schedule == schedule_options))
+    fail("compress --resume: the learning-rate schedule of {} differs from this run's", ckpt_path.string());
+  // Writes the checkpoint of block `block` after `step` of its steps (state and student: that block's, or none).
+  const auto checkpoint = [&](index_t block, std::int64_t step, const LayerwiseState* state,
+                              const StudentLlamaBlock<float>* student) {
+    run.block = block;
+    run.trainer = TrainerState{.step = step,
+                               .applied_steps = state ? state->applied_steps : 0,
+                               .flip_seed = o.train.signs.seed,
+                               .tokens = rec.tokens,
+                               .seconds = train_seconds,
+                               .data = data,
+                               .scaler = state ? state->scaler.state() : GradScaler(scaler_options).state(),
+                               .schedule = schedule_options};
+    if (student) run.student_state = student->download_state();
+    write_compress_checkpoint(ckpt_path, run);
+    run.student_state = {};
+  };
+  for (index_t b = first_block; b < L; ++b) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    teacher_block(b);  // the targets: the teacher block on the teacher's inputs
     StudentBlockWeights w0;
     for (model::LlamaProj p : model::kAllLlamaProjs)
       w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
@@ -212,11 +317,20 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
     StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau,
                                      static_cast<std::uint32_t>(b) * 64u);
-    LayerwiseState state(layerwise_scaler_options(rows * d));
-    PlotSeries curve{fmt::format("block {}", b), {}, {}};
-    double first_loss = 0, last_loss = 0;
-    std::int64_t block_flips = 0;
-    for (std::int64_t s = 0; s < o.steps; ++s) {
+    LayerwiseState state(scaler_options);
+    std::int64_t s0 = 0;
+    if (b == first_block && first_step > 0) {
+      student.upload_state(run.student_state);
+      run.student_state = {};
+      state.applied_steps = run.trainer.applied_steps;
+      state.scaler = GradScaler(scaler_options, run.trainer.scaler);
+      s0 = first_step;
+    } else {
+      run.blocks.emplace_back();
+    }
+    CompressBlockLog& block_log = run.blocks.back();
+    for (std::int64_t s = s0; s < o.steps; ++s) {
+      const std::int64_t step = b * o.steps + s;
       const auto t_step = Clock::now();
       mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
       mem.upload(y_dev.data(), y_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
@@ -225,14 +339,15 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
       opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
       opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
-      const StepReport r = train_step(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, bufs, state, opt);
+      const double loss = forward_backward(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, bufs, state);
+      if (o.hooks.after_backward) o.hooks.after_backward(student, step);
+      const StepReport r = finish_step(student, loss, state, opt);
       mem.synchronize();
       train_seconds += since(t_step);
-      if (s == 0) first_loss = r.loss;
-      last_loss = r.loss;
-      block_flips += r.flips;
-      skipped_total += r.skipped ? 1 : 0;
-      rec = StepRecord{.step = b * o.steps + s,
+      block_log.losses.push_back(r.loss);
+      block_log.flips += r.flips;
+      block_log.skipped += r.skipped ? 1 : 0;
+      rec = StepRecord{.step = step,
                        .loss = r.loss,
                        .lr = opt.scales.lr,
                        .scale = r.grad_scale,
@@ -243,20 +358,38 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                        .block_loss = {}};
       log.write(rec);
       progress.step(rec);
-      curve.x.push_back(static_cast<double>(s));
-      curve.y.push_back(r.loss);
+      if (s + 1 == o.steps) {
+        // The block is trained: into the model, and a checkpoint at the next block's start.
+        const StudentBlockWeights trained_w = student.download();
+        for (model::LlamaProj p : model::kAllLlamaProjs)
+          run.trained[prefix + model::llama_proj_name(p)] = trained_w.proj[static_cast<std::size_t>(p)];
+        run.trained_gains[prefix + "attn_norm.weight"] = trained_w.attn_norm;
+        run.trained_gains[prefix + "ffn_norm.weight"] = trained_w.ffn_norm;
+        checkpoint(b + 1, 0, nullptr, nullptr);
+      } else if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) {
+        checkpoint(b, s + 1, &state, &student);
+      }
+      if (o.hooks.after_step) o.hooks.after_step(student, rec);
     }
-    flips_total += block_flips;
-    const StudentBlockWeights trained_w = student.download();
-    for (model::LlamaProj p : model::kAllLlamaProjs)
-      trained[prefix + model::llama_proj_name(p)] = trained_w.proj[static_cast<std::size_t>(p)];
-    trained_gains[prefix + "attn_norm.weight"] = trained_w.attn_norm;
-    trained_gains[prefix + "ffn_norm.weight"] = trained_w.ffn_norm;
-    blocks.push_back({{"block", b}, {"first_loss", first_loss}, {"last_loss", last_loss}, {"flips", block_flips}});
-    curves.push_back(std::move(curve));
     std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
   }
   progress.finish();
+  std::vector<PlotSeries> curves;
+  nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
+  std::int64_t flips_total = 0, skipped_total = 0;
+  for (std::size_t b = 0; b < run.blocks.size(); ++b) {
+    const CompressBlockLog& bl = run.blocks[b];
+    PlotSeries curve{fmt::format("block {}", b), {}, {}};
+    for (std::size_t s = 0; s < bl.losses.size(); ++s) {
+      curve.x.push_back(static_cast<double>(s));
+      curve.y.push_back(bl.losses[s]);
+    }
+    curves.push_back(std::move(curve));
+    blocks.push_back(
+        {{"block", b}, {"first_loss", bl.losses.front()}, {"last_loss", bl.losses.back()}, {"flips", bl.flips}});
+    flips_total += bl.flips;
+    skipped_total += bl.skipped;
+  }
   write_plot_svg(plot_path, curves,
                  {.title = "layer-wise loss per block", .x_label = "step", .y_label = "MSE", .log_y = true});
 
@@ -267,10 +400,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   cm.storage = io::Storage{.scales = io::StoredFloat::f16, .dense = io::StoredFloat::f16};
   for (const auto& [name, t] : weights.tensors) {
     if (blr::is_llama_projection(name)) continue;
-    const auto g = trained_gains.find(name);
-    cm.dense.emplace(name, g == trained_gains.end() ? t : model::HostTensor{t.shape, g->second});
+    const auto g = run.trained_gains.find(name);
+    cm.dense.emplace(name, g == run.trained_gains.end() ? t : model::HostTensor{t.shape, g->second});
   }
-  cm.blr = std::move(trained);
+  cm.blr = std::move(run.trained);
   nlohmann::ordered_json summary;
   summary["model"] = weights.source;
   summary["family"] = std::string(io::model_family_name(cfg.family));
@@ -288,7 +421,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     ranks[plan[i].name] = {{"rank", plan[i].rank}, {"init_rel_error", init_error[i]}};
   summary["matrices"] = ranks;
   summary["blocks"] = blocks;
-  summary["perplexity"] = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
+  summary["perplexity"] = run.perplexity;
+  if (resumed) summary["resumed_at_step"] = resume_step;
   cm.summary = summary;
   save_bitrank(o.out, cm);
 
@@ -307,11 +441,13 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                             {"model_tokens_per_s", static_cast<double>(N) / train_seconds},
                             {"sign_flips", flips_total},
                             {"skipped_steps", skipped_total}};
-  cm.summary["init_seconds"] = init_seconds;
+  cm.summary["init_seconds"] = run.init_seconds;
   const std::size_t peak = be.memory->peak_bytes();
   cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   cm.summary["seconds"] = since(t_start);
   save_bitrank(o.out, cm);  // the same tensors; the summary now holds the student's figures
+  // The model is complete: the checkpoint has served (a kill before this line resumes into the save).
+  std::filesystem::remove(ckpt_path);
   cm.summary["accounting"] = io::bitrank_accounting(cm);
   cm.summary["file"] = o.out.string();
   cm.summary["file_bytes"] = std::filesystem::file_size(o.out);

@@ -25,11 +25,20 @@ TrainingText load_training_text(const std::filesystem::path& user_text, const io
   return t;
 }
 
+namespace {
+constexpr std::uint64_t kFnv1a64Prime = 0x100000001B3ull;
+}  // namespace
+
+std::uint64_t fnv1a64(std::span<const std::byte> bytes, std::uint64_t h) {
+  for (const std::byte b : bytes) h = (h ^ static_cast<std::uint64_t>(b)) * kFnv1a64Prime;
+  return h;
+}
+
 std::uint64_t ids_fingerprint(std::span<const std::int32_t> ids) {
-  std::uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a-64 offset basis
+  std::uint64_t h = kFnv1a64Basis;
   for (const std::int32_t id : ids) {
     const auto u = static_cast<std::uint32_t>(id);
-    for (int k = 0; k < 4; ++k) h = (h ^ ((u >> (8 * k)) & 0xFFu)) * 0x100000001B3ull;
+    for (int k = 0; k < 4; ++k) h = (h ^ ((u >> (8 * k)) & 0xFFu)) * kFnv1a64Prime;
   }
   return h;
 }

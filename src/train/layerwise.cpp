@@ -65,8 +65,8 @@ StepReport finish_step(Block& block, double loss, LayerwiseState& state, const L
 }
 
 template <LayerwiseStudent Block>
-StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
-                      LayerwiseBuffersOf<Block>& buf, LayerwiseState& state, const LayerwiseOptions& opt) {
+double forward_backward(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target,
+                        index_t window, LayerwiseBuffersOf<Block>& buf, const LayerwiseState& state) {
   using T = typename Block::Real;
   const index_t n = x.dim(0), d = block.dims().hidden;
   if (!(x.shape == Shape{n, d}) || !(target.shape == Shape{n, d}))
@@ -78,14 +78,23 @@ StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typenam
   block.forward(x, window, buf.tape, y);
   const double loss = layerwise_loss<T>(be, y, target, dy);
   block.backward(x, buf.tape, dy, static_cast<float>(state.scaler.scale()), dx);
+  return loss;
+}
+
+template <LayerwiseStudent Block>
+StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
+                      LayerwiseBuffersOf<Block>& buf, LayerwiseState& state, const LayerwiseOptions& opt) {
+  const double loss = forward_backward(block, x, target, window, buf, state);
   return finish_step(block, loss, state, opt);
 }
 
 template double layerwise_loss<float>(Backend<float>&, CView<float>, CView<float>, View<float>);
 template double layerwise_loss<double>(Backend<double>&, CView<double>, CView<double>, View<double>);
-#define BITRANK_LAYERWISE_STEPS(Block)                                                              \
-  template StepReport finish_step<Block>(Block&, double, LayerwiseState&, const LayerwiseOptions&); \
-  template StepReport train_step<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,    \
+#define BITRANK_LAYERWISE_STEPS(Block)                                                                    \
+  template StepReport finish_step<Block>(Block&, double, LayerwiseState&, const LayerwiseOptions&);       \
+  template double forward_backward<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,        \
+                                          LayerwiseBuffersOf<Block>&, const LayerwiseState&);             \
+  template StepReport train_step<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,          \
                                         LayerwiseBuffersOf<Block>&, LayerwiseState&, const LayerwiseOptions&);
 BITRANK_LAYERWISE_STEPS(StudentLlamaBlock<float>)
 BITRANK_LAYERWISE_STEPS(StudentLlamaBlock<double>)

@@ -27,6 +27,24 @@
 //      tokens/s, peak device memory, perplexities) stored in the file's
 //      metadata and returned.
 //
+// Checkpoints (compress_checkpoint.hpp has the file's layout): every
+// `checkpoint_every` steps (counted over the whole run) and at the end of
+// every block, `<out>.ckpt` is written atomically. With `resume` the run
+// reads it, checks that the options and the training data are the
+// checkpoint's (Error naming the first difference), recomputes what is
+// deterministic — the rank plan, the Dual-SVID initialisation of the blocks
+// still to train (checked against the stored fingerprints) and the
+// teacher's hidden states at the current block's input (the teacher blocks
+// before it run again over the same windows) — restores the trained blocks,
+// the current student block's parameters and optimizer state, its step,
+// applied-step count, grad scaler and the run's totals, cuts the step log
+// back to the checkpoint's step, and continues: the losses (and the saved
+// tensors) equal the uninterrupted run's bit for bit on the same backend.
+// The teacher's and the initialisation's perplexities come from the
+// checkpoint. After the model file is saved the checkpoint is deleted. A
+// fresh run (no `resume`) that finds a checkpoint is an Error, so a
+// forgotten --resume never discards one; `resume` without one is an Error.
+//
 // Throughput is counted as block-tokens: each step pushes
 // windows_per_step·seq_len tokens through one block (forward, backward,
 // updates); tokens_per_s is block-tokens per second of training, and
@@ -42,9 +60,21 @@
 #include <nlohmann/json.hpp>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/layerwise.hpp"
+#include "bitrank/train/report.hpp"
 
 namespace bitrank::train {
+
+// Test hooks, called with the global 0-based step (block·steps + step in
+// block). after_backward sees the step's gradients before its update (a test
+// may poison one); after_step runs once the step is logged and its
+// checkpoint, if one is due, written (a test may read the state, or throw to
+// stop the run as a kill would).
+struct CompressHooks {
+  std::function<void(StudentLlamaBlock<float>&, std::int64_t step)> after_backward;
+  std::function<void(const StudentLlamaBlock<float>&, const StepRecord&)> after_step;
+};
 
 struct CompressOptions {
   std::filesystem::path model;    // .gguf or Hugging Face directory (dense Llama family)
@@ -64,6 +94,9 @@ struct CompressOptions {
   double warmup_fraction = 0.1;   // of each block's steps
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
   std::string device = "cpu";     // for the summary
+  std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
+  bool resume = false;            // continue from <out>.ckpt
+  CompressHooks hooks{};          // tests only
 };
 
 // Checks every option (Error naming it).

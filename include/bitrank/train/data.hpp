@@ -23,6 +23,7 @@
 // an Error, never a silent change.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -62,6 +63,10 @@ struct TrainingText {
 // io::read_corpus_text reads it; otherwise that one file. Error when a file
 // cannot be read or the text is empty.
 TrainingText load_training_text(const std::filesystem::path& user_text = {}, const io::CorpusRoots& roots = {});
+
+// FNV-1a-64 of `bytes`, continuing from `h` (kFnv1a64Basis starts a hash).
+inline constexpr std::uint64_t kFnv1a64Basis = 0xCBF29CE484222325ull;
+std::uint64_t fnv1a64(std::span<const std::byte> bytes, std::uint64_t h = kFnv1a64Basis);
 
 // FNV-1a-64 over the ids' little-endian bytes (the stream fingerprint).
 std::uint64_t ids_fingerprint(std::span<const std::int32_t> ids);

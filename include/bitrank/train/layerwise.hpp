@@ -5,8 +5,8 @@
 //   loss = Σ (y − y_teacher)² / N       N = rows·hidden elements
 //   dy   = 2·(y − y_teacher) / N        (squared_error, on the backend)
 //
-// train_step: zero_grad → forward → loss and dy → backward with the
-// scaler's grad_scale → finish_step. finish_step, the update half:
+// train_step: forward_backward (zero_grad → forward → loss and dy →
+// backward with the scaler's grad_scale) → finish_step. finish_step, the update half:
 //   1. sums of squares of the Adam-trained gradients (BLR scales, gains)
 //      and of the sign gradients; GradScaler::update (grad_scale.hpp) gets
 //      their total — NaN when the loss is not finite — and decides: a
@@ -117,6 +117,13 @@ double layerwise_loss(Backend<T>& be, std::type_identity_t<CView<T>> y, std::typ
 template <LayerwiseStudent Block>
 StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
                       LayerwiseBuffersOf<Block>& buffers, LayerwiseState& state, const LayerwiseOptions& opt);
+
+// The first half of train_step: zero_grad, forward, loss and dy, backward
+// with grad_scale = state.scaler.scale(); returns the loss. The gradients
+// stay in the block for finish_step (a caller may inspect them in between).
+template <LayerwiseStudent Block>
+double forward_backward(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target,
+                        index_t window, LayerwiseBuffersOf<Block>& buffers, const LayerwiseState& state);
 
 // The update half of train_step, for the gradients of one backward run with
 // grad_scale = state.scaler.scale() (and `loss`, the forward's).
