@@ -150,6 +150,43 @@ TEST(Compress, TinyLlamaEndToEnd) {
               ppl.at("student").at("ppl").get<double>(), summary.at("training").at("tokens_per_s").get<double>());
 }
 
+// The end-to-end objective through the same pipeline: every block at once,
+// the loss (KL + λ·MSE) falls, the final norm gain is trained and saved.
+TEST(Compress, TinyLlamaEndToEndObjective) {
+  test::TempDir tmp;
+  train::CompressOptions o;
+  o.model = tiny_model(tmp.path());
+  o.out = tmp.path() / "tiny_e2e.bitrank";
+  o.text = tmp.path() / "train.txt";
+  o.eval_text = tmp.path() / "eval.txt";
+  write_file(o.text, some_text(1, 40));
+  write_file(o.eval_text, some_text(2, 10));
+  o.objective = "e2e";
+  o.bpw = 4.0;
+  o.steps = 30;
+  o.train.scales.lr = 1e-2f;
+  o.train.signs.lr = 0.02f;
+  o.seq_len = 32;
+  o.windows_per_step = 2;
+  o.eval_windows = 2;
+  o.eval_seq_len = 64;
+  const auto summary = train::compress(o, test::cpu_backend());
+  const auto log = train::read_step_log(summary.at("log").get<std::string>());
+  ASSERT_EQ(log.size(), 30u);
+  for (const auto& r : log) EXPECT_TRUE(std::isfinite(r.loss)) << r.step;
+  // Each step sees new windows: compare the means of the first and last five steps.
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += log[static_cast<std::size_t>(i)].loss / 5, last += log[log.size() - 1 - i].loss / 5;
+  std::printf("  [compress] tiny e2e: loss %.4g -> %.4g; ppl teacher %.2f, init %.2f, student %.2f\n", first, last,
+              summary.at("perplexity").at("teacher").at("ppl").get<double>(),
+              summary.at("perplexity").at("init").at("ppl").get<double>(),
+              summary.at("perplexity").at("student").at("ppl").get<double>());
+  EXPECT_LT(last, 0.9 * first);
+  const io::CompressedModel cm = io::load_bitrank(o.out);
+  EXPECT_EQ(cm.blr.size(), 14u);
+  EXPECT_TRUE(cm.dense.contains("output_norm.weight"));
+}
+
 TEST(Compress, BadOptionsAreErrors) {
   test::TempDir tmp;
   train::CompressOptions o;

@@ -34,10 +34,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 16.0));
   compress_cmd->add_option("--paths", compress.job.paths, "BLR paths: 1, or 2 with the residual path (default 2)")
       ->check(CLI::IsMember({1, 2}));
-  compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher)")
+  compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once)")
       ->check(CLI::IsMember({"layer", "e2e"}));
   compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
-  compress_cmd->add_option("--steps", compress.steps, "instead of --tokens: training steps per block");
+  compress_cmd->add_option("--steps", compress.steps, "instead of --tokens: training steps per block (layer) or in all (e2e)");
   compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
       ->check(CLI::Range(2L, 1L << 20));
   compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")

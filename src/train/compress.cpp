@@ -24,6 +24,7 @@
 #include "bitrank/progress.hpp"
 #include "bitrank/thread_pool.hpp"
 #include "bitrank/train/data.hpp"
+#include "bitrank/train/e2e.hpp"
 #include "bitrank/train/plot.hpp"
 #include "bitrank/train/report.hpp"
 #include "bitrank/train/schedule.hpp"
@@ -74,9 +75,12 @@ std::string weight_name(const std::string& base) { return base + ".weight"; }
 void validate(const CompressOptions& o) {
   if (o.model.empty()) fail("compress: no --model given and no default model was found when bitrank was built");
   if (o.out.empty()) fail("compress: no output file (-o) given");
-  if (o.objective != "layer")
-    fail("compress: objective '{}' is not available yet (layer); the end-to-end objective is being built",
-         o.objective);
+  if (o.objective != "layer" && o.objective != "e2e")
+    fail("compress: objective '{}' is not one of layer, e2e", o.objective);
+  if (o.objective == "e2e" && o.resume)
+    fail("compress: --resume is implemented for the layer-wise objective only (not e2e)");
+  if (!(std::isfinite(o.mse_weight) && o.mse_weight >= 0))
+    fail("compress: the hidden-state MSE weight must be finite and ≥ 0, got {}", o.mse_weight);
   if (!(std::isfinite(o.bpw) && o.bpw > 0 && o.bpw <= 16)) fail("compress: --bpw must be in (0, 16], got {}", o.bpw);
   if (o.paths != 1 && o.paths != 2) fail("compress: --paths must be 1 or 2, got {}", o.paths);
   if (o.steps < 1) fail("compress: --steps must be at least 1, got {}", o.steps);
@@ -307,7 +311,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     write_compress_checkpoint(ckpt_path, run);
     run.student_state = {};
   };
-  for (index_t b = first_block; b < L; ++b) {
+  const bool e2e = o.objective == "e2e";
+  for (index_t b = first_block; b < L && !e2e; ++b) {
     const std::string prefix = fmt::format("blk.{}.", b);
     teacher_block(b);  // the targets: the teacher block on the teacher's inputs
     StudentBlockWeights w0;
@@ -373,13 +378,73 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     }
     std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
   }
-  progress.finish();
+  if (e2e) {
+    // End to end: every block at once from the initialisation, KL on the
+    // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
+    // windows the layer-wise objective would use. One log entry per step;
+    // the curve is the whole model's loss.
+    E2eStudentWeights init_w;
+    for (index_t b = 0; b < L; ++b) {
+      const std::string prefix = fmt::format("blk.{}.", b);
+      StudentBlockWeights w0;
+      for (model::LlamaProj p : model::kAllLlamaProjs)
+        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
+      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
+      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+      init_w.blocks.push_back(std::move(w0));
+    }
+    E2eTrainer<float> trainer(teacher, init_w, e2e_scaler_options(rows), E2eOptions{o.train, o.mse_weight},
+                              o.train.signs.optimizer, o.tau);
+    TrainProgress e2e_progress(o.steps);
+    CompressBlockLog& lg = run.blocks.emplace_back();
+    for (std::int64_t s = 0; s < o.steps; ++s) {
+      const auto t_step = Clock::now();
+      const double mult = schedule.lr(s);
+      LayerwiseOptions& opt = trainer.options().optim;
+      opt = o.train;
+      opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
+      opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
+      opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
+      const E2eReport r = trainer.step(std::span<const std::int32_t>(step_ids).subspan(
+                                           static_cast<std::size_t>(s * rows), static_cast<std::size_t>(rows)),
+                                       T);
+      mem.synchronize();
+      train_seconds += since(t_step);
+      lg.losses.push_back(r.loss.total);
+      lg.flips += r.step.flips;
+      lg.skipped += r.step.skipped ? 1 : 0;
+      rec = StepRecord{.step = s,
+                       .loss = r.loss.total,
+                       .lr = opt.scales.lr,
+                       .scale = r.step.grad_scale,
+                       .flips = r.step.flips,
+                       .skipped = r.step.skipped,
+                       .tokens = rec.tokens + rows,
+                       .seconds = train_seconds,
+                       .block_loss = {r.loss.kl, r.loss.mse}};
+      log.write(rec);
+      e2e_progress.step(rec);
+    }
+    e2e_progress.finish();
+    const E2eStudentWeights trained_w = trainer.download();
+    for (index_t b = 0; b < L; ++b) {
+      const std::string prefix = fmt::format("blk.{}.", b);
+      const StudentBlockWeights& w = trained_w.blocks[static_cast<std::size_t>(b)];
+      for (model::LlamaProj p : model::kAllLlamaProjs)
+        run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+      run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+      run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+    }
+    run.trained_gains["output_norm.weight"] = trained_w.final_norm;
+  } else {
+    progress.finish();
+  }
   std::vector<PlotSeries> curves;
   nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
   std::int64_t flips_total = 0, skipped_total = 0;
   for (std::size_t b = 0; b < run.blocks.size(); ++b) {
     const CompressBlockLog& bl = run.blocks[b];
-    PlotSeries curve{fmt::format("block {}", b), {}, {}};
+    PlotSeries curve{e2e ? std::string("KL + λ·hidden MSE") : fmt::format("block {}", b), {}, {}};
     for (std::size_t s = 0; s < bl.losses.size(); ++s) {
       curve.x.push_back(static_cast<double>(s));
       curve.y.push_back(bl.losses[s]);
@@ -391,7 +456,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     skipped_total += bl.skipped;
   }
   write_plot_svg(plot_path, curves,
-                 {.title = "layer-wise loss per block", .x_label = "step", .y_label = "MSE", .log_y = true});
+                 {.title = e2e ? "end-to-end loss" : "layer-wise loss per block",
+                  .x_label = "step",
+                  .y_label = e2e ? "KL + λ·MSE" : "MSE",
+                  .log_y = true});
 
   // 4. The compressed model: save, read back, measure.
   io::CompressedModel cm;
@@ -433,10 +501,11 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     const model::LlamaModel<float> student(be, dense, saved.blr);
     ppl_student = perplexity(student, eval_span, o.eval_seq_len, eval_windows, "trained student");
   }
-  const double block_tokens = static_cast<double>(L * N);
+  // Layer-wise: each step pushes rows tokens through one block; e2e: through the whole model.
+  const double block_tokens = static_cast<double>(e2e ? N : L * N);
   cm.summary["perplexity"]["student"] = ppl_json(ppl_student);
   cm.summary["training"] = {{"seconds", train_seconds},
-                            {"block_tokens", L * N},
+                            {"block_tokens", e2e ? N : L * N},
                             {"tokens_per_s", block_tokens / train_seconds},
                             {"model_tokens_per_s", static_cast<double>(N) / train_seconds},
                             {"sign_flips", flips_total},

@@ -19,6 +19,11 @@
 //      every learning rate); then the teacher's outputs become the next
 //      block's inputs. Only one student block lives on the backend at a
 //      time, so device memory stays at one block plus one step's windows;
+//      Objective "e2e" instead trains every block at once from the
+//      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
+//      over vocabulary slices + λ·Σ block-output MSE), `steps` steps over
+//      the same windows; the final norm gain trains too. --resume is for
+//      the layer-wise objective only;
 //   4. the compressed model is saved (scales f16, dense tensors f16), read
 //      back, and its perplexity measured from the file as a user gets it;
 //      teacher and initialisation perplexities are measured the same way;
@@ -84,7 +89,7 @@ struct CompressOptions {
   std::string objective = "layer";
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
-  std::int64_t steps = 16;        // training steps per block
+  std::int64_t steps = 16;        // training steps per block (layer); steps in all (e2e)
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
   std::int64_t eval_windows = 16; // perplexity windows of the evaluation split (0: all)
@@ -93,6 +98,7 @@ struct CompressOptions {
   float tau = 0.25f;              // sign latents start at ±tau
   double warmup_fraction = 0.1;   // of each block's steps
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
+  double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms
   std::string device = "cpu";     // for the summary
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
