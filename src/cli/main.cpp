@@ -55,10 +55,14 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--text", compress.job.text, "training text file (default: the corpus training split)");
   compress_cmd->add_option("--eval-text", compress.job.eval_text,
                            "perplexity text file (default: the corpus evaluation split)");
-  compress_cmd->add_option("--lr", compress.job.train.scales.lr, "peak learning rate of the BLR scales (relative steps)")
-      ->check(CLI::PositiveNumber);
-  compress_cmd->add_option("--sign-lr", compress.job.train.signs.lr, "peak learning rate of the sign latents")
-      ->check(CLI::NonNegativeNumber);
+  auto* lr_opt = compress_cmd
+                    ->add_option("--lr", compress.job.train.scales.lr,
+                                 "peak learning rate of the BLR scales, relative steps (default: layer 1e-3, e2e 1e-2)")
+                    ->check(CLI::PositiveNumber);
+  auto* sign_lr_opt = compress_cmd
+                          ->add_option("--sign-lr", compress.job.train.signs.lr,
+                                       "peak learning rate of the sign latents (default: layer 1e-3, e2e 1e-2)")
+                          ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
@@ -88,7 +92,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
-    if (compress_cmd->parsed()) return bitrank::cli::run_compress(compress);
+    if (compress_cmd->parsed()) {
+      // e2e trains every block from one loss: larger steps pay (docs/results.md, H200 runs at 1e-3 and 1e-2).
+      if (compress.job.objective == "e2e") {
+        if (lr_opt->count() == 0) compress.job.train.scales.lr = 1e-2f;
+        if (sign_lr_opt->count() == 0) compress.job.train.signs.lr = 1e-2f;
+      }
+      return bitrank::cli::run_compress(compress);
+    }
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
