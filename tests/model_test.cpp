@@ -160,7 +160,7 @@ TEST(Model, BlrProjectionsMatchTheirDenseReconstruction) {
   // A matrix of the wrong shape, or one that replaces nothing, is named.
   auto bad = blr;
   bad.emplace("blk.9.attn_q", bad.at("blk.0.attn_q"));
-  test::expect_error([&] { LlamaModel<double>(test::ref_backend(), w, bad); }, "blk.9.attn_q replaces no tensor");
+  test::expect_error([&] { LlamaModel<double>(test::ref_backend(), w, bad); }, "blk.9.attn_q replaces no compressible projection");
   bad = blr;
   std::swap(bad.at("blk.0.attn_q"), bad.at("blk.0.ffn_up"));
   test::expect_error([&] { LlamaModel<double>(test::ref_backend(), w, bad); }, "BLR matrix blk.0.attn_q is 96×64");

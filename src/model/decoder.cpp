@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "bitrank/error.hpp"
+#include "bitrank/model/projection.hpp"
 
 namespace bitrank::model {
 
@@ -57,14 +57,7 @@ DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle fi
 
 template <class T>
 Buffer<T> DecoderModel<T>::upload(const HostTensor& t) const {
-  Buffer<T> b(*be_.memory, t.values.size());
-  if constexpr (std::is_same_v<T, float>) {
-    b.upload(t.values);
-  } else {
-    const std::vector<T> converted(t.values.begin(), t.values.end());
-    b.upload(converted);
-  }
-  return b;
+  return upload_values<T>(*be_.memory, t.values);
 }
 
 template <class T>

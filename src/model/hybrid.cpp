@@ -10,16 +10,18 @@ namespace bitrank::model {
 namespace {
 
 // The weights, checked first (the base class reads them).
-const HostWeights& checked(const HostWeights& w) {
-  check_hybrid_weights(w);
+const HostWeights& checked(const HostWeights& w, const BlrProjections& blr) {
+  check_hybrid_config(w.config, w.source);
+  check_weights(w, blr);
   return w;
 }
 
 }  // namespace
 
 template <class T>
-HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w)
-    : DecoderModel<T>(be, checked(w), GainStyle::zero_centred) {
+HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr)
+    : DecoderModel<T>(be, checked(w, blr), GainStyle::zero_centred) {
+  Memory& mem = *be.memory;
   for (index_t b = 0; b < this->config_.num_layers; ++b) {
     const std::string p = "blk." + std::to_string(b) + ".";
     auto up = [&](const std::string& name) { return this->upload(w.at(p + name)); };
@@ -27,8 +29,13 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w)
     k.full = is_full_attention(b);
     k.attn_norm = up("attn_norm.weight");
     k.post_norm = up("post_attention_norm.weight");
-    for (HybridProj proj : hybrid_block_projs(k.full))
-      k.proj[static_cast<std::size_t>(proj)] = up(std::string(hybrid_proj_name(proj)) + ".weight");
+    for (HybridProj proj : hybrid_block_projs(k.full)) {
+      const std::string name = p + hybrid_proj_name(proj);
+      const auto it = blr.find(name);
+      Projection<T>& slot = k.proj[static_cast<std::size_t>(proj)];
+      slot = it != blr.end() ? Projection<T>::blr(mem, it->second, name)
+                             : Projection<T>::dense(mem, w.at(name + ".weight"), name);
+    }
     if (k.full) {
       k.q_norm = up("attn_q_norm.weight");
       k.k_norm = up("attn_k_norm.weight");
@@ -68,8 +75,7 @@ void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, Hybrid
   Backend<T>& be = this->be_;
   const Block& w = blocks_[static_cast<std::size_t>(b)];
   const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
-    const Buffer<T>& weight = w.proj[static_cast<std::size_t>(p)];
-    be.dense().dense_forward(in, weight.view({dims.out_features(p), dims.in_features(p)}), out, false);
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
   };
   HybridBlockParams<T> prm;
   prm.attn_norm = w.attn_norm.view({dims.hidden});

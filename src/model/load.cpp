@@ -37,10 +37,7 @@ HostWeights load_weights(const std::filesystem::path& path) {
 
 template <class T>
 std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr) {
-  if (w.config.is_hybrid()) {
-    if (!blr.empty()) fail("model {}: compressed {} models cannot be run yet", w.source, w.config.model_type);
-    return std::make_unique<HybridModel<T>>(be, w);
-  }
+  if (w.config.is_hybrid()) return std::make_unique<HybridModel<T>>(be, w, blr);
   return std::make_unique<LlamaModel<T>>(be, w, blr);
 }
 

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <string>
 
-#include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
@@ -96,43 +95,19 @@ TensorList expected_tensors(const ModelConfig& c) {
   return out;
 }
 
-void check_weights(const HostWeights& w) { check_weights(w, {}); }
-
-void check_weights(const HostWeights& w, const BlrProjections& blr) {
-  const ModelConfig& c = w.config;
-  if (c.is_hybrid()) fail("model '{}': the hybrid {} family is not supported yet", w.source, c.model_type);
+void check_llama_config(const ModelConfig& c, const std::string& source) {
+  if (c.is_hybrid())
+    fail("model '{}': model_type '{}' is a hybrid, not a dense Llama-style model (HybridModel runs it)", source,
+         c.model_type);
   if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
       c.intermediate_size <= 0 || c.vocab_size <= 0)
-    fail("model '{}': config sizes must be positive", w.source);
+    fail("model '{}': config sizes must be positive", source);
   if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0)
-    fail("model '{}': {} heads / {} kv heads of {} do not make a RoPE GQA layer", w.source, c.num_heads,
+    fail("model '{}': {} heads / {} kv heads of {} do not make a RoPE GQA layer", source, c.num_heads,
          c.num_kv_heads, c.head_dim);
-  TensorList dense;
-  std::size_t matched = 0;
-  for (const auto& [name, shape] : expected_tensors(c)) {
-    const std::string base = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
-    const auto it = blr.find(base);
-    if (it == blr.end()) {
-      dense.emplace_back(name, shape);
-      continue;
-    }
-    ++matched;
-    const blr::HostBlrMatrix& m = it->second;
-    if (shape.size() != 2 || m.m != shape[0] || m.n != shape[1])
-      fail("model '{}': BLR matrix {} is {}×{}, the tensor it replaces is {}", w.source, base, m.m, m.n,
-           shape_str(shape));
-    blr::check_blr(m, fmt::format("model '{}': BLR matrix {}", w.source, base));
-  }
-  if (matched != blr.size()) {
-    const TensorList all = expected_tensors(c);
-    for (const auto& entry : blr) {
-      const std::string weight = entry.first + ".weight";
-      const bool known = std::any_of(all.begin(), all.end(), [&](const auto& t) { return t.first == weight; });
-      if (!known) fail("model '{}': BLR matrix {} replaces no tensor of a {} model", w.source, entry.first, c.model_type);
-    }
-  }
-  check_tensors(w, dense);
 }
+
+void check_weights(const HostWeights& w) { check_weights(w, {}); }
 
 HostWeights load_gguf_weights(const io::GgufFile& g) {
   HostWeights w;

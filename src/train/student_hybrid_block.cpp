@@ -1,6 +1,7 @@
 // The trainable student hybrid block (contract: include/bitrank/train/student_hybrid_block.hpp).
 #include "bitrank/train/student_hybrid_block.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -84,10 +85,15 @@ void check_weights(const HybridBlockDims& dims, const StudentHybridWeights& w, b
 
 }  // namespace
 
-StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, index_t b, const blr::InitOptions& init) {
+namespace {
+
+// The student of block b of `teacher`: gains and frozen tensors copied, each
+// BLR projection from make_blr(base name blk.b.<proj>, m, n).
+template <class MakeBlr>
+StudentHybridWeights student_weights(const model::HostWeights& teacher, index_t b, const char* op, MakeBlr&& make_blr) {
   const io::ModelConfig& c = teacher.config;
   model::check_hybrid_config(c, teacher.source);
-  if (b < 0 || b >= c.num_layers) fail("hybrid_student_init: block {} of {} in '{}'", b, c.num_layers, teacher.source);
+  if (b < 0 || b >= c.num_layers) fail("{}: block {} of {} in '{}'", op, b, c.num_layers, teacher.source);
   const HybridBlockDims dims = HybridBlockDims::of(c);
   const std::string p = "blk." + std::to_string(b) + ".";
   StudentHybridWeights w;
@@ -97,15 +103,11 @@ StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, inde
   };
   for (HybridProj q : hybrid_block_projs(w.full_attention)) {
     const index_t m = dims.out_features(q), n = dims.in_features(q);
-    const std::string name = p + hybrid_proj_name(q) + ".weight";
-    const model::HostTensor& t = teacher_tensor(teacher, name, {m, n});
-    if (!hybrid_proj_is_blr(q)) {
-      (q == HybridProj::b ? w.ssm_beta : w.ssm_alpha) = t.values;
-      continue;
-    }
-    blr::InitOptions o = init;
-    o.name = name;
-    w.proj[static_cast<std::size_t>(q)] = blr::dual_svid(t.values, m, n, o);
+    const std::string name = p + hybrid_proj_name(q);
+    if (hybrid_proj_is_blr(q))
+      w.proj[static_cast<std::size_t>(q)] = make_blr(name, m, n);
+    else
+      (q == HybridProj::b ? w.ssm_beta : w.ssm_alpha) = teacher_tensor(teacher, name + ".weight", {m, n}).values;
   }
   w.attn_norm = vec("attn_norm.weight", dims.hidden);
   w.post_norm = vec("post_attention_norm.weight", dims.hidden);
@@ -120,6 +122,45 @@ StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, inde
     w.gdn_norm = vec("ssm_norm.weight", g.head_dim);
   }
   return w;
+}
+
+}  // namespace
+
+StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, index_t b, const blr::InitOptions& init) {
+  return student_weights(teacher, b, "hybrid_student_init", [&](const std::string& name, index_t m, index_t n) {
+    blr::InitOptions o = init;
+    o.name = name + ".weight";
+    return blr::dual_svid(teacher_tensor(teacher, o.name, {m, n}).values, m, n, o);
+  });
+}
+
+StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, index_t b, const blr::InitOptions& init,
+                                         std::span<const blr::RankPlan> ranks) {
+  return student_weights(teacher, b, "hybrid_student_init", [&](const std::string& name, index_t m, index_t n) {
+    const auto it = std::ranges::find(ranks, name, &blr::RankPlan::name);
+    if (it == ranks.end()) fail("hybrid_student_init: no rank is planned for {} of '{}'", name, teacher.source);
+    if (it->m != m || it->n != n)
+      fail("hybrid_student_init: the rank plan's {} is {}x{}, the block's projection is {}x{}", name, it->m, it->n, m,
+           n);
+    blr::InitOptions o = init;
+    o.rank = it->rank;
+    o.name = name + ".weight";
+    o.svd.seed = init.svd.seed + static_cast<std::uint64_t>(it - ranks.begin());
+    return blr::dual_svid(teacher_tensor(teacher, o.name, {m, n}).values, m, n, o);
+  });
+}
+
+StudentHybridWeights hybrid_student_weights(const model::HostWeights& teacher, index_t b,
+                                            const model::BlrProjections& blr) {
+  return student_weights(teacher, b, "hybrid_student_weights", [&](const std::string& name, index_t m, index_t n) {
+    const auto it = blr.find(name);
+    if (it == blr.end()) fail("hybrid_student_weights: no BLR matrix {} for '{}'", name, teacher.source);
+    if (it->second.m != m || it->second.n != n)
+      fail("hybrid_student_weights: BLR matrix {} is {}x{}, the block's projection is {}x{}", name, it->second.m,
+           it->second.n, m, n);
+    blr::check_blr(it->second, "hybrid_student_weights: BLR matrix " + name);
+    return it->second;
+  });
 }
 
 template <class T>

@@ -21,6 +21,9 @@
 // h belongs to k-head h / (Hv/Hk). Every norm gain except ssm_norm is
 // zero-centred (the norm multiplies by 1 + w, as transformers stores it).
 //
+// Projections P(in) = in·Wᵀ below are dense or BLR matrices (projection.hpp:
+// the compressible ones of a compressed model).
+//
 // Forward of block b over n = windows·T rows (hybrid_block.hpp runs it;
 // HybridBlockActivations keeps every intermediate — the GDN's tape
 // included — for a backward):
@@ -77,6 +80,7 @@
 #include "bitrank/model/decoder.hpp"
 #include "bitrank/model/hybrid_block.hpp"
 #include "bitrank/model/llama_block.hpp"
+#include "bitrank/model/projection.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -125,9 +129,12 @@ HostWeights load_hybrid_gguf_weights(const std::filesystem::path& path);
 template <class T>
 class HybridModel final : public DecoderModel<T> {
  public:
-  // Uploads the weights to `be` (rounded to T), after check_hybrid_weights.
-  // The backend must outlive the model.
-  HybridModel(Backend<T>& be, const HostWeights& weights);
+  // Uploads the weights to `be` (rounded to T), after check_hybrid_config
+  // and check_weights(w, blr) (projection.hpp). The backend must outlive the
+  // model. Projections named in `blr` (compressible ones only: the GDN's b
+  // and a stay dense) run as BLR layers, the others as dense weights: the
+  // compressed model of the bitrank format, or the student at initialisation.
+  HybridModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {});
 
   // State checkpoint interval of the GDN tape (ops/gdn.hpp).
   index_t gdn_ckpt_every = 8;
@@ -151,13 +158,14 @@ class HybridModel final : public DecoderModel<T> {
  private:
   struct Block {
     bool full = false;
-    std::array<Buffer<T>, kHybridProjs> proj;   // by HybridProj; those of the other mixer kind empty
+    std::array<Projection<T>, kHybridProjs> proj;  // by HybridProj, dense or BLR; the other mixer kind's empty
     Buffer<T> attn_norm, post_norm;
     Buffer<T> q_norm, k_norm;                   // full attention
     Buffer<T> conv, a_log, dt_bias, gdn_norm;   // GDN
   };
 
   std::vector<Block> blocks_;
+  mutable ProjectionScratch<T> scratch_;
   mutable RopeTables<T> ropes_;
 };
 

@@ -38,6 +38,9 @@ const char* hybrid_proj_name(HybridProj p);
 // The projections a block of the kind reads, in forward order: q, k, v, o
 // or qkv, z, b, a, out; then gate, up, down.
 std::span<const HybridProj> hybrid_block_projs(bool full_attention);
+// Whether a compressor may turn p into a BLR matrix (DESIGN §7): every
+// decoder projection but the GDN's b and a (Hv outputs each), which stay dense.
+constexpr bool hybrid_proj_is_compressible(HybridProj p) { return p != HybridProj::b && p != HybridProj::a; }
 
 // transformers' l2norm of q and k in the GDN (modeling_qwen3_5.py l2norm,
 // called with its default eps whatever the config says).

@@ -27,7 +27,7 @@ LoadedWeights load_any(const std::filesystem::path& path);
 HostWeights load_weights(const std::filesystem::path& path);
 
 // The model class of w.config's family (LlamaModel or HybridModel) over
-// `be`; BLR projections (a compressed model) exist for the dense family only.
+// `be`, with the projections named in `blr` as BLR layers (a compressed model).
 template <class T>
 std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr = {});
 

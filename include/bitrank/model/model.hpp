@@ -10,7 +10,7 @@
 // .swapaxes(1, 2)); the GGUF loader undoes that (for k with the kv heads).
 //
 // Forward of one block over n = windows·T rows: llama_block.hpp's op
-// sequence with dense projections P(in) = in·Wᵀ (dense_forward);
+// sequence with projections P(in) = in·Wᵀ, each dense or BLR (projection.hpp);
 // BlockActivations keeps every intermediate, so a backward can read them as
 // its tape.
 // The embedding, the head (final norm with plain gain w) and the NLL are
@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/decoder.hpp"
 #include "bitrank/model/llama_block.hpp"
+#include "bitrank/model/projection.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -46,17 +46,13 @@ ModelConfig config_from_gguf(const io::GgufFile& gguf);
 
 // The names and shapes a dense model of `config` needs (head only when untied).
 TensorList expected_tensors(const ModelConfig& config);
-// Checks `w` has every expected tensor with its shape and finite values;
-// Error naming the source and the tensor otherwise.
+// Checks that the config is a dense Llama-style model this forward runs
+// (positive sizes, heads a multiple of kv heads, even head_dim; not a hybrid);
+// Error naming `source`.
+void check_llama_config(const ModelConfig& config, const std::string& source);
+// check_weights(w, {}) (projection.hpp): every tensor of w's family present,
+// of its shape, finite.
 void check_weights(const HostWeights& w);
-
-// A compressed model's projections: BLR matrices by projection name, the
-// tensor name without ".weight" (blk.3.attn_q), as the bitrank format keeps them.
-using BlrProjections = std::map<std::string, blr::HostBlrMatrix>;
-// check_weights for a model whose projections named in `blr` are BLR
-// matrices (their dense tensors may be absent; each matrix must have the
-// dense tensor's shape and pass blr::check_blr). Error naming the tensor.
-void check_weights(const HostWeights& w, const BlrProjections& blr);
 
 // Reads a dense Llama-style GGUF: config, all tensors dequantized to f32,
 // q/k rows un-permuted (see above), checked.
@@ -77,11 +73,11 @@ HostWeights load_hf_weights(const std::filesystem::path& dir);
 template <class T>
 class LlamaModel final : public DecoderModel<T> {
  public:
-  // Uploads the weights to `be` (rounded to T), after check_weights. The
-  // backend must outlive the model. Projections named in `blr` run as BLR
-  // layers (blr_forward of ops/blr.hpp: signs as bitmaps, scales rounded to
-  // T), the others as dense weights: the compressed model of the bitrank
-  // format, or the student at initialisation.
+  // Uploads the weights to `be` (rounded to T), after check_llama_config
+  // and check_weights(w, blr). The backend must outlive the model.
+  // Projections named in `blr` run as BLR layers (Projection, projection.hpp),
+  // the others as dense weights: the compressed model of the bitrank format,
+  // or the student at initialisation.
   LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {});
 
   // y [n][d] = block b applied to x [n][d], rows being windows of `window`
@@ -91,23 +87,13 @@ class LlamaModel final : public DecoderModel<T> {
   Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const override;
 
  private:
-  // One BLR projection on the backend: bitmaps [P][rows][r/32], scales
-  // [P][m + r + n] (h, ℓ, g of each path in turn).
-  struct BlrWeights {
-    index_t m = 0, n = 0, r = 0;
-    Buffer<std::uint32_t> bits_u, bits_v;
-    Buffer<T> scales;
-    std::vector<BlrPath<T>> paths;
-  };
   struct Block {
     Buffer<T> attn_norm, ffn_norm;
-    Buffer<T> dense[kLlamaProjs];      // empty where the projection is BLR
-    BlrWeights blr[kLlamaProjs];       // paths empty where it is dense
+    Projection<T> proj[kLlamaProjs];  // by LlamaProj, dense or BLR
   };
-  BlrWeights upload_blr(const blr::HostBlrMatrix& m) const;
 
   std::vector<Block> blocks_;
-  mutable Buffer<T> blr_a_, blr_c_;  // blr_forward's saved a [P][n][r] and c [P][n][m] (not needed here)
+  mutable ProjectionScratch<T> scratch_;
   mutable RopeTables<T> rope_tables_;
 };
 

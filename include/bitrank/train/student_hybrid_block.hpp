@@ -54,11 +54,13 @@
 #include <vector>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/blr/init.hpp"
 #include "bitrank/model/decoder.hpp"
 #include "bitrank/model/hybrid_block.hpp"
 #include "bitrank/model/llama_block.hpp"
+#include "bitrank/model/projection.hpp"
 #include "bitrank/train/student_arena.hpp"
 
 namespace bitrank::train {
@@ -66,9 +68,10 @@ namespace bitrank::train {
 using model::HybridBlockDims;
 using model::HybridProj;
 
-// Whether the student holds projection p in BLR form: every decoder
-// projection but the GDN's b and a, which stay dense and frozen (DESIGN §7).
-constexpr bool hybrid_proj_is_blr(HybridProj p) { return p != HybridProj::b && p != HybridProj::a; }
+// Whether the student holds projection p in BLR form: every compressible
+// projection (model::hybrid_proj_is_compressible); the GDN's b and a stay
+// dense and frozen (DESIGN §7).
+constexpr bool hybrid_proj_is_blr(HybridProj p) { return model::hybrid_proj_is_compressible(p); }
 
 // A student hybrid block on the host: what initialisation produces, download returns.
 struct StudentHybridWeights {
@@ -90,6 +93,19 @@ struct StudentHybridWeights {
 // rank and paths for every projection; its name is set per matrix), gains
 // and frozen tensors copied. Error naming the teacher and tensor.
 StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, index_t b, const blr::InitOptions& init);
+// The same with each projection at the rank `ranks` plans for it — the entry
+// named blk.b.<proj> (without ".weight"), as blr::plan_ranks returns for
+// model::compressible_projections: init.rank is not read, and projection
+// entry i gets the SVD seed init.svd.seed + i (compress's seeding of matrix
+// i). Error naming a projection without an entry or with one of another shape.
+StudentHybridWeights hybrid_student_init(const model::HostWeights& teacher, index_t b, const blr::InitOptions& init,
+                                         std::span<const blr::RankPlan> ranks);
+// The student of block b with BLR projections made elsewhere (compress's
+// Dual-SVID of every matrix at once): each from `blr` by name (blk.b.<proj>,
+// shape and blr::check_blr checked), gains and frozen tensors from the
+// teacher, whose dense projections are not read. Error naming the matrix.
+StudentHybridWeights hybrid_student_weights(const model::HostWeights& teacher, index_t b,
+                                            const model::BlrProjections& blr);
 
 // What forward saves for backward.
 template <class T>

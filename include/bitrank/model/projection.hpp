@@ -1,0 +1,102 @@
+// The decoder projections of a model, dense or compressed, for every family
+// (DESIGN §1, §2, §7): which projections a compressor turns into BLR
+// matrices, the weight check of a model some of whose projections are BLR,
+// and one projection on a backend.
+//
+// Compressible projections (compressible_projections, in load order: block
+// by block, each block's in forward order):
+//   dense Llama   blk.N.{attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down}
+//                 (blr::is_llama_projection)
+//   hybrid        gated attention blocks: blk.N.{attn_q, attn_k, attn_v, attn_output};
+//                 GDN blocks: blk.N.{attn_qkv, attn_gate, ssm_out} (in_proj_qkv, in_proj_z,
+//                 out_proj); every block: blk.N.{ffn_gate, ffn_up, ffn_down}.
+//                 The GDN's b and a projections (ssm_beta, ssm_alpha: Hv outputs each)
+//                 stay dense, as do embeddings, head, norms and the GDN core.
+// Names are the tensor names without ".weight" — the keys of BlrProjections
+// and of the bitrank format's BLR matrices.
+//
+// Projection<T> on a backend: out [n][m] = in [n][n_in]·Wᵀ (overwritten),
+// W [m][n_in] either a dense weight (dense_forward; rows = outputs) or a BLR
+// matrix (blr_forward: signs as bitmaps, the f32 scales rounded to T). A BLR
+// projection holds one bitmap buffer per factor, [P][m][r/32] and
+// [P][n_in][r/32], and one scale buffer [P][m + r + n_in] (h, ℓ, g of each
+// path in turn). blr_forward writes what a backward would read (a, c) into
+// ProjectionScratch, which the caller owns and nobody reads afterwards.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bitrank/backend.hpp"
+#include "bitrank/blr/accounting.hpp"
+#include "bitrank/blr/blr_matrix.hpp"
+#include "bitrank/model/decoder.hpp"
+
+namespace bitrank::model {
+
+// A compressed model's projections: BLR matrices by projection name, the
+// tensor name without ".weight" (blk.3.attn_q), as the bitrank format keeps them.
+using BlrProjections = std::map<std::string, blr::HostBlrMatrix>;
+
+// The names and shapes of every tensor a model of config's family needs:
+// expected_tensors (dense Llama, model.hpp) or hybrid_expected_tensors (hybrid.hpp).
+TensorList model_tensors(const ModelConfig& config);
+
+// Every projection of config's model that may be a BLR matrix (see above),
+// as rank-plan entries {name without ".weight", m (rows), n (columns), rank 0}:
+// what blr::plan_ranks takes. Error for a config its family's model would
+// refuse.
+std::vector<blr::RankPlan> compressible_projections(const ModelConfig& config);
+
+// Checks a model of any family whose projections named in `blr` are BLR
+// matrices: the family's config checks; every matrix names a compressible
+// projection (above), has its shape and passes blr::check_blr; every other
+// tensor of model_tensors is present with its shape and finite values (the
+// dense tensors of the BLR projections may be absent and are not read).
+// Error naming w.source and the tensor.
+void check_weights(const HostWeights& w, const BlrProjections& blr);
+
+// Values uploaded to `mem`, rounded to T.
+template <class T>
+Buffer<T> upload_values(Memory& mem, std::span<const float> values);
+
+// blr_forward's saved a [P][n][r] and c [P][n][m], grown as needed.
+template <class T>
+struct ProjectionScratch {
+  Buffer<T> a, c;
+};
+
+template <class T>
+class Projection {
+ public:
+  Projection() = default;  // empty: a projection the block does not have
+  // A dense weight [m][n_in] (Error unless `w` is a matrix).
+  static Projection dense(Memory& mem, const HostTensor& w, const std::string& name);
+  // A BLR matrix (checked by blr::check_blr, naming `name`).
+  static Projection blr(Memory& mem, const blr::HostBlrMatrix& w, const std::string& name);
+
+  bool empty() const { return rows_ == 0; }
+  bool is_blr() const { return !paths_.empty(); }
+  index_t rows() const { return rows_; }  // m, outputs
+  index_t cols() const { return cols_; }  // n_in, inputs
+  index_t rank() const { return rank_; }  // 0 when dense
+  index_t paths() const { return static_cast<index_t>(paths_.size()); }
+
+  // out [n][rows] = in [n][cols]·Wᵀ (the op checks the shapes).
+  void forward(Backend<T>& be, CView<T> in, View<T> out, ProjectionScratch<T>& scratch) const;
+
+ private:
+  index_t rows_ = 0, cols_ = 0, rank_ = 0;
+  Buffer<T> dense_;
+  Buffer<std::uint32_t> bits_u_, bits_v_;
+  Buffer<T> scales_;
+  std::vector<BlrPath<T>> paths_;  // views into the buffers above (moving a Buffer keeps its memory)
+};
+
+extern template class Projection<float>;
+extern template class Projection<double>;
+
+}  // namespace bitrank::model

@@ -1,0 +1,149 @@
+// Decoder projections of every family, dense or BLR: the compressible set,
+// the weight check with BLR matrices, one projection on a backend
+// (contract: include/bitrank/model/projection.hpp).
+#include "bitrank/model/projection.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <type_traits>
+
+#include "bitrank/error.hpp"
+#include "bitrank/model/hybrid.hpp"
+#include "bitrank/model/model.hpp"
+
+namespace bitrank::model {
+
+TensorList model_tensors(const ModelConfig& c) {
+  return c.is_hybrid() ? hybrid_expected_tensors(c) : expected_tensors(c);
+}
+
+std::vector<blr::RankPlan> compressible_projections(const ModelConfig& c) {
+  std::vector<blr::RankPlan> out;
+  if (!c.is_hybrid()) {
+    check_llama_config(c, "compressible projections");
+    for (const auto& [name, shape] : expected_tensors(c))
+      if (blr::is_llama_projection(name)) out.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
+    return out;
+  }
+  check_hybrid_config(c, "compressible projections");
+  const HybridBlockDims dims = HybridBlockDims::of(c);
+  for (index_t b = 0; b < c.num_layers; ++b) {
+    const bool full = c.layer_types[static_cast<std::size_t>(b)] == io::LayerType::full_attention;
+    for (HybridProj p : hybrid_block_projs(full))
+      if (hybrid_proj_is_compressible(p))
+        out.push_back({fmt::format("blk.{}.{}", b, hybrid_proj_name(p)), dims.out_features(p), dims.in_features(p), 0});
+  }
+  return out;
+}
+
+void check_weights(const HostWeights& w, const BlrProjections& blr) {
+  const ModelConfig& c = w.config;
+  if (c.is_hybrid())
+    check_hybrid_config(c, w.source);
+  else
+    check_llama_config(c, w.source);
+  if (!blr.empty()) {
+    std::map<std::string, const blr::RankPlan*> compressible;
+    const std::vector<blr::RankPlan> plan = compressible_projections(c);
+    for (const blr::RankPlan& p : plan) compressible.emplace(p.name, &p);
+    for (const auto& [name, m] : blr) {
+      const auto it = compressible.find(name);
+      if (it == compressible.end())
+        fail("model '{}': BLR matrix {} replaces no compressible projection of a {} model", w.source, name,
+             c.model_type);
+      const blr::RankPlan& p = *it->second;
+      if (m.m != p.m || m.n != p.n)
+        fail("model '{}': BLR matrix {} is {}×{}, the tensor it replaces is {}", w.source, name, m.m, m.n,
+             shape_str({p.m, p.n}));
+      blr::check_blr(m, fmt::format("model '{}': BLR matrix {}", w.source, name));
+    }
+  }
+  TensorList dense;
+  for (auto& [name, shape] : model_tensors(c))
+    if (!(name.ends_with(".weight") && blr.contains(name.substr(0, name.size() - 7))))
+      dense.emplace_back(std::move(name), std::move(shape));
+  check_tensors(w, dense);
+}
+
+template <class T>
+Buffer<T> upload_values(Memory& mem, std::span<const float> values) {
+  Buffer<T> b(mem, values.size());
+  if constexpr (std::is_same_v<T, float>) {
+    b.upload(values);
+  } else {
+    const std::vector<T> converted(values.begin(), values.end());
+    b.upload(converted);
+  }
+  return b;
+}
+
+template <class T>
+Projection<T> Projection<T>::dense(Memory& mem, const HostTensor& w, const std::string& name) {
+  if (w.shape.size() != 2 || w.shape[0] < 1 || w.shape[1] < 1 ||
+      static_cast<std::size_t>(w.shape[0] * w.shape[1]) != w.values.size())
+    fail("projection {}: a dense weight must be a non-empty matrix with its values, got shape {} with {} values", name,
+         shape_str(w.shape), w.values.size());
+  Projection p;
+  p.rows_ = w.shape[0];
+  p.cols_ = w.shape[1];
+  p.dense_ = upload_values<T>(mem, w.values);
+  return p;
+}
+
+template <class T>
+Projection<T> Projection<T>::blr(Memory& mem, const blr::HostBlrMatrix& h, const std::string& name) {
+  blr::check_blr(h, "projection " + name);
+  Projection p;
+  p.rows_ = h.m;
+  p.cols_ = h.n;
+  p.rank_ = h.r;
+  const index_t P = static_cast<index_t>(h.paths.size()), words = h.r / 32, per_path = h.m + h.r + h.n;
+  std::vector<std::uint32_t> u, v;
+  std::vector<float> scales;
+  for (const blr::HostBlrPath& path : h.paths) {
+    u.insert(u.end(), path.sign_u.begin(), path.sign_u.end());
+    v.insert(v.end(), path.sign_v.begin(), path.sign_v.end());
+    scales.insert(scales.end(), path.h.begin(), path.h.end());
+    scales.insert(scales.end(), path.l.begin(), path.l.end());
+    scales.insert(scales.end(), path.g.begin(), path.g.end());
+  }
+  p.bits_u_ = Buffer<std::uint32_t>(mem, u.size());
+  p.bits_u_.upload(u);
+  p.bits_v_ = Buffer<std::uint32_t>(mem, v.size());
+  p.bits_v_.upload(v);
+  p.scales_ = upload_values<T>(mem, scales);
+  for (index_t k = 0; k < P; ++k) {
+    const T* s = p.scales_.data() + k * per_path;
+    p.paths_.push_back(BlrPath<T>{.sign_u = CView<std::uint32_t>(p.bits_u_.data() + k * h.m * words, Shape{h.m, words}),
+                                  .sign_v = CView<std::uint32_t>(p.bits_v_.data() + k * h.n * words, Shape{h.n, words}),
+                                  .h = CView<T>(s, Shape{h.m}),
+                                  .l = CView<T>(s + h.m, Shape{h.r}),
+                                  .g = CView<T>(s + h.m + h.r, Shape{h.n}),
+                                  .dh = {},
+                                  .dl = {},
+                                  .dg = {}});
+  }
+  return p;
+}
+
+template <class T>
+void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out, ProjectionScratch<T>& scratch) const {
+  if (empty()) fail("projection forward: the projection holds no weight");
+  if (!is_blr()) {
+    be.dense().dense_forward(in, dense_.view({rows_, cols_}), out, false);
+    return;
+  }
+  const index_t n = in.rank() == 2 ? in.dim(0) : 0, P = paths();
+  ensure_size(scratch.a, *be.memory, P * n * rank_);
+  ensure_size(scratch.c, *be.memory, P * n * rows_);
+  const BlrLayer<T> layer{rows_, cols_, rank_, paths_};
+  be.blr().blr_forward(layer, in, out, BlrSaved<T>{scratch.a.view({P, n, rank_}), scratch.c.view({P, n, rows_})});
+}
+
+template Buffer<float> upload_values(Memory&, std::span<const float>);
+template Buffer<double> upload_values(Memory&, std::span<const float>);
+template class Projection<float>;
+template class Projection<double>;
+
+}  // namespace bitrank::model
