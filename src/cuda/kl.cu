@@ -15,40 +15,13 @@
 // __restrict__ (dz may be zs; each element is read and written by one thread).
 #include <cmath>
 
+#include "cuda/block_reduce.cuh"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-__device__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32) in a fixed order; every
-// thread gets the total.
-__device__ double block_sum(double v) {
-  __shared__ double warp_totals[32];
-  __shared__ double total;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  if (lane == 0) warp_totals[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    double t = lane < warps ? warp_totals[lane] : 0.0;
-    t = warp_sum(t);
-    if (lane == 0) total = t;
-  }
-  __syncthreads();
-  return total;
-}
 
 // Max over the block; every thread gets it.
 __device__ float block_max(float v) {
