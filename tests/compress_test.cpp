@@ -1,6 +1,6 @@
-// `bitrank compress` end to end on a tiny dense Llama (Hugging Face layout,
-// the test BPE tokenizer of tests/data/tokenizer), CPU: plan, Dual-SVID,
-// layer-wise training, save, read back, perplexities. The real SmolLM2 run
+// `bitrank compress` end to end on a tiny dense Llama and a tiny Qwen3.5
+// hybrid (Hugging Face layout, the test BPE tokenizer of tests/data/tokenizer),
+// CPU: plan, Dual-SVID, layer-wise training, save, read back, perplexities. The real SmolLM2 run
 // with the CLI's defaults is the README's main command; here the whole
 // pipeline is checked in a few seconds.
 //
@@ -30,14 +30,17 @@
 #include <thread>
 
 #include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/model/projection.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/data.hpp"
 #include "bitrank/train/report.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
+#include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
 #include "support/temp_dir.hpp"
 
@@ -148,6 +151,93 @@ TEST(Compress, TinyLlamaEndToEnd) {
   std::printf("  [compress] tiny: ppl teacher %.2f, init %.2f, student %.2f; %.0f block-tokens/s\n",
               ppl.at("teacher").at("ppl").get<double>(), ppl.at("init").at("ppl").get<double>(),
               ppl.at("student").at("ppl").get<double>(), summary.at("training").at("tokens_per_s").get<double>());
+}
+
+// A Qwen3.5 hybrid (tests/support/hybrid_fixtures: GDN, GDN, GDN, gated
+// attention) as a Hugging Face directory, its vocabulary widened to the test
+// tokenizer's 3001 ids.
+std::filesystem::path tiny_hybrid_model(const std::filesystem::path& dir) {
+  namespace th = test::tiny_hybrid;
+  model::HostWeights w = th::tiny_weights(true, 21);
+  w.config.vocab_size = 3001;
+  std::mt19937_64 rng(22);
+  std::uniform_real_distribution<float> u(-1, 1);
+  model::HostTensor& embd = w.tensors.at("token_embd.weight");
+  embd.shape = {3001, th::kD};
+  embd.values.resize(static_cast<std::size_t>(3001 * th::kD));
+  for (float& v : embd.values) v = 0.05f * u(rng);  // logits of a few tenths: a perplexity near the vocabulary
+  const auto bytes = test::safetensors_image(th::hf_tensors(w, false, "model.language_model."));
+  std::ofstream(dir / "model.safetensors", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  write_file(dir / "config.json", io::hf_config_to_json(w.config, "tiny hybrid"));
+  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) / "tokenizer" / "smollm.json",
+                             dir / "tokenizer.json");
+  return dir;
+}
+
+train::CompressOptions tiny_hybrid_options(const std::filesystem::path& dir) {
+  train::CompressOptions o;
+  o.model = tiny_hybrid_model(dir);
+  o.out = dir / "hybrid.bitrank";
+  o.text = dir / "train.txt";
+  o.eval_text = dir / "eval.txt";
+  write_file(o.text, some_text(1, 20));
+  write_file(o.eval_text, some_text(2, 10));
+  o.bpw = 4.0;
+  o.steps = 6;
+  o.seq_len = 32;
+  o.windows_per_step = 2;
+  o.eval_windows = 2;
+  o.eval_seq_len = 64;
+  o.train.signs.lr = 0.02f;
+  return o;
+}
+
+// The layer-wise objective on a hybrid: every compressible projection (GDN
+// qkv, z, out; attention q, k, v, o; MLPs) becomes BLR, the GDN's b and a
+// stay dense, and the file runs as the hybrid model with the summary's ppl.
+TEST(Compress, TinyHybridEndToEnd) {
+  test::TempDir tmp;
+  const train::CompressOptions o = tiny_hybrid_options(tmp.path());
+  const auto summary = train::compress(o, test::cpu_backend());
+  ASSERT_TRUE(std::filesystem::exists(o.out));
+
+  const model::LoadedWeights loaded = model::load_any(o.out);
+  EXPECT_TRUE(loaded.weights.config.is_hybrid());
+  const auto plan = model::compressible_projections(loaded.weights.config);
+  ASSERT_EQ(plan.size(), 3u * 6u + 7u);  // 3 GDN blocks of 6, one attention block of 7
+  EXPECT_EQ(loaded.blr.size(), plan.size());
+  for (const auto& p : plan) {
+    ASSERT_TRUE(loaded.blr.contains(p.name)) << p.name;
+    EXPECT_EQ(loaded.blr.at(p.name).r, summary.at("matrices").at(p.name).at("rank").get<index_t>()) << p.name;
+    EXPECT_FALSE(loaded.weights.tensors.contains(p.name + ".weight")) << p.name;
+  }
+  EXPECT_TRUE(loaded.weights.tensors.contains("blk.0.ssm_beta.weight"));
+  EXPECT_TRUE(loaded.weights.tensors.contains("blk.0.ssm_alpha.weight"));
+
+  const auto& ppl = summary.at("perplexity");
+  for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
+  const auto ids = io::load_model_tokenizer(o.out).encode(some_text(2, 10));
+  const auto student = model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
+  const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
+  const double student_ppl = std::exp(nll.sum / static_cast<double>(nll.count));
+  EXPECT_TRUE(std::isfinite(student_ppl));
+  EXPECT_NEAR(student_ppl, ppl.at("student").at("ppl").get<double>(), 1e-9);
+
+  const auto log = train::read_step_log(summary.at("log").get<std::string>());
+  ASSERT_EQ(log.size(), 4u * 6u);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].step, static_cast<std::int64_t>(i));
+    EXPECT_TRUE(std::isfinite(log[i].loss) && !log[i].skipped) << log[i].step;
+  }
+  std::printf("  [compress] tiny hybrid: ppl teacher %.2f, init %.2f, student %.2f\n",
+              ppl.at("teacher").at("ppl").get<double>(), ppl.at("init").at("ppl").get<double>(), student_ppl);
+
+  // The end-to-end objective is the dense Llama family's only.
+  test::TempDir tmp2;
+  train::CompressOptions e = tiny_hybrid_options(tmp2.path());
+  e.objective = "e2e";
+  test::expect_error([&] { train::compress(e, test::cpu_backend()); }, "e2e objective");
 }
 
 // The end-to-end objective through the same pipeline: every block at once,
@@ -559,6 +649,37 @@ TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
   expect_same_tensors(whole, killed);
   std::printf("  [compress] CLI killed after 12+ steps, resumed from its checkpoint at step %lld\n",
               static_cast<long long>(at));
+}
+
+// A hybrid run stopped mid-block (after a checkpoint there) and resumed
+// gives the uninterrupted run's losses and tensors bit for bit: the hybrid
+// student's state round-trips through the checkpoint.
+TEST(CompressResume, HybridStoppedMidBlockResumesBitIdentically) {
+  test::TempDir tmp;
+  Backend<float>& be = test::cpu_backend();
+  train::CompressOptions whole = tiny_hybrid_options(tmp.path());
+  whole.out = tmp.path() / "whole.bitrank";
+  whole.checkpoint_every = 4;
+  train::compress(whole, be);
+
+  // Checkpoints after steps 3, 5 (block end), 7, 11, ...: stop after step 9, resume at block 1, step 2.
+  train::CompressOptions o = whole;
+  o.out = tmp.path() / "stopped.bitrank";
+  struct Stop {};
+  o.hooks.on_step = [](const train::StepRecord& r) {
+    if (r.step == 9) throw Stop{};
+  };
+  EXPECT_THROW(train::compress(o, be), Stop);
+  const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
+  EXPECT_EQ(ck.block, 1);
+  EXPECT_EQ(ck.trainer.step, 2);
+  EXPECT_FALSE(ck.student_state.empty());
+  o.hooks = {};
+  o.resume = true;
+  const auto summary = train::compress(o, be);
+  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 8);
+  expect_same_steps(step_log(whole.out), step_log(o.out));
+  expect_same_tensors(whole.out, o.out);
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   auto* compress_cmd =
       app.add_subcommand("compress", "compress a model into BLR layers, train them by distillation, save and measure");
   compress_cmd->add_option("--model", compress.model,
-                           "a dense Llama-family .gguf or Hugging Face directory (default: the SmolLM2-135M GGUF)");
+                           "a dense Llama-family or Qwen3.5 / Qwen3-Next hybrid .gguf or Hugging Face directory "
+                           "(hybrids: layer-wise objective only; default: the SmolLM2-135M GGUF)");
   compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
   compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
       ->check(CLI::Range(0.01, 16.0));

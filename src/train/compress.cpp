@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "bitrank/blr/accounting.hpp"
@@ -20,7 +22,9 @@
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/log.hpp"
 #include "bitrank/model/load.hpp"
+#include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/model/projection.hpp"
 #include "bitrank/progress.hpp"
 #include "bitrank/thread_pool.hpp"
 #include "bitrank/train/data.hpp"
@@ -29,6 +33,7 @@
 #include "bitrank/train/report.hpp"
 #include "bitrank/train/schedule.hpp"
 #include "bitrank/train/student_block.hpp"
+#include "bitrank/train/student_hybrid_block.hpp"
 
 namespace bitrank::train {
 namespace {
@@ -69,6 +74,13 @@ nlohmann::ordered_json ppl_json(const Perplexity& p) {
 }
 
 std::string weight_name(const std::string& base) { return base + ".weight"; }
+
+// N of a projection name blk.N.<proj>.
+index_t block_of(const std::string& name) {
+  const std::size_t dot = name.find('.', 4);
+  BR_ASSERT(name.starts_with("blk.") && dot != std::string::npos, "projection name {} has no block", name);
+  return static_cast<index_t>(std::stoll(name.substr(4, dot - 4)));
+}
 
 }  // namespace
 
@@ -124,9 +136,11 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   // 1. Teacher, tokenizer, text.
   const model::HostWeights weights = model::load_weights(o.model);
   const io::ModelConfig& cfg = weights.config;
-  if (cfg.is_hybrid())
-    fail("compress: {} is a {} model; compress handles the dense Llama family so far", o.model.string(),
-         cfg.model_type);
+  const bool hybrid = cfg.is_hybrid();
+  if (hybrid && o.objective == "e2e")
+    fail("compress: {} is a {} model; the e2e objective handles the dense Llama family only (use the layer-wise "
+         "objective)",
+         o.model.string(), cfg.model_type);
   const io::Tokenizer tokenizer = io::load_model_tokenizer(o.model);
   const TrainingText train_text = load_training_text(o.text);
   std::vector<std::int32_t> train_ids = tokenizer.encode(train_text.text);
@@ -140,6 +154,23 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
          weights.source, L, d, train_text.name, train_ids.size(), eval_windows, o.eval_seq_len);
 
+  // The compressible projections of the family (model/projection.hpp), their
+  // ranks, and the block each belongs to (names blk.N.<proj>).
+  const std::vector<blr::RankPlan> plan = blr::plan_ranks(model::compressible_projections(cfg), o.bpw, o.paths, 16);
+  std::vector<index_t> plan_block(plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) plan_block[i] = block_of(plan[i].name);
+  const auto trained_matrices = [&](index_t blocks) {
+    return static_cast<std::ptrdiff_t>(std::ranges::count_if(plan_block, [&](index_t b) { return b < blocks; }));
+  };
+  // The norm gains a layer-wise student trains: Llama attn/ffn norms; hybrid
+  // attn/post norms and, in full-attention blocks, the q/k norms.
+  const auto trained_gain_count = [&](index_t blocks) {
+    std::ptrdiff_t n = 0;
+    for (index_t b = 0; b < blocks; ++b)
+      n += hybrid && cfg.layer_types[static_cast<std::size_t>(b)] == io::LayerType::full_attention ? 4 : 2;
+    return n;
+  };
+
   // Where training continues: block first_block, its step first_step.
   const index_t first_block = run.block;
   const std::int64_t first_step = run.trainer.step;
@@ -147,8 +178,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     const std::size_t logs = static_cast<std::size_t>(first_block) + (first_step > 0 ? 1 : 0);
     if (first_block > L || first_step >= o.steps || (first_block == L && first_step > 0) ||
         run.blocks.size() != logs || (first_step > 0 && std::ssize(run.blocks.back().losses) != first_step) ||
-        std::ssize(run.trained) != first_block * static_cast<index_t>(model::kLlamaProjs) ||
-        std::ssize(run.trained_gains) != 2 * first_block)
+        std::ssize(run.trained) != trained_matrices(first_block) ||
+        std::ssize(run.trained_gains) != trained_gain_count(first_block))
       fail("compress --resume: {} is inconsistent: block {} step {} of a model with {} blocks of {} steps, {} block "
            "logs, {} trained matrices",
            ckpt_path.string(), first_block, first_step, L, o.steps, run.blocks.size(), run.trained.size());
@@ -157,19 +188,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 
   // 2. Ranks and Dual-SVID initialisation (on resume, of the blocks still to train).
   const auto t_init = Clock::now();
-  std::vector<blr::RankPlan> projections;
-  for (const auto& [name, shape] : model::expected_tensors(cfg))
-    if (blr::is_llama_projection(name)) projections.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
-  const std::vector<blr::RankPlan> plan = blr::plan_ranks(projections, o.bpw, o.paths, 16);
-  std::map<std::string, std::size_t> plan_index;
-  for (std::size_t i = 0; i < plan.size(); ++i) plan_index.emplace(plan[i].name, i);
   std::vector<char> needed(plan.size(), resumed ? 0 : 1);
-  for (index_t b = first_block; b < L; ++b)
-    for (model::LlamaProj p : model::kAllLlamaProjs) {
-      const auto it = plan_index.find(fmt::format("blk.{}.{}", b, model::llama_proj_name(p)));
-      BR_ASSERT(it != plan_index.end(), "block {} projection {} not in the plan", b, model::llama_proj_name(p));
-      needed[it->second] = 1;
-    }
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    if (plan_block[i] >= first_block) needed[i] = 1;
   if (resumed) {
     bool same = run.matrices.size() == plan.size();
     for (const blr::RankPlan& p : plan) {
@@ -227,12 +248,19 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   if (!resumed) run.init_seconds = since(t_init);
 
   // Teacher and initialisation perplexity (a resumed run has them from the checkpoint).
-  const model::LlamaModel<float> teacher(be, weights);
+  // The teacher as its family's model; the layer-wise loop reads its blocks
+  // through llama_teacher or hybrid_teacher (exactly one is set).
+  const std::unique_ptr<model::DecoderModel<float>> teacher_model = model::make_model(be, weights);
+  const model::DecoderModel<float>& teacher = *teacher_model;
+  const auto* llama_teacher = dynamic_cast<const model::LlamaModel<float>*>(teacher_model.get());
+  const auto* hybrid_teacher = dynamic_cast<const model::HybridModel<float>*>(teacher_model.get());
+  BR_ASSERT((llama_teacher != nullptr) != hybrid && (hybrid_teacher != nullptr) == hybrid,
+            "make_model gave no model of the {} family", cfg.model_type);
   const std::span<const std::int32_t> eval_span(eval_ids);
   if (!resumed) {
     const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
-    const model::LlamaModel<float> student0(be, weights, init_blr);
-    const Perplexity ppl_init = perplexity(student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
+    const std::unique_ptr<model::DecoderModel<float>> student0 = model::make_model(be, weights, init_blr);
+    const Perplexity ppl_init = perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
     run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
   }
 
@@ -262,11 +290,15 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     mem.download(x_host.data() + s * rows * d, x_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
   }
   model::BlockActivations<float> teacher_acts;
+  model::HybridBlockActivations<float> hybrid_teacher_acts;
   // y_host = teacher block b on x_host, step by step.
   const auto teacher_block = [&](index_t b) {
     for (std::int64_t s = 0; s < o.steps; ++s) {
       mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
-      teacher.block_forward(b, x_dev.view({rows, d}), T, teacher_acts, y_dev.view({rows, d}));
+      if (hybrid)  // inference only: no GDN tape
+        hybrid_teacher->block_forward(b, x_dev.view({rows, d}), T, hybrid_teacher_acts, y_dev.view({rows, d}), false);
+      else
+        llama_teacher->block_forward(b, x_dev.view({rows, d}), T, teacher_acts, y_dev.view({rows, d}));
       mem.download(y_host.data() + s * rows * d, y_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
     }
   };
@@ -278,13 +310,14 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     }
   }
 
-  const model::LlamaBlockDims dims = model::LlamaBlockDims::of(cfg);
+  const model::LlamaBlockDims dims = hybrid ? model::LlamaBlockDims{} : model::LlamaBlockDims::of(cfg);
   const std::filesystem::path log_path = o.out.string() + ".steps.jsonl", plot_path = o.out.string() + ".loss.svg";
   const std::int64_t resume_step = first_block * o.steps + first_step;
   StepLog log(log_path, resumed ? resume_step : -1);
   StepRecord rec{.step = resume_step - 1, .tokens = run.trainer.tokens, .seconds = run.trainer.seconds};
   TrainProgress progress(L * o.steps, resumed ? &rec : nullptr);
   LayerwiseBuffers<float> bufs;
+  LayerwiseBuffersOf<StudentHybridBlock<float>> hybrid_bufs;
   double train_seconds = run.trainer.seconds;
   const GradScalerOptions scaler_options = layerwise_scaler_options(rows * d);
   const LrScheduleOptions schedule_options{
@@ -296,8 +329,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   if (resumed && !(run.trainer.schedule == schedule_options))
     fail("compress --resume: the learning-rate schedule of {} differs from this run's", ckpt_path.string());
   // Writes the checkpoint of block `block` after `step` of its steps (state and student: that block's, or none).
+  // `student_state`: the block's download_state, or empty.
   const auto checkpoint = [&](index_t block, std::int64_t step, const LayerwiseState* state,
-                              const StudentLlamaBlock<float>* student) {
+                              std::vector<std::byte> student_state) {
     run.block = block;
     run.trainer = TrainerState{.step = step,
                                .applied_steps = state ? state->applied_steps : 0,
@@ -307,21 +341,20 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                                .data = data,
                                .scaler = state ? state->scaler.state() : GradScaler(scaler_options).state(),
                                .schedule = schedule_options};
-    if (student) run.student_state = student->download_state();
+    run.student_state = std::move(student_state);
     write_compress_checkpoint(ckpt_path, run);
     run.student_state = {};
   };
   const bool e2e = o.objective == "e2e";
-  for (index_t b = first_block; b < L && !e2e; ++b) {
-    const std::string prefix = fmt::format("blk.{}.", b);
-    teacher_block(b);  // the targets: the teacher block on the teacher's inputs
-    StudentBlockWeights w0;
-    for (model::LlamaProj p : model::kAllLlamaProjs)
-      w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-    w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-    w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
-    StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau,
-                                     static_cast<std::uint32_t>(b) * 64u);
+  // Trains block b's student (StudentLlamaBlock or StudentHybridBlock, built
+  // from the initialisation) for its steps; `keep` moves its trained weights
+  // into run.trained / run.trained_gains once the block is done.
+  const auto train_block = [&]<class Student>(index_t b, Student& student, auto&& keep) {
+    LayerwiseBuffersOf<Student>* buffers;
+    if constexpr (std::is_same_v<Student, StudentLlamaBlock<float>>)
+      buffers = &bufs;
+    else
+      buffers = &hybrid_bufs;
     LayerwiseState state(scaler_options);
     std::int64_t s0 = 0;
     if (b == first_block && first_step > 0) {
@@ -344,8 +377,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
       opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
       opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
-      const double loss = forward_backward(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, bufs, state);
-      if (o.hooks.after_backward) o.hooks.after_backward(student, step);
+      const double loss = forward_backward(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, *buffers, state);
+      if constexpr (std::is_same_v<Student, StudentLlamaBlock<float>>)
+        if (o.hooks.after_backward) o.hooks.after_backward(student, step);
       const StepReport r = finish_step(student, loss, state, opt);
       mem.synchronize();
       train_seconds += since(t_step);
@@ -365,16 +399,47 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       progress.step(rec);
       if (s + 1 == o.steps) {
         // The block is trained: into the model, and a checkpoint at the next block's start.
-        const StudentBlockWeights trained_w = student.download();
-        for (model::LlamaProj p : model::kAllLlamaProjs)
-          run.trained[prefix + model::llama_proj_name(p)] = trained_w.proj[static_cast<std::size_t>(p)];
-        run.trained_gains[prefix + "attn_norm.weight"] = trained_w.attn_norm;
-        run.trained_gains[prefix + "ffn_norm.weight"] = trained_w.ffn_norm;
-        checkpoint(b + 1, 0, nullptr, nullptr);
+        keep(student.download());
+        checkpoint(b + 1, 0, nullptr, {});
       } else if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) {
-        checkpoint(b, s + 1, &state, &student);
+        checkpoint(b, s + 1, &state, student.download_state());
       }
-      if (o.hooks.after_step) o.hooks.after_step(student, rec);
+      if constexpr (std::is_same_v<Student, StudentLlamaBlock<float>>)
+        if (o.hooks.after_step) o.hooks.after_step(student, rec);
+      if (o.hooks.on_step) o.hooks.on_step(rec);
+    }
+  };
+  for (index_t b = first_block; b < L && !e2e; ++b) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    teacher_block(b);  // the targets: the teacher block on the teacher's inputs
+    const auto sign_id = static_cast<std::uint32_t>(b) * 64u;
+    if (hybrid) {
+      StudentHybridBlock<float> student(be, hybrid_teacher->block_dims(), hybrid_student_weights(weights, b, init_blr),
+                                        o.train.signs.optimizer, o.tau, sign_id);
+      train_block(b, student, [&](const StudentHybridWeights& w) {
+        for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
+          if (hybrid_proj_is_blr(p))
+            run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+        run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
+        if (w.full_attention) {
+          run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
+          run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
+        }
+      });
+    } else {
+      StudentBlockWeights w0;
+      for (model::LlamaProj p : model::kAllLlamaProjs)
+        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
+      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
+      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+      StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau, sign_id);
+      train_block(b, student, [&](const StudentBlockWeights& w) {
+        for (model::LlamaProj p : model::kAllLlamaProjs)
+          run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+        run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+      });
     }
     std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
   }
@@ -393,7 +458,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
       init_w.blocks.push_back(std::move(w0));
     }
-    E2eTrainer<float> trainer(teacher, init_w, e2e_scaler_options(rows), E2eOptions{o.train, o.mse_weight},
+    E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler_options(rows), E2eOptions{o.train, o.mse_weight},
                               o.train.signs.optimizer, o.tau);
     TrainProgress e2e_progress(o.steps);
     CompressBlockLog& lg = run.blocks.emplace_back();
@@ -466,8 +531,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   cm.config = cfg;
   cm.tokenizer = tokenizer.spec();
   cm.storage = io::Storage{.scales = io::StoredFloat::f16, .dense = io::StoredFloat::f16};
+  std::set<std::string> compressed;  // the tensor names the BLR matrices replace
+  for (const blr::RankPlan& p : plan) compressed.insert(weight_name(p.name));
   for (const auto& [name, t] : weights.tensors) {
-    if (blr::is_llama_projection(name)) continue;
+    if (compressed.contains(name)) continue;
     const auto g = run.trained_gains.find(name);
     cm.dense.emplace(name, g == run.trained_gains.end() ? t : model::HostTensor{t.shape, g->second});
   }
@@ -498,8 +565,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   {
     const io::CompressedModel saved = io::load_bitrank(o.out);
     model::HostWeights dense{saved.config, o.out.string(), saved.dense};
-    const model::LlamaModel<float> student(be, dense, saved.blr);
-    ppl_student = perplexity(student, eval_span, o.eval_seq_len, eval_windows, "trained student");
+    const std::unique_ptr<model::DecoderModel<float>> student = model::make_model(be, dense, saved.blr);
+    ppl_student = perplexity(*student, eval_span, o.eval_seq_len, eval_windows, "trained student");
   }
   // Layer-wise: each step pushes rows tokens through one block; e2e: through the whole model.
   const double block_tokens = static_cast<double>(e2e ? N : L * N);

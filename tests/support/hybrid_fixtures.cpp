@@ -92,4 +92,64 @@ std::vector<std::int32_t> tiny_tokens(index_t n, std::uint64_t seed) {
   return t;
 }
 
+// The internal tensors under Hugging Face names: Qwen3.5's separate GDN
+// projections, or Qwen3-Next's in_proj_qkvz [Hk][q | k | v | z] and
+// in_proj_ba [Hk][b | a] (modeling_qwen3_next.py, fix_query_key_value_ordering).
+std::vector<NamedTensor> hf_tensors(const HostWeights& w, bool next, const std::string& prefix) {
+  std::vector<NamedTensor> out;
+  auto add = [&](const std::string& hf, const std::string& name) {
+    const HostTensor& t = w.at(name);
+    out.push_back({hf, t.shape, t.values});
+  };
+  auto rows = [](const HostTensor& t, index_t from, index_t count) {
+    const index_t cols = t.shape[1];
+    return std::vector<float>(t.values.begin() + from * cols, t.values.begin() + (from + count) * cols);
+  };
+  add(prefix + "embed_tokens.weight", "token_embd.weight");
+  add(prefix + "norm.weight", "output_norm.weight");
+  if (!w.config.tie_word_embeddings) add("lm_head.weight", "output.weight");
+  for (index_t b = 0; b < kLayers; ++b) {
+    const std::string p = "blk." + std::to_string(b) + ".", h = prefix + "layers." + std::to_string(b) + ".";
+    add(h + "input_layernorm.weight", p + "attn_norm.weight");
+    add(h + "post_attention_layernorm.weight", p + "post_attention_norm.weight");
+    add(h + "mlp.gate_proj.weight", p + "ffn_gate.weight");
+    add(h + "mlp.up_proj.weight", p + "ffn_up.weight");
+    add(h + "mlp.down_proj.weight", p + "ffn_down.weight");
+    if (b == 3) {
+      add(h + "self_attn.q_proj.weight", p + "attn_q.weight");
+      add(h + "self_attn.k_proj.weight", p + "attn_k.weight");
+      add(h + "self_attn.v_proj.weight", p + "attn_v.weight");
+      add(h + "self_attn.o_proj.weight", p + "attn_output.weight");
+      add(h + "self_attn.q_norm.weight", p + "attn_q_norm.weight");
+      add(h + "self_attn.k_norm.weight", p + "attn_k_norm.weight");
+      continue;
+    }
+    const std::string l = h + "linear_attn.";
+    const HostTensor &qkv = w.at(p + "attn_qkv.weight"), &z = w.at(p + "attn_gate.weight"),
+                     &bt = w.at(p + "ssm_beta.weight"), &at = w.at(p + "ssm_alpha.weight");
+    if (next) {
+      std::vector<float> qkvz, ba;
+      for (index_t g = 0; g < kHk; ++g) {
+        for (const auto& part : {rows(qkv, g * kDk, kDk), rows(qkv, kHk * kDk + g * kDk, kDk),
+                                 rows(qkv, 2 * kHk * kDk + g * kR * kDk, kR * kDk), rows(z, g * kR * kDk, kR * kDk)})
+          qkvz.insert(qkvz.end(), part.begin(), part.end());
+        for (const auto& part : {rows(bt, g * kR, kR), rows(at, g * kR, kR)}) ba.insert(ba.end(), part.begin(), part.end());
+      }
+      out.push_back({l + "in_proj_qkvz.weight", {2 * kHk * kDk + 2 * kHv * kDk, kD}, qkvz});
+      out.push_back({l + "in_proj_ba.weight", {2 * kHv, kD}, ba});
+    } else {
+      add(l + "in_proj_qkv.weight", p + "attn_qkv.weight");
+      add(l + "in_proj_z.weight", p + "attn_gate.weight");
+      add(l + "in_proj_b.weight", p + "ssm_beta.weight");
+      add(l + "in_proj_a.weight", p + "ssm_alpha.weight");
+    }
+    out.push_back({l + "conv1d.weight", {kC, 1, kK}, w.at(p + "ssm_conv1d.weight").values});  // nn.Conv1d [C][1][K]
+    add(l + "A_log", p + "ssm_a_log");
+    add(l + "dt_bias", p + "ssm_dt.bias");
+    add(l + "norm.weight", p + "ssm_norm.weight");
+    add(l + "out_proj.weight", p + "ssm_out.weight");
+  }
+  return out;
+}
+
 }  // namespace bitrank::test::tiny_hybrid

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bitrank/model/decoder.hpp"
+#include "support/model_files.hpp"
 
 namespace bitrank::test::tiny_hybrid {
 
@@ -29,5 +30,11 @@ io::ModelConfig tiny_config(bool tied, bool next, nlohmann::json edits = nlohman
 model::HostWeights tiny_weights(bool tied, std::uint64_t seed);
 
 std::vector<std::int32_t> tiny_tokens(index_t n, std::uint64_t seed);
+
+// The internal tensors of tiny_weights under Hugging Face names, each name
+// prefixed by `prefix` (the language model's, e.g. "model."): Qwen3.5's
+// separate GDN projections, or (next) Qwen3-Next's fused in_proj_qkvz and
+// in_proj_ba — what safetensors_image writes as a checkpoint.
+std::vector<NamedTensor> hf_tensors(const model::HostWeights& w, bool next, const std::string& prefix);
 
 }  // namespace bitrank::test::tiny_hybrid

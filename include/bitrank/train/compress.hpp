@@ -1,19 +1,23 @@
-// `bitrank compress`: a pretrained dense Llama-style model in, a trained BLR
+// `bitrank compress`: a pretrained model — dense Llama family, or a Qwen3.5 /
+// Qwen3-Next hybrid (GDN and gated attention blocks) — in, a trained BLR
 // model (the bitrank format) out, with its perplexity measured (DESIGN §6,
-// §7, §8, §9).
+// §7, §8, §9). Hybrids take the layer-wise objective only.
 //
 // Steps, in order:
 //   1. teacher weights (GGUF or Hugging Face directory) and its tokenizer;
 //      training ids from the training split of the corpus (or --text), the
 //      evaluation split's first `eval_windows` windows for perplexity;
-//   2. ranks: blr::plan_ranks over every decoder projection at the target
-//      bpw (honest bits, f16 scales); Dual-SVID initialisation of each
-//      projection (1 or 2 paths);
+//   2. ranks: blr::plan_ranks over the family's compressible projections
+//      (model::compressible_projections: every Llama projection; a hybrid's
+//      attention / GDN qkv, z, out and MLP projections, its GDN b and a
+//      staying dense) at the target bpw (honest bits, f16 scales); Dual-SVID
+//      initialisation of each (1 or 2 paths);
 //   3. layer-wise training (objective "layer"): the training windows of
 //      the whole run are fixed up front (train::TrainWindows, seeded), and
 //      the teacher's hidden states at the current block's input are kept
 //      for them in host memory. Block by block: the teacher block's output
-//      on those inputs is the target; a StudentLlamaBlock starts from the
+//      on those inputs is the target; a StudentLlamaBlock (hybrid:
+//      StudentHybridBlock, its GDN b, a and core frozen) starts from the
 //      Dual-SVID matrices and the teacher's norm gains and runs `steps`
 //      train_step calls (windows_per_step windows each, warmup + cosine on
 //      every learning rate); then the teacher's outputs become the next
@@ -22,8 +26,9 @@
 //      Objective "e2e" instead trains every block at once from the
 //      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
 //      over vocabulary slices + λ·Σ block-output MSE), `steps` steps over
-//      the same windows; the final norm gain trains too. --resume is for
-//      the layer-wise objective only;
+//      the same windows; the final norm gain trains too (dense Llama family
+//      only: a hybrid with e2e is an Error). --resume is for the layer-wise
+//      objective only;
 //   4. the compressed model is saved (scales f16, dense tensors f16), read
 //      back, and its perplexity measured from the file as a user gets it;
 //      teacher and initialisation perplexities are measured the same way;
@@ -71,18 +76,21 @@
 
 namespace bitrank::train {
 
-// Test hooks, called with the global 0-based step (block·steps + step in
-// block). after_backward sees the step's gradients before its update (a test
-// may poison one); after_step runs once the step is logged and its
-// checkpoint, if one is due, written (a test may read the state, or throw to
-// stop the run as a kill would).
+// Test hooks of the layer-wise objective, called with the global 0-based
+// step (block·steps + step in block). after_backward sees the step's
+// gradients before its update (a test may poison one); after_step runs once
+// the step is logged and its checkpoint, if one is due, written (a test may
+// read the state, or throw to stop the run as a kill would). Those two see a
+// Llama student and run for the dense family only; on_step runs after them
+// for either family (a test may throw there to stop a hybrid run).
 struct CompressHooks {
   std::function<void(StudentLlamaBlock<float>&, std::int64_t step)> after_backward;
   std::function<void(const StudentLlamaBlock<float>&, const StepRecord&)> after_step;
+  std::function<void(const StepRecord&)> on_step;
 };
 
 struct CompressOptions {
-  std::filesystem::path model;    // .gguf or Hugging Face directory (dense Llama family)
+  std::filesystem::path model;    // .gguf or Hugging Face directory (dense Llama family or hybrid)
   std::filesystem::path out;      // the .bitrank file to write
   std::filesystem::path text;     // training text; empty: the corpus training split
   std::filesystem::path eval_text;  // perplexity text; empty: the corpus evaluation split

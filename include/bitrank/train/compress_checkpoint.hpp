@@ -9,8 +9,11 @@
 // Tensors (the bitrank format's names, every value stored exactly):
 //   N.p{p}.su, N.p{p}.sv   U32 [m|n][r/32]   a trained BLR matrix N (blocks < block)
 //   N.p{p}.h, .l, .g       F32 [m], [r], [n]
-//   blk.{b}.attn_norm.weight, blk.{b}.ffn_norm.weight   F32 [hidden]   trained gains (blocks < block)
-//   student.state          U8 [bytes]        StudentLlamaBlock::download_state of block `block`
+//   blk.{b}.attn_norm.weight, blk.{b}.ffn_norm.weight   F32 [hidden]   trained gains (blocks < block;
+//                          hybrid: attn_norm, post_attention_norm, and attn_q_norm, attn_k_norm [head_dim]
+//                          in full-attention blocks)
+//   student.state          U8 [bytes]        the student block's download_state (StudentLlamaBlock or
+//                                            StudentHybridBlock) of block `block`
 //                                            after `trainer.step` steps (absent when that is 0)
 // Metadata (strings):
 //   bitrank.format         "bitrank.compress_checkpoint"
