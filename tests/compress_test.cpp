@@ -1,8 +1,8 @@
 // `bitrank compress` end to end on a tiny dense Llama and a tiny Qwen3.5
 // hybrid (Hugging Face layout, the test BPE tokenizer of tests/data/tokenizer),
-// CPU: plan, Dual-SVID, layer-wise training, save, read back, perplexities. The
-// real SmolLM2 run with the CLI's defaults is the README's main command; here
-// the whole pipeline is checked in a few seconds.
+// CPU: plan, Dual-SVID, layer-wise training, save, read back, perplexities. The real SmolLM2 run
+// with the CLI's defaults is the README's main command; here the whole
+// pipeline is checked in a few seconds.
 //
 // Checkpoints and resume (DESIGN §7, §10 "NaN injection skips a step; kill
 // and resume"): a run stopped after any step (by a test hook, or the CLI
@@ -47,59 +47,46 @@
 namespace bitrank {
 namespace {
 
-// 2 blocks, hidden 64, 4 heads / 2 kv of 16, MLP 96, the test tokenizer's 3001
-// ids.
-constexpr const char *kConfig =
-    R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+// 2 blocks, hidden 64, 4 heads / 2 kv of 16, MLP 96, the test tokenizer's 3001 ids.
+constexpr const char* kConfig = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 3001,
     "rms_norm_eps": 1e-5, "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": true})";
 
-void write_file(const std::filesystem::path &p, const std::string &text) {
+void write_file(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
 }
 
-// A model directory with random weights (unit-variance projections, gains near
-// 1).
-std::filesystem::path tiny_model(const std::filesystem::path &dir) {
+// A model directory with random weights (unit-variance projections, gains near 1).
+std::filesystem::path tiny_model(const std::filesystem::path& dir) {
   model::HostWeights w;
   w.config = io::parse_hf_config(kConfig, "config.json");
   std::mt19937_64 rng(3);
-  for (const auto &[name, shape] : model::expected_tensors(w.config)) {
+  for (const auto& [name, shape] : model::expected_tensors(w.config)) {
     model::HostTensor t{shape, {}};
     const bool gain = shape.size() == 1;
     std::uniform_real_distribution<double> u(-1, 1);
-    const double scale =
-        gain ? 0.1 : std::sqrt(3.0 / static_cast<double>(shape[1]));
+    const double scale = gain ? 0.1 : std::sqrt(3.0 / static_cast<double>(shape[1]));
     index_t numel = 1;
-    for (index_t s : shape)
-      numel *= s;
-    for (index_t i = 0; i < numel; ++i)
-      t.values.push_back(
-          static_cast<float>((gain ? 1.0 : 0.0) + scale * u(rng)));
+    for (index_t s : shape) numel *= s;
+    for (index_t i = 0; i < numel; ++i) t.values.push_back(static_cast<float>((gain ? 1.0 : 0.0) + scale * u(rng)));
     w.tensors.emplace(name, std::move(t));
   }
   const auto bytes = test::llama_hf_safetensors(w);
   std::ofstream(dir / "model.safetensors", std::ios::binary)
-      .write(reinterpret_cast<const char *>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   write_file(dir / "config.json", kConfig);
-  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) /
-                                 "tokenizer" / "smollm.json",
+  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) / "tokenizer" / "smollm.json",
                              dir / "tokenizer.json");
   return dir;
 }
 
 std::string some_text(int seed, int paragraphs) {
-  static const char *words[] = {
-      "the",    "module", "function", "returns", "a",    "list",
-      "of",     "values", "when",     "called",  "with", "arguments",
-      "Python", "file",   "object",   "is",      "used", "to"};
+  static const char* words[] = {"the", "module", "function", "returns", "a", "list", "of", "values", "when",
+                                "called", "with", "arguments", "Python", "file", "object", "is", "used", "to"};
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::string s;
   for (int p = 0; p < paragraphs; ++p) {
-    for (int i = 0; i < 60; ++i)
-      s += std::string(words[rng() % std::size(words)]) +
-           (i % 12 == 11 ? ".\n" : " ");
+    for (int i = 0; i < 60; ++i) s += std::string(words[rng() % std::size(words)]) + (i % 12 == 11 ? ".\n" : " ");
     s += "\n";
   }
   return s;
@@ -114,101 +101,81 @@ TEST(Compress, TinyLlamaEndToEnd) {
   o.eval_text = tmp.path() / "eval.txt";
   write_file(o.text, some_text(1, 40));
   write_file(o.eval_text, some_text(2, 10));
-  o.bpw = 4.0; // 64-wide matrices: rank 32 with 2 paths costs 3.25 bpw
+  o.bpw = 4.0;  // 64-wide matrices: rank 32 with 2 paths costs 3.25 bpw
   o.paths = 2;
   o.steps = 24;
   o.seq_len = 32;
   o.windows_per_step = 2;
   o.eval_windows = 2;
   o.eval_seq_len = 64;
-  o.train.signs.lr = 0.02f; // enough for flips within 24 steps
+  o.train.signs.lr = 0.02f;  // enough for flips within 24 steps
   const auto summary = train::compress(o, test::cpu_backend());
 
-  // The file: every projection as BLR at the planned rank, the rest dense, bpw
-  // honest.
+  // The file: every projection as BLR at the planned rank, the rest dense, bpw honest.
   const io::CompressedModel cm = io::load_bitrank(o.out);
   EXPECT_EQ(cm.blr.size(), 14u);
-  for (const auto &[name, m] : cm.blr) {
+  for (const auto& [name, m] : cm.blr) {
     EXPECT_EQ(m.paths.size(), 2u) << name;
-    EXPECT_EQ(m.r, summary.at("matrices").at(name).at("rank").get<index_t>())
-        << name;
+    EXPECT_EQ(m.r, summary.at("matrices").at(name).at("rank").get<index_t>()) << name;
   }
   EXPECT_TRUE(cm.tokenizer.has_value());
-  const double blr_bpw =
-      summary.at("accounting").at("blr").at("bpw").get<double>();
+  const double blr_bpw = summary.at("accounting").at("blr").at("bpw").get<double>();
   EXPECT_LE(blr_bpw, 4.0);
   EXPECT_GT(blr_bpw, 3.0);
 
   // Perplexities are finite and the student's is what the saved file gives.
-  const auto &ppl = summary.at("perplexity");
-  for (const char *k : {"teacher", "init", "student"})
-    EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
+  const auto& ppl = summary.at("perplexity");
+  for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
   const io::Tokenizer tok(*cm.tokenizer);
   const auto ids = tok.encode(some_text(2, 10));
   // As `bitrank eval --model tiny.bitrank` loads it (and its tokenizer):
   const model::LoadedWeights loaded = model::load_any(o.out);
   EXPECT_EQ(loaded.blr.size(), 14u);
   EXPECT_EQ(io::load_model_tokenizer(o.out).encode(some_text(2, 10)), ids);
-  const auto student =
-      model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
-  const auto nll =
-      student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
-  EXPECT_NEAR(std::exp(nll.sum / static_cast<double>(nll.count)),
-              ppl.at("student").at("ppl").get<double>(), 1e-9);
+  const auto student = model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
+  const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
+  EXPECT_NEAR(std::exp(nll.sum / static_cast<double>(nll.count)), ppl.at("student").at("ppl").get<double>(), 1e-9);
 
-  // Training: every step logged, losses finite, each block's loss falls, signs
-  // flip.
+  // Training: every step logged, losses finite, each block's loss falls, signs flip.
   const auto log = train::read_step_log(summary.at("log").get<std::string>());
   ASSERT_EQ(log.size(), 2u * 24u);
-  for (const auto &r : log)
-    EXPECT_TRUE(std::isfinite(r.loss) && !r.skipped) << r.step;
-  for (const auto &b : summary.at("blocks")) {
-    const double first = b.at("first_loss").get<double>(),
-                 last = b.at("last_loss").get<double>();
-    std::printf("  [compress] block %d: loss %.4g -> %.4g, %lld flips\n",
-                b.at("block").get<int>(), first, last,
+  for (const auto& r : log) EXPECT_TRUE(std::isfinite(r.loss) && !r.skipped) << r.step;
+  for (const auto& b : summary.at("blocks")) {
+    const double first = b.at("first_loss").get<double>(), last = b.at("last_loss").get<double>();
+    std::printf("  [compress] block %d: loss %.4g -> %.4g, %lld flips\n", b.at("block").get<int>(), first, last,
                 b.at("flips").get<long long>());
     EXPECT_LT(last, 0.9 * first);
   }
   EXPECT_GT(summary.at("training").at("sign_flips").get<long long>(), 0);
   EXPECT_TRUE(std::filesystem::exists(summary.at("plot").get<std::string>()));
-  std::printf("  [compress] tiny: ppl teacher %.2f, init %.2f, student %.2f; "
-              "%.0f block-tokens/s\n",
-              ppl.at("teacher").at("ppl").get<double>(),
-              ppl.at("init").at("ppl").get<double>(),
-              ppl.at("student").at("ppl").get<double>(),
-              summary.at("training").at("tokens_per_s").get<double>());
+  std::printf("  [compress] tiny: ppl teacher %.2f, init %.2f, student %.2f; %.0f block-tokens/s\n",
+              ppl.at("teacher").at("ppl").get<double>(), ppl.at("init").at("ppl").get<double>(),
+              ppl.at("student").at("ppl").get<double>(), summary.at("training").at("tokens_per_s").get<double>());
 }
 
 // A Qwen3.5 hybrid (tests/support/hybrid_fixtures: GDN, GDN, GDN, gated
 // attention) as a Hugging Face directory, its vocabulary widened to the test
 // tokenizer's 3001 ids.
-std::filesystem::path tiny_hybrid_model(const std::filesystem::path &dir) {
+std::filesystem::path tiny_hybrid_model(const std::filesystem::path& dir) {
   namespace th = test::tiny_hybrid;
   model::HostWeights w = th::tiny_weights(true, 21);
   w.config.vocab_size = 3001;
   std::mt19937_64 rng(22);
   std::uniform_real_distribution<float> u(-1, 1);
-  model::HostTensor &embd = w.tensors.at("token_embd.weight");
+  model::HostTensor& embd = w.tensors.at("token_embd.weight");
   embd.shape = {3001, th::kD};
   embd.values.resize(static_cast<std::size_t>(3001 * th::kD));
-  for (float &v : embd.values)
-    v = 0.05f *
-        u(rng); // logits of a few tenths: a perplexity near the vocabulary
-  const auto bytes = test::safetensors_image(
-      th::hf_tensors(w, false, "model.language_model."));
+  for (float& v : embd.values) v = 0.05f * u(rng);  // logits of a few tenths: a perplexity near the vocabulary
+  const auto bytes = test::safetensors_image(th::hf_tensors(w, false, "model.language_model."));
   std::ofstream(dir / "model.safetensors", std::ios::binary)
-      .write(reinterpret_cast<const char *>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-  write_file(dir / "config.json",
-             io::hf_config_to_json(w.config, "tiny hybrid"));
-  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) /
-                                 "tokenizer" / "smollm.json",
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  write_file(dir / "config.json", io::hf_config_to_json(w.config, "tiny hybrid"));
+  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) / "tokenizer" / "smollm.json",
                              dir / "tokenizer.json");
   return dir;
 }
 
-train::CompressOptions tiny_hybrid_options(const std::filesystem::path &dir) {
+train::CompressOptions tiny_hybrid_options(const std::filesystem::path& dir) {
   train::CompressOptions o;
   o.model = tiny_hybrid_model(dir);
   o.out = dir / "hybrid.bitrank";
@@ -231,10 +198,9 @@ train::CompressOptions tiny_hybrid_options(const std::filesystem::path &dir) {
 // stay dense, and the file runs as the hybrid model with the summary's ppl.
 TEST(Compress, TinyHybridEndToEnd) {
   test::TempDir tmp;
-  // On every f32 backend present (cuda on the GPU machine): the whole pipeline
-  // there.
-  for (const std::string &be_name : test::available_backends()) {
-    Backend<float> &be = test::backend(be_name);
+  // On every f32 backend present (cuda on the GPU machine): the whole pipeline there.
+  for (const std::string& be_name : test::available_backends()) {
+    Backend<float>& be = test::backend(be_name);
     std::filesystem::create_directories(tmp.path() / be_name);
     const train::CompressOptions o = tiny_hybrid_options(tmp.path() / be_name);
     const auto summary = train::compress(o, be);
@@ -243,29 +209,22 @@ TEST(Compress, TinyHybridEndToEnd) {
     const model::LoadedWeights loaded = model::load_any(o.out);
     EXPECT_TRUE(loaded.weights.config.is_hybrid());
     const auto plan = model::compressible_projections(loaded.weights.config);
-    ASSERT_EQ(plan.size(),
-              3u * 6u + 7u); // 3 GDN blocks of 6, one attention block of 7
+    ASSERT_EQ(plan.size(), 3u * 6u + 7u);  // 3 GDN blocks of 6, one attention block of 7
     EXPECT_EQ(loaded.blr.size(), plan.size());
-    for (const auto &p : plan) {
+    for (const auto& p : plan) {
       ASSERT_TRUE(loaded.blr.contains(p.name)) << p.name;
-      EXPECT_EQ(loaded.blr.at(p.name).r,
-                summary.at("matrices").at(p.name).at("rank").get<index_t>())
-          << p.name;
-      EXPECT_FALSE(loaded.weights.tensors.contains(p.name + ".weight"))
-          << p.name;
+      EXPECT_EQ(loaded.blr.at(p.name).r, summary.at("matrices").at(p.name).at("rank").get<index_t>()) << p.name;
+      EXPECT_FALSE(loaded.weights.tensors.contains(p.name + ".weight")) << p.name;
     }
     EXPECT_TRUE(loaded.weights.tensors.contains("blk.0.ssm_beta.weight"));
     EXPECT_TRUE(loaded.weights.tensors.contains("blk.0.ssm_alpha.weight"));
 
-    const auto &ppl = summary.at("perplexity");
-    for (const char *k : {"teacher", "init", "student"})
-      EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
+    const auto& ppl = summary.at("perplexity");
+    for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
     const auto ids = io::load_model_tokenizer(o.out).encode(some_text(2, 10));
     const auto student = model::make_model(be, loaded.weights, loaded.blr);
-    const auto nll =
-        student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
-    const double student_ppl =
-        std::exp(nll.sum / static_cast<double>(nll.count));
+    const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
+    const double student_ppl = std::exp(nll.sum / static_cast<double>(nll.count));
     EXPECT_TRUE(std::isfinite(student_ppl));
     EXPECT_NEAR(student_ppl, ppl.at("student").at("ppl").get<double>(), 1e-9);
 
@@ -275,18 +234,15 @@ TEST(Compress, TinyHybridEndToEnd) {
       EXPECT_EQ(log[i].step, static_cast<std::int64_t>(i));
       EXPECT_TRUE(std::isfinite(log[i].loss) && !log[i].skipped) << log[i].step;
     }
-    std::printf("  [compress] tiny hybrid on %s: ppl teacher %.2f, init %.2f, "
-                "student %.2f\n",
-                be_name.c_str(), ppl.at("teacher").at("ppl").get<double>(),
-                ppl.at("init").at("ppl").get<double>(), student_ppl);
+    std::printf("  [compress] tiny hybrid on %s: ppl teacher %.2f, init %.2f, student %.2f\n", be_name.c_str(),
+                ppl.at("teacher").at("ppl").get<double>(), ppl.at("init").at("ppl").get<double>(), student_ppl);
   }
 
   // The end-to-end objective is the dense Llama family's only.
   test::TempDir tmp2;
   train::CompressOptions e = tiny_hybrid_options(tmp2.path());
   e.objective = "e2e";
-  test::expect_error([&] { train::compress(e, test::cpu_backend()); },
-                     "e2e objective");
+  test::expect_error([&] { train::compress(e, test::cpu_backend()); }, "e2e objective");
 }
 
 // The end-to-end objective through the same pipeline: every block at once,
@@ -312,17 +268,11 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
   const auto summary = train::compress(o, test::cpu_backend());
   const auto log = train::read_step_log(summary.at("log").get<std::string>());
   ASSERT_EQ(log.size(), 30u);
-  for (const auto &r : log)
-    EXPECT_TRUE(std::isfinite(r.loss)) << r.step;
-  // Each step sees new windows: compare the means of the first and last five
-  // steps.
+  for (const auto& r : log) EXPECT_TRUE(std::isfinite(r.loss)) << r.step;
+  // Each step sees new windows: compare the means of the first and last five steps.
   double first = 0, last = 0;
-  for (int i = 0; i < 5; ++i)
-    first += log[static_cast<std::size_t>(i)].loss / 5,
-        last += log[log.size() - 1 - i].loss / 5;
-  std::printf("  [compress] tiny e2e: loss %.4g -> %.4g; ppl teacher %.2f, "
-              "init %.2f, student %.2f\n",
-              first, last,
+  for (int i = 0; i < 5; ++i) first += log[static_cast<std::size_t>(i)].loss / 5, last += log[log.size() - 1 - i].loss / 5;
+  std::printf("  [compress] tiny e2e: loss %.4g -> %.4g; ppl teacher %.2f, init %.2f, student %.2f\n", first, last,
               summary.at("perplexity").at("teacher").at("ppl").get<double>(),
               summary.at("perplexity").at("init").at("ppl").get<double>(),
               summary.at("perplexity").at("student").at("ppl").get<double>());
@@ -342,26 +292,14 @@ TEST(Compress, BadOptionsAreErrors) {
     change(c);
     return c;
   };
-  test::expect_error(
-      [&] { train::validate(with([](auto &c) { c.paths = 3; })); },
-      "--paths must be 1 or 2");
-  test::expect_error([&] { train::validate(with([](auto &c) { c.bpw = 0; })); },
-                     "--bpw must be in (0, 16]");
-  test::expect_error(
-      [&] { train::validate(with([](auto &c) { c.steps = 0; })); },
-      "--steps must be at least 1");
-  test::expect_error(
-      [&] { train::validate(with([](auto &c) { c.objective = "kd"; })); },
-      "objective 'kd'");
-  test::expect_error(
-      [&] { train::validate(with([](auto &c) { c.checkpoint_every = -1; })); },
-      "--checkpoint-every must be 0");
-  test::expect_error(
-      [&] {
-        train::validate(
-            with([&](auto &c) { c.out = tmp.path() / "no" / "x.bitrank"; }));
-      },
-      "does not exist");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.paths = 3; })); }, "--paths must be 1 or 2");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.bpw = 0; })); }, "--bpw must be in (0, 16]");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.steps = 0; })); }, "--steps must be at least 1");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.objective = "kd"; })); }, "objective 'kd'");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.checkpoint_every = -1; })); },
+                     "--checkpoint-every must be 0");
+  test::expect_error([&] { train::validate(with([&](auto& c) { c.out = tmp.path() / "no" / "x.bitrank"; })); },
+                     "does not exist");
 }
 
 // ---- checkpoints and resume ------------------------------------------------
@@ -374,11 +312,11 @@ struct Stop {};
 // The tiny job of the resume tests: 2 blocks of 12 steps of 2 windows of 32,
 // a checkpoint every 5 steps (steps 5 and 10 of block 0, then the block end,
 // then steps 3 and 8 of block 1 — global steps 15 and 20).
-train::CompressOptions resume_job(const fs::path &dir) {
+train::CompressOptions resume_job(const fs::path& dir) {
   train::CompressOptions o;
   o.model = dir / "model";
   if (!fs::exists(o.model)) {
-    fs::create_directories(o.model); // and dir
+    fs::create_directories(o.model);  // and dir
     tiny_model(o.model);
     write_file(dir / "train.txt", some_text(1, 40));
     write_file(dir / "eval.txt", some_text(2, 4));
@@ -392,28 +330,20 @@ train::CompressOptions resume_job(const fs::path &dir) {
   o.windows_per_step = 2;
   o.eval_windows = 1;
   o.eval_seq_len = 64;
-  o.train.signs.lr =
-      0.02f; // flips within a few steps, so the sign state matters
+  o.train.signs.lr = 0.02f;  // flips within a few steps, so the sign state matters
   o.checkpoint_every = 5;
   return o;
 }
 
-std::vector<train::StepRecord> step_log(const fs::path &out) {
-  return train::read_step_log(out.string() + ".steps.jsonl");
-}
+std::vector<train::StepRecord> step_log(const fs::path& out) { return train::read_step_log(out.string() + ".steps.jsonl"); }
 
 // Same records, every field but the wall time; doubles compared by their bits.
-void expect_same_steps(const std::vector<train::StepRecord> &a,
-                       const std::vector<train::StepRecord> &b) {
+void expect_same_steps(const std::vector<train::StepRecord>& a, const std::vector<train::StepRecord>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].step, b[i].step) << i;
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].loss),
-              std::bit_cast<std::uint64_t>(b[i].loss))
-        << "step " << i;
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].lr),
-              std::bit_cast<std::uint64_t>(b[i].lr))
-        << "step " << i;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].loss), std::bit_cast<std::uint64_t>(b[i].loss)) << "step " << i;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[i].lr), std::bit_cast<std::uint64_t>(b[i].lr)) << "step " << i;
     EXPECT_EQ(a[i].scale, b[i].scale) << "step " << i;
     EXPECT_EQ(a[i].flips, b[i].flips) << "step " << i;
     EXPECT_EQ(a[i].skipped, b[i].skipped) << "step " << i;
@@ -422,12 +352,12 @@ void expect_same_steps(const std::vector<train::StepRecord> &a,
 }
 
 // The two model files hold the same tensors, value for value.
-void expect_same_tensors(const fs::path &a, const fs::path &b) {
+void expect_same_tensors(const fs::path& a, const fs::path& b) {
   const io::CompressedModel ma = io::load_bitrank(a), mb = io::load_bitrank(b);
   ASSERT_EQ(ma.blr.size(), mb.blr.size());
-  for (const auto &[name, w] : ma.blr) {
+  for (const auto& [name, w] : ma.blr) {
     ASSERT_TRUE(mb.blr.contains(name)) << name;
-    const blr::HostBlrMatrix &v = mb.blr.at(name);
+    const blr::HostBlrMatrix& v = mb.blr.at(name);
     ASSERT_EQ(w.paths.size(), v.paths.size()) << name;
     EXPECT_EQ(w.r, v.r) << name;
     for (std::size_t p = 0; p < w.paths.size(); ++p) {
@@ -439,35 +369,30 @@ void expect_same_tensors(const fs::path &a, const fs::path &b) {
     }
   }
   ASSERT_EQ(ma.dense.size(), mb.dense.size());
-  for (const auto &[name, t] : ma.dense) {
+  for (const auto& [name, t] : ma.dense) {
     ASSERT_TRUE(mb.dense.contains(name)) << name;
     EXPECT_EQ(t.values, mb.dense.at(name).values) << name;
   }
 }
 
-std::uint64_t state_fingerprint(const train::StudentLlamaBlock<float> &block) {
+std::uint64_t state_fingerprint(const train::StudentLlamaBlock<float>& block) {
   const auto bytes = block.download_state();
   return train::fnv1a64(bytes);
 }
 
-// Records the student's state after every step (a later run of a step
-// overwrites an earlier one).
-void record_states(train::CompressOptions &o,
-                   std::map<std::int64_t, std::uint64_t> &states) {
-  o.hooks.after_step = [&states](const train::StudentLlamaBlock<float> &block,
-                                 const train::StepRecord &r) {
+// Records the student's state after every step (a later run of a step overwrites an earlier one).
+void record_states(train::CompressOptions& o, std::map<std::int64_t, std::uint64_t>& states) {
+  o.hooks.after_step = [&states](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
     states[r.step] = state_fingerprint(block);
   };
 }
 
-void stopped_anywhere_resumes_bit_identically(Backend<float> &be,
-                                              const fs::path &dir) {
+void stopped_anywhere_resumes_bit_identically(Backend<float>& be, const fs::path& dir) {
   std::map<std::int64_t, std::uint64_t> states_a, states_b;
   train::CompressOptions a = resume_job(dir);
   record_states(a, states_a);
   const auto summary_a = train::compress(a, be);
-  EXPECT_FALSE(fs::exists(train::compress_checkpoint_path(a.out)))
-      << "the checkpoint is deleted after the save";
+  EXPECT_FALSE(fs::exists(train::compress_checkpoint_path(a.out))) << "the checkpoint is deleted after the save";
   ASSERT_EQ(states_a.size(), 24u);
 
   // B: stopped after global steps 7, 11 and 17, resumed each time. The last
@@ -480,25 +405,20 @@ void stopped_anywhere_resumes_bit_identically(Backend<float> &be,
   const struct {
     std::int64_t stop_after, block, step;
   } stops[] = {{7, 0, 5}, {11, 1, 0}, {17, 1, 3}};
-  for (const auto &stop : stops) {
+  for (const auto& stop : stops) {
     record_states(b, states_b);
     const auto record = b.hooks.after_step;
-    b.hooks.after_step = [&](const train::StudentLlamaBlock<float> &block,
-                             const train::StepRecord &r) {
+    b.hooks.after_step = [&](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
       record(block, r);
-      if (r.step == stop.stop_after)
-        throw Stop{};
+      if (r.step == stop.stop_after) throw Stop{};
     };
-    EXPECT_THROW(train::compress(b, be), Stop)
-        << "stop after " << stop.stop_after;
-    const train::CompressCheckpoint ck =
-        train::read_compress_checkpoint(train::compress_checkpoint_path(b.out));
+    EXPECT_THROW(train::compress(b, be), Stop) << "stop after " << stop.stop_after;
+    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(b.out));
     EXPECT_EQ(ck.block, stop.block);
     EXPECT_EQ(ck.trainer.step, stop.step);
     EXPECT_EQ(ck.student_state.empty(), stop.step == 0);
     EXPECT_EQ(ck.trained.size(), 7u * static_cast<std::size_t>(stop.block));
-    EXPECT_EQ(step_log(b.out).size(),
-              static_cast<std::size_t>(stop.stop_after + 1));
+    EXPECT_EQ(step_log(b.out).size(), static_cast<std::size_t>(stop.stop_after + 1));
     b.resume = true;
   }
   record_states(b, states_b);
@@ -510,19 +430,15 @@ void stopped_anywhere_resumes_bit_identically(Backend<float> &be,
   EXPECT_EQ(states_a, states_b) << "the student's state after every step";
   expect_same_tensors(a.out, b.out);
   EXPECT_EQ(summary_a.at("blocks"), summary_b.at("blocks"));
-  EXPECT_EQ(summary_a.at("training").at("sign_flips"),
-            summary_b.at("training").at("sign_flips"));
-  EXPECT_GT(summary_a.at("training").at("sign_flips").get<std::int64_t>(), 0)
-      << "signs must move for the test to bite";
-  for (const char *k : {"ppl", "nll"})
-    EXPECT_EQ(summary_a.at("perplexity").at("student").at(k),
-              summary_b.at("perplexity").at("student").at(k))
-        << k;
+  EXPECT_EQ(summary_a.at("training").at("sign_flips"), summary_b.at("training").at("sign_flips"));
+  EXPECT_GT(summary_a.at("training").at("sign_flips").get<std::int64_t>(), 0) << "signs must move for the test to bite";
+  for (const char* k : {"ppl", "nll"})
+    EXPECT_EQ(summary_a.at("perplexity").at("student").at(k), summary_b.at("perplexity").at("student").at(k)) << k;
 }
 
 TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
   test::TempDir tmp;
-  Backend<float> &be = test::cpu_backend();
+  Backend<float>& be = test::cpu_backend();
   train::CompressOptions o = resume_job(tmp.path());
   test::expect_error(
       [&] {
@@ -531,10 +447,8 @@ TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
         train::compress(r, be);
       },
       "no checkpoint");
-  o.hooks.after_step = [](const train::StudentLlamaBlock<float> &,
-                          const train::StepRecord &r) {
-    if (r.step == 7)
-      throw Stop{};
+  o.hooks.after_step = [](const train::StudentLlamaBlock<float>&, const train::StepRecord& r) {
+    if (r.step == 7) throw Stop{};
   };
   EXPECT_THROW(train::compress(o, be), Stop);
   o.hooks = {};
@@ -549,20 +463,12 @@ TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
     change(c);
     return c;
   };
-  test::expect_error(
-      [&] { train::compress(changed([](auto &c) { c.seq_len = 16; }), be); },
-      "was written with seq_len = 32, this run has seq_len = 16");
-  test::expect_error(
-      [&] {
-        train::compress(changed([](auto &c) { c.train.signs.lr = 0.01f; }), be);
-      },
-      "train.signs.lr");
-  test::expect_error(
-      [&] { train::compress(changed([](auto &c) { c.bpw = 3.5; }), be); },
-      "bpw");
-  test::expect_error(
-      [&] { train::compress(changed([](auto &c) { c.seed = 9; }), be); },
-      "seed");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.seq_len = 16; }), be); },
+                     "was written with seq_len = 32, this run has seq_len = 16");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.train.signs.lr = 0.01f; }), be); },
+                     "train.signs.lr");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.bpw = 3.5; }), be); }, "bpw");
+  test::expect_error([&] { train::compress(changed([](auto& c) { c.seed = 9; }), be); }, "seed");
   // Same file name, other text: the ids' fingerprint differs.
   const std::string text = some_text(1, 40);
   write_file(o.text, some_text(5, 40));
@@ -573,23 +479,20 @@ TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
   const fs::path copy = tmp.path() / "copy.ckpt";
   fs::copy_file(ckpt, copy);
   fs::resize_file(copy, fs::file_size(copy) - 100);
-  test::expect_error([&] { train::read_compress_checkpoint(copy); },
-                     copy.string());
+  test::expect_error([&] { train::read_compress_checkpoint(copy); }, copy.string());
   const auto summary = train::compress(o, be);
   EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 5);
   EXPECT_EQ(step_log(o.out).size(), 24u);
 }
 
-void nan_gradient_skips_that_step_only(Backend<float> &be,
-                                       const fs::path &dir) {
+void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) {
   std::map<std::int64_t, std::uint64_t> states_clean, states;
   train::CompressOptions clean = resume_job(dir);
   clean.out = dir / "clean.bitrank";
   record_states(clean, states_clean);
   train::compress(clean, be);
 
-  // Poison one BLR scale gradient of attn_q at step k; checkpoint after every
-  // step.
+  // Poison one BLR scale gradient of attn_q at step k; checkpoint after every step.
   constexpr std::int64_t k = 4;
   train::CompressOptions o = resume_job(dir);
   o.checkpoint_every = 1;
@@ -597,27 +500,19 @@ void nan_gradient_skips_that_step_only(Backend<float> &be,
   const auto record = o.hooks.after_step;
   std::vector<std::byte> before;
   bool checked = false;
-  o.hooks.after_backward = [&](train::StudentLlamaBlock<float> &block,
-                               std::int64_t step) {
-    if (step != k)
-      return;
+  o.hooks.after_backward = [&](train::StudentLlamaBlock<float>& block, std::int64_t step) {
+    if (step != k) return;
     before = block.download_state();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    be.memory->upload(block.proj(model::LlamaProj::q).scale_grads().data + 3,
-                      &nan, sizeof nan);
+    be.memory->upload(block.proj(model::LlamaProj::q).scale_grads().data + 3, &nan, sizeof nan);
   };
-  o.hooks.after_step = [&](const train::StudentLlamaBlock<float> &block,
-                           const train::StepRecord &r) {
+  o.hooks.after_step = [&](const train::StudentLlamaBlock<float>& block, const train::StepRecord& r) {
     record(block, r);
-    if (r.step != k)
-      return;
-    EXPECT_TRUE(block.download_state() == before)
-        << "the skipped step changed the student's state";
-    const train::CompressCheckpoint ck =
-        train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
+    if (r.step != k) return;
+    EXPECT_TRUE(block.download_state() == before) << "the skipped step changed the student's state";
+    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
     EXPECT_EQ(ck.trainer.step, k + 1);
-    EXPECT_EQ(ck.trainer.applied_steps, k)
-        << "the skipped step is not counted for Adam's t";
+    EXPECT_EQ(ck.trainer.applied_steps, k) << "the skipped step is not counted for Adam's t";
     EXPECT_EQ(ck.trainer.scaler.skipped_total, 1);
     EXPECT_EQ(ck.trainer.scaler.consecutive_skips, 1);
     EXPECT_EQ(ck.blocks.at(0).skipped, 1);
@@ -630,148 +525,103 @@ void nan_gradient_skips_that_step_only(Backend<float> &be,
   const auto a = step_log(clean.out), b = step_log(o.out);
   ASSERT_EQ(a.size(), b.size());
   for (std::int64_t s = 0; s <= k; ++s) {
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss),
-              std::bit_cast<std::uint64_t>(b[s].loss))
-        << "step " << s;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss), std::bit_cast<std::uint64_t>(b[s].loss)) << "step " << s;
     EXPECT_EQ(a[s].scale, b[s].scale) << "step " << s;
   }
-  for (std::int64_t s = 0; s < k; ++s)
-    EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
-  EXPECT_EQ(states.at(k), states.at(k - 1))
-      << "the state after the skipped step is the one before it";
-  for (const auto &r : b)
-    EXPECT_EQ(r.skipped, r.step == k) << r.step;
+  for (std::int64_t s = 0; s < k; ++s) EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
+  EXPECT_EQ(states.at(k), states.at(k - 1)) << "the state after the skipped step is the one before it";
+  for (const auto& r : b) EXPECT_EQ(r.skipped, r.step == k) << r.step;
   EXPECT_EQ(b[k].flips, 0);
   EXPECT_EQ(b[k + 1].scale, b[k].scale / 2) << "the skip halves the grad scale";
-  EXPECT_NE(a[k + 1].loss, b[k + 1].loss)
-      << "step k's update is missing from the poisoned run";
-  for (std::size_t s = k + 1; s < b.size(); ++s)
-    EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
+  EXPECT_NE(a[k + 1].loss, b[k + 1].loss) << "step k's update is missing from the poisoned run";
+  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
 
   // The halved scale and the skip count survive a resume: the same poisoned
   // run stopped after step 7 (checkpoint at step 5) and resumed logs the same.
   train::CompressOptions c = resume_job(dir);
   c.out = dir / "c.bitrank";
   c.hooks.after_backward = o.hooks.after_backward;
-  c.hooks.after_step = [](const train::StudentLlamaBlock<float> &,
-                          const train::StepRecord &r) {
-    if (r.step == 7)
-      throw Stop{};
+  c.hooks.after_step = [](const train::StudentLlamaBlock<float>&, const train::StepRecord& r) {
+    if (r.step == 7) throw Stop{};
   };
   EXPECT_THROW(train::compress(c, be), Stop);
   c.hooks.after_step = {};
   c.resume = true;
   const auto summary_c = train::compress(c, be);
   EXPECT_EQ(summary_c.at("resumed_at_step").get<std::int64_t>(), 5);
-  EXPECT_EQ(summary_c.at("training").at("skipped_steps").get<std::int64_t>(),
-            1);
+  EXPECT_EQ(summary_c.at("training").at("skipped_steps").get<std::int64_t>(), 1);
   expect_same_steps(b, step_log(c.out));
   expect_same_tensors(o.out, c.out);
 }
 
-// On every backend here (cpu; cuda on a GPU machine): bit identity is per
-// backend.
+// On every backend here (cpu; cuda on a GPU machine): bit identity is per backend.
 TEST(CompressResume, StoppedAnywhereResumesBitIdentically) {
-  for (const std::string &name : test::available_backends()) {
+  for (const std::string& name : test::available_backends()) {
     SCOPED_TRACE(name);
     test::TempDir tmp;
-    stopped_anywhere_resumes_bit_identically(test::backend(name),
-                                             tmp.path() / name);
+    stopped_anywhere_resumes_bit_identically(test::backend(name), tmp.path() / name);
   }
 }
 
 TEST(CompressResume, NanGradientSkipsThatStepOnly) {
-  for (const std::string &name : test::available_backends()) {
+  for (const std::string& name : test::available_backends()) {
     SCOPED_TRACE(name);
     test::TempDir tmp;
     nan_gradient_skips_that_step_only(test::backend(name), tmp.path() / name);
   }
 }
 
-// ---- the CLI, killed with SIGKILL and resumed
-// -------------------------------------
+// ---- the CLI, killed with SIGKILL and resumed -------------------------------------
 
 // Starts `argv` with stdout and stderr to `log`; returns its pid.
-pid_t spawn(const std::vector<std::string> &argv, const fs::path &log) {
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char *> args;
-  for (const std::string &a : argv)
-    args.push_back(const_cast<char *>(a.c_str()));
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
 
 int wait_exit(pid_t pid) {
   int status = 0;
-  if (::waitpid(pid, &status, 0) != pid)
-    return -1;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::size_t lines_in(const fs::path &p) {
+std::size_t lines_in(const fs::path& p) {
   std::ifstream in(p);
   std::size_t n = 0;
-  for (std::string line; std::getline(in, line);)
-    ++n;
+  for (std::string line; std::getline(in, line);) ++n;
   return n;
 }
 
-std::string read_text(const fs::path &p) {
+std::string read_text(const fs::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
   test::TempDir tmp;
-  const train::CompressOptions o =
-      resume_job(tmp.path()); // writes the model and texts
-  const auto args = [&](const std::string &out) {
-    return std::vector<std::string>{BITRANK_CLI,
-                                    "compress",
-                                    "--model",
-                                    o.model.string(),
-                                    "--text",
-                                    o.text.string(),
-                                    "--eval-text",
-                                    o.eval_text.string(),
-                                    "--eval-windows",
-                                    "1",
-                                    "--eval-seq-len",
-                                    "64",
-                                    "--bpw",
-                                    "4",
-                                    "--steps",
-                                    "40",
-                                    "--seq-len",
-                                    "32",
-                                    "--windows",
-                                    "2",
-                                    "--sign-lr",
-                                    "0.02",
-                                    "--checkpoint-every",
-                                    "3",
-                                    "-o",
-                                    (tmp.path() / out).string()};
+  const train::CompressOptions o = resume_job(tmp.path());  // writes the model and texts
+  const auto args = [&](const std::string& out) {
+    return std::vector<std::string>{BITRANK_CLI, "compress", "--model", o.model.string(), "--text", o.text.string(),
+                                    "--eval-text", o.eval_text.string(), "--eval-windows", "1", "--eval-seq-len",
+                                    "64", "--bpw", "4", "--steps", "40", "--seq-len", "32", "--windows", "2",
+                                    "--sign-lr", "0.02", "--checkpoint-every", "3", "-o", (tmp.path() / out).string()};
   };
-  const fs::path killed = tmp.path() / "killed.bitrank",
-                 whole = tmp.path() / "whole.bitrank";
-  const fs::path ckpt = train::compress_checkpoint_path(killed),
-                 log = killed.string() + ".steps.jsonl";
+  const fs::path killed = tmp.path() / "killed.bitrank", whole = tmp.path() / "whole.bitrank";
+  const fs::path ckpt = train::compress_checkpoint_path(killed), log = killed.string() + ".steps.jsonl";
 
-  // Kill once 12 of the 80 steps are logged (checkpoints at steps 3, 6, 9,
-  // ...).
+  // Kill once 12 of the 80 steps are logged (checkpoints at steps 3, 6, 9, ...).
   const pid_t pid = spawn(args("killed.bitrank"), tmp.path() / "killed.out");
   ASSERT_GT(pid, 0);
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool exited = false;
   while (!(fs::exists(ckpt) && lines_in(log) >= 12)) {
     int status = 0;
@@ -779,12 +629,10 @@ TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
       exited = true;
       break;
     }
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-        << read_text(tmp.path() / "killed.out");
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << read_text(tmp.path() / "killed.out");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_FALSE(exited) << "the CLI ended before it could be killed:\n"
-                       << read_text(tmp.path() / "killed.out");
+  ASSERT_FALSE(exited) << "the CLI ended before it could be killed:\n" << read_text(tmp.path() / "killed.out");
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -797,20 +645,14 @@ TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
 
   std::vector<std::string> resume = args("killed.bitrank");
   resume.push_back("--resume");
-  ASSERT_EQ(wait_exit(spawn(resume, tmp.path() / "resumed.out")), 0)
-      << read_text(tmp.path() / "resumed.out");
-  ASSERT_EQ(wait_exit(spawn(args("whole.bitrank"), tmp.path() / "whole.out")),
-            0)
-      << read_text(tmp.path() / "whole.out");
-  EXPECT_NE(read_text(tmp.path() / "resumed.out")
-                .find("\"resumed_at_step\": " + std::to_string(at)),
-            std::string::npos);
+  ASSERT_EQ(wait_exit(spawn(resume, tmp.path() / "resumed.out")), 0) << read_text(tmp.path() / "resumed.out");
+  ASSERT_EQ(wait_exit(spawn(args("whole.bitrank"), tmp.path() / "whole.out")), 0) << read_text(tmp.path() / "whole.out");
+  EXPECT_NE(read_text(tmp.path() / "resumed.out").find("\"resumed_at_step\": " + std::to_string(at)), std::string::npos);
   EXPECT_FALSE(fs::exists(ckpt));
 
   expect_same_steps(step_log(whole), step_log(killed));
   expect_same_tensors(whole, killed);
-  std::printf("  [compress] CLI killed after 12+ steps, resumed from its "
-              "checkpoint at step %lld\n",
+  std::printf("  [compress] CLI killed after 12+ steps, resumed from its checkpoint at step %lld\n",
               static_cast<long long>(at));
 }
 
@@ -819,24 +661,21 @@ TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
 // student's state round-trips through the checkpoint.
 TEST(CompressResume, HybridStoppedMidBlockResumesBitIdentically) {
   test::TempDir tmp;
-  Backend<float> &be = test::cpu_backend();
+  Backend<float>& be = test::cpu_backend();
   train::CompressOptions whole = tiny_hybrid_options(tmp.path());
   whole.out = tmp.path() / "whole.bitrank";
   whole.checkpoint_every = 4;
   train::compress(whole, be);
 
-  // Checkpoints after steps 3, 5 (block end), 7, 11, ...: stop after step 9,
-  // resume at block 1, step 2.
+  // Checkpoints after steps 3, 5 (block end), 7, 11, ...: stop after step 9, resume at block 1, step 2.
   train::CompressOptions o = whole;
   o.out = tmp.path() / "stopped.bitrank";
   struct Stop {};
-  o.hooks.on_step = [](const train::StepRecord &r) {
-    if (r.step == 9)
-      throw Stop{};
+  o.hooks.on_step = [](const train::StepRecord& r) {
+    if (r.step == 9) throw Stop{};
   };
   EXPECT_THROW(train::compress(o, be), Stop);
-  const train::CompressCheckpoint ck =
-      train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
+  const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
   EXPECT_EQ(ck.block, 1);
   EXPECT_EQ(ck.trainer.step, 2);
   EXPECT_FALSE(ck.student_state.empty());
@@ -848,5 +687,5 @@ TEST(CompressResume, HybridStoppedMidBlockResumesBitIdentically) {
   expect_same_tensors(whole.out, o.out);
 }
 
-} // namespace
-} // namespace bitrank
+}  // namespace
+}  // namespace bitrank
