@@ -9,16 +9,12 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
 
-template <class T>
-Buffer<T> upload(Backend<T>& be, const std::vector<float>& v) {
-  Buffer<T> b(*be.memory, v.size());
-  b.upload(std::vector<T>(v.begin(), v.end()));
-  return b;
-}
+using test::upload;
 
 // Entries with mask 0 keep w, m and v bit for bit; every other entry (mask
 // 1, 0.5, −2: any nonzero value) is updated in all three.

@@ -15,36 +15,18 @@
 #include "support/backends.hpp"
 #include "support/expect.hpp"
 #include "support/student_fixtures.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
 
+using test::upload;
+using test::values;
+using test::rel_l2;
+
 using train::BlrLinear;
 using train::BlrTape;
 using train::BlrWorkspace;
-
-template <class T>
-Buffer<T> upload(Backend<T>& be, const std::vector<float>& v) {
-  Buffer<T> b(*be.memory, v.size());
-  b.upload(std::vector<T>(v.begin(), v.end()));
-  return b;
-}
-
-template <class T>
-std::vector<double> values(const Backend<T>& be, View<T> v) {
-  std::vector<T> host(static_cast<std::size_t>(v.numel()));
-  be.memory->download(host.data(), v.data, host.size() * sizeof(T));
-  return std::vector<double>(host.begin(), host.end());
-}
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
-}
 
 template <class T>
 void round_trip(Backend<T>& be) {

@@ -7,17 +7,12 @@
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
 
-template <class T>
-Buffer<T> upload(Backend<T>& be, const std::vector<float>& v) {
-  Buffer<T> b(*be.memory, v.size());
-  std::vector<T> t(v.begin(), v.end());
-  b.upload(t);
-  return b;
-}
+using test::upload;
 
 Buffer<f16> f16_filled(Memory& mem, index_t n, std::uint16_t bits) {
   Buffer<f16> b(mem, static_cast<std::size_t>(n));

@@ -23,9 +23,12 @@
 
 #include "bitrank/model/hybrid.hpp"
 #include "support/backends.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
+
+using test::rel_l2;
 
 constexpr double kTolerance = 1e-4;
 
@@ -48,15 +51,6 @@ Golden read_golden(const std::string& dir) {
     for (const auto& row : w)
       for (const auto& v : row) g.logits.push_back(v.get<double>());
   return g;
-}
-
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 template <class T>

@@ -25,24 +25,18 @@
 #include "support/backends.hpp"
 #include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
+
+using test::rel_l2;
 
 using model::HostTensor;
 using model::HostWeights;
 using model::HybridModel;
 using nlohmann::json;
 using namespace test::tiny_hybrid;
-
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 void expect_error(const std::function<void()>& f, std::initializer_list<std::string_view> fragments) {
   try {

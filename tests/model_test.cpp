@@ -26,9 +26,12 @@
 #include "support/backends.hpp"
 #include "support/expect.hpp"
 #include "support/model_files.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
+
+using test::rel_l2;
 
 using model::HostTensor;
 using model::HostWeights;
@@ -76,15 +79,6 @@ std::vector<std::int32_t> tiny_tokens(index_t n, std::uint64_t seed) {
   std::vector<std::int32_t> t(static_cast<std::size_t>(n));
   for (auto& v : t) v = static_cast<std::int32_t>(rng() % 300);
   return t;
-}
-
-double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(Model, TinyLlamaF32BackendsMatchReference) {

@@ -23,9 +23,14 @@
 #include "support/gradcheck.hpp"
 #include "support/parity.hpp"
 #include "support/student_fixtures.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
+
+using test::upload;
+using test::values;
+using test::rel_l2;
 
 using model::kAllLlamaProjs;
 using model::llama_proj_name;
@@ -35,29 +40,6 @@ using train::LayerwiseOptions;
 using train::LayerwiseState;
 using train::StudentLlamaBlock;
 using train::StudentTape;
-
-template <class T>
-Buffer<T> upload(Backend<T>& be, const std::vector<float>& v) {
-  Buffer<T> b(*be.memory, v.size());
-  b.upload(std::vector<T>(v.begin(), v.end()));
-  return b;
-}
-
-template <class T>
-std::vector<double> values(const Backend<T>& be, CView<T> v) {
-  std::vector<T> host(static_cast<std::size_t>(v.numel()));
-  be.memory->download(host.data(), v.data, host.size() * sizeof(T));
-  return std::vector<double>(host.begin(), host.end());
-}
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
-}
 
 // Unit-variance-ish input rows, exact in f32.
 std::vector<float> block_input(index_t rows, index_t hidden, std::uint64_t seed) {

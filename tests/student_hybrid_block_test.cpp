@@ -26,9 +26,14 @@
 #include "support/hybrid_fixtures.hpp"
 #include "support/parity.hpp"
 #include "support/student_fixtures.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank {
 namespace {
+
+using test::upload;
+using test::values;
+using test::rel_l2;
 
 using model::hybrid_block_projs;
 using model::hybrid_proj_name;
@@ -59,29 +64,6 @@ HybridBlockDims tiny_dims() {
 // Block b of the tiny hybrid with weights `seed`, every BLR projection at rank r with `paths` paths.
 StudentHybridWeights student_of(const model::HostWeights& teacher, index_t b, index_t r, int paths) {
   return train::hybrid_student_init(teacher, b, blr::InitOptions{.rank = r, .paths = paths});
-}
-
-template <class T>
-Buffer<T> upload(Backend<T>& be, const std::vector<float>& v) {
-  Buffer<T> b(*be.memory, v.size());
-  b.upload(std::vector<T>(v.begin(), v.end()));
-  return b;
-}
-
-template <class T>
-std::vector<double> values(const Backend<T>& be, CView<T> v) {
-  std::vector<T> host(static_cast<std::size_t>(v.numel()));
-  be.memory->download(host.data(), v.data, host.size() * sizeof(T));
-  return std::vector<double>(host.begin(), host.end());
-}
-
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / den);
 }
 
 // Unit-variance-ish residual-stream rows, exact in f32.
