@@ -17,6 +17,8 @@ import types
 
 import torch
 
+from cuda_timing import time_ms  # this folder: the anchors' shared timer
+
 # Import FLA's kernels without its package __init__ (which pulls in its
 # model zoo and their dependencies): a bare package object pointing at the
 # source folder.
@@ -27,21 +29,6 @@ with open(os.path.join(_src, "fla", "__init__.py")) as _f:  # its utils read fla
     _pkg.__version__ = next((ln.split("=")[1].strip().strip("\"'") for ln in _f if ln.startswith("__version__")), "0")
 sys.modules["fla"] = _pkg
 
-
-def time_ms(fn, reps=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

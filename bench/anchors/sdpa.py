@@ -8,21 +8,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from cuda_timing import time_ms  # this folder: the anchors' shared timer
 
-def time_ms(fn, reps=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def case(windows, T, heads, kv_heads, hd, dtype):
