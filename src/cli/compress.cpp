@@ -6,6 +6,9 @@
 // rounded up to whole steps; --steps sets the step count directly.
 // Checkpoints go to <out>.ckpt every --checkpoint-every steps; --resume
 // continues from it (the same command line, --resume added).
+// --device-memory-cap caps the backend's memory; --stream / --no-stream
+// choose whether the blocks stream from host memory (default: when the
+// teacher's weights exceed the cap; train/streaming.hpp).
 #include "cli/compress.hpp"
 
 #include <fmt/format.h>
@@ -24,6 +27,8 @@ namespace bitrank::cli {
 int run_compress(CompressCliOptions o) {
   train::CompressOptions& job = o.job;
   job.model = model_or_default(o.model, "compress");
+  job.stream = stream_mode("compress", o.stream, o.no_stream);
+  job.device_memory_cap = device_memory_cap("compress", o.device_memory_cap);
   const std::unique_ptr<Backend<float>> be = make_device_backend("compress", job.device);
   if (job.device == "cuda") {
     // Larger default windows on the GPU; options given on the command line win.

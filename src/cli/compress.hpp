@@ -13,6 +13,8 @@ struct CompressCliOptions {
   std::string out;           // empty: <model stem>.<bpw>bpw.bitrank in the current folder
   long long tokens = 0;      // training tokens per block; 0: the device's default
   long long steps = 0;       // instead of --tokens: steps per block
+  std::string device_memory_cap;  // --device-memory-cap: bytes, or <n>GiB / <n>MiB; empty: none
+  bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
 };
 
 int run_compress(CompressCliOptions options);

@@ -21,4 +21,14 @@ std::unique_ptr<Backend<float>> make_device_backend(std::string_view command, co
   fail("{}: unknown --device '{}' (cpu or cuda)", command, device);
 }
 
+std::string stream_mode(std::string_view command, bool stream, bool no_stream) {
+  if (stream && no_stream) fail("{}: give --stream or --no-stream, not both", command);
+  return stream ? "on" : no_stream ? "off" : "auto";
+}
+
+std::size_t device_memory_cap(std::string_view command, const std::string& cap) {
+  if (cap.empty()) return 0;
+  return parse_bytes(cap, std::string(command) + ": --device-memory-cap");
+}
+
 }  // namespace bitrank::cli

@@ -1,9 +1,11 @@
 // The backend a command runs on, from its --device value: "cpu" (the f32
 // CPU backend) or "cuda" (CUDA device 0). One place for the checks every
 // command needs: an unknown name, a build without the CUDA backend, no GPU
-// visible — each an Error naming the command.
+// visible — each an Error naming the command. Also the streaming options
+// both commands share.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,5 +15,11 @@
 namespace bitrank::cli {
 
 std::unique_ptr<Backend<float>> make_device_backend(std::string_view command, const std::string& device);
+
+// The streaming mode of --stream / --no-stream ("on", "off", or "auto" for
+// neither; both: an Error naming the command) and the bytes of
+// --device-memory-cap (empty: 0, no cap).
+std::string stream_mode(std::string_view command, bool stream, bool no_stream);
+std::size_t device_memory_cap(std::string_view command, const std::string& cap);
 
 }  // namespace bitrank::cli

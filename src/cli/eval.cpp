@@ -4,8 +4,13 @@
 // predicting its tokens 1..T−1 from their prefixes. Progress (windows,
 // tokens/s, ETA; bitrank/progress.hpp) goes to stderr, a JSON summary to stdout; its
 // peak_memory_bytes is the most the backend's memory held at once (on cuda
-// the device memory: weights, activations, the cuBLASLt workspace), null on
-// cpu, whose host memory does not track its use.
+// the device memory: weights, activations, the cuBLASLt workspace; on cpu
+// the cpu backend's counted host memory).
+//
+// --device-memory-cap caps that memory (an allocation past it is an Error
+// naming the cap); --stream / --no-stream choose whether the blocks stream
+// from host memory, two device slots at a time (default: when the model's
+// weights exceed the cap; train/streaming.hpp). The summary records both.
 //
 // --device cpu or cuda: the same model (LlamaModel or HybridModel) over the CPU backend or
 // the CUDA backend (device 0); the per-token log-softmax is taken on the
@@ -34,6 +39,7 @@
 #include "bitrank/error.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/progress.hpp"
+#include "bitrank/train/streaming.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
@@ -59,8 +65,11 @@ int run_eval(const EvalOptions& o) {
   const std::string model_path = model_or_default(o.model, "eval");
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
   if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
+  const std::string stream = stream_mode("eval", o.stream, o.no_stream);
+  const std::size_t cap_bytes = device_memory_cap("eval", o.device_memory_cap);
   // First, so a bad or unavailable --device is reported before the text is read.
   const std::unique_ptr<Backend<float>> be = make_device_backend("eval", o.device);
+  const train::DeviceMemoryCap cap(*be->memory, cap_bytes);
 
   std::vector<std::int32_t> ids;
   std::string text_name;
@@ -76,7 +85,12 @@ int run_eval(const EvalOptions& o) {
   const auto t_load = std::chrono::steady_clock::now();
   const model::LoadedWeights loaded = model::load_any(model_path);
   const model::HostWeights& weights = loaded.weights;
-  const auto model = model::make_model(*be, weights, loaded.blr);
+  const train::StreamChoice streaming =
+      train::choose_streaming(stream, cap_bytes, model::model_device_bytes<float>(weights, loaded.blr));
+  std::fprintf(stderr, "eval: %s (%s)\n",
+               streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
+               streaming.reason.c_str());
+  const auto model = model::make_model(*be, weights, loaded.blr, streaming.stream);
   const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
@@ -120,6 +134,9 @@ int run_eval(const EvalOptions& o) {
   j["load_seconds"] = load_s;
   const std::size_t peak = be->memory->peak_bytes();
   j["peak_memory_bytes"] = peak > 0 ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
+  j["device_memory_cap_bytes"] = cap_bytes ? nlohmann::ordered_json(cap_bytes) : nlohmann::ordered_json(nullptr);
+  j["streaming"] = streaming.stream;
+  j["streaming_reason"] = streaming.reason;
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }

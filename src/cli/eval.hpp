@@ -12,6 +12,8 @@ struct EvalOptions {
   long seq_len = 512;    // T: tokens per window
   long max_windows = 0;  // 0: all windows
   std::string device = "cpu";
+  std::string device_memory_cap;  // --device-memory-cap: bytes, or <n>GiB / <n>MiB; empty: none
+  bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
 };
 
 int run_eval(const EvalOptions& options);

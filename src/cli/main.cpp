@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
                           ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  compress_cmd->add_option("--device-memory-cap", compress.device_memory_cap,
+                           "most bytes the device memory may hold: 1073741824, 512MiB, 4GiB (default: no cap)");
+  compress_cmd->add_flag("--stream", compress.stream,
+                         "keep the blocks in host memory, two at a time on the device (default: when the teacher's "
+                         "weights exceed --device-memory-cap)");
+  compress_cmd->add_flag("--no-stream", compress.no_stream, "keep every block on the device");
 
   bitrank::cli::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand("eval", "perplexity over non-overlapping windows of T tokens");
@@ -76,6 +82,12 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--max-windows", eval.max_windows, "evaluate only the first N windows (0: all)")
       ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--device", eval.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  eval_cmd->add_option("--device-memory-cap", eval.device_memory_cap,
+                       "most bytes the device memory may hold: 1073741824, 512MiB, 4GiB (default: no cap)");
+  eval_cmd->add_flag("--stream", eval.stream,
+                     "keep the blocks in host memory, two at a time on the device (default: when the model's "
+                     "weights exceed --device-memory-cap)");
+  eval_cmd->add_flag("--no-stream", eval.no_stream, "keep every block on the device");
 
   bitrank::cli::InfoOptions info;
   auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");

@@ -4,8 +4,11 @@ namespace bitrank {
 
 std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool) {
   auto b = std::make_unique<Backend<float>>();
+  // Host memory that counts its bytes (peak, cap), owned by the backend.
+  std::shared_ptr<Memory> mem = make_counted_host_memory();
+  b->resources = mem;
   b->name = "cpu";
-  b->memory = &host_memory();
+  b->memory = mem.get();
   b->gemm_ops = cpu::make_gemm_ops(pool);
   b->bitmap_ops = cpu::make_bitmap_ops(pool);
   b->reduce_ops = cpu::make_reduce_ops(pool);

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstring>
 
 #include "bitrank/log.hpp"
 #include "cuda/runtime.hpp"
@@ -39,9 +40,40 @@ std::size_t DeviceMemory::size_class(std::size_t bytes) {
   return (bytes + mb2 - 1) / mb2 * mb2;
 }
 
+void* PinnedMemory::allocate(std::size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+    cudaGetLastError();
+    fail("out of page-locked host memory: cannot allocate {} bytes", bytes);
+  }
+  return p;
+}
+void PinnedMemory::release(void* p) noexcept {
+  if (p && cudaFreeHost(p) != cudaSuccess) BR_LOG_WARN("cudaFreeHost failed");
+}
+void PinnedMemory::upload(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+void PinnedMemory::download(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void CopyStream::upload(void* dst, const void* host_src, std::size_t bytes) {
+  BR_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, copy_.get()));
+}
+void CopyStream::download(void* host_dst, const void* src, std::size_t bytes) {
+  BR_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, copy_.get()));
+}
+void CopyStream::after_compute() {
+  compute_done_.record(compute_);
+  BR_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), compute_done_.get(), 0));
+}
+void CopyStream::before_compute() {
+  copies_done_.record(copy_.get());
+  BR_CUDA_CHECK(cudaStreamWaitEvent(compute_, copies_done_.get(), 0));
+}
+void CopyStream::synchronize() { copy_.synchronize(); }
+
 void* DeviceMemory::allocate(std::size_t bytes) {
   const std::size_t c = size_class(bytes);
   std::lock_guard<std::mutex> lk(mu_);
+  check_cap(in_use_, c);
   void* p = nullptr;
   auto it = cache_.find(c);
   if (it != cache_.end()) {

@@ -1,11 +1,16 @@
 // Device plumbing of the CUDA backend: RAII stream, event, cuBLASLt handle,
-// the device memory (a caching pool) and pinned host buffers.
+// the device memory (a caching pool), pinned host buffers, and the copy
+// stream of streaming.
 //
 // DeviceMemory keeps freed blocks in size classes and hands them out again,
 // so steady-state training allocates nothing from the driver; upload and
 // download are ordered on the backend's stream (download waits for it).
 // Its use (Memory::current_bytes / peak_bytes) counts the blocks handed out,
-// by size class, the context's cuBLASLt workspace included.
+// by size class, the context's cuBLASLt workspace included; a cap
+// (Memory::set_cap) applies to that count: cached free blocks are not held.
+// Streaming: its staging memory is page-locked host memory (PinnedMemory)
+// and its copy queue (CopyStream) a second stream whose fences are events
+// recorded on one stream and waited for by the other.
 // All handles are move-only; destructors never throw (errors are logged).
 #pragma once
 
@@ -63,10 +68,37 @@ class BlasLtHandle {
   cublasLtHandle_t h_ = nullptr;
 };
 
+// Page-locked host memory as a Memory (cudaMallocHost; copies are memcpy).
+class PinnedMemory final : public Memory {
+ public:
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) noexcept override;
+  void upload(void* dst, const void* src, std::size_t bytes) override;
+  void download(void* dst, const void* src, std::size_t bytes) override;
+  bool host_accessible() const override { return true; }
+};
+
+// Host ↔ device copies on their own stream, ordered against the compute
+// stream by events (CopyQueue's contract, memory.hpp).
+class CopyStream final : public CopyQueue {
+ public:
+  explicit CopyStream(cudaStream_t compute) : compute_(compute) {}
+  void upload(void* dst, const void* host_src, std::size_t bytes) override;
+  void download(void* host_dst, const void* src, std::size_t bytes) override;
+  void after_compute() override;
+  void before_compute() override;
+  void synchronize() override;
+
+ private:
+  cudaStream_t compute_;
+  Stream copy_;
+  Event compute_done_, copies_done_;
+};
+
 // Device memory with a caching allocator, ordered on one stream.
 class DeviceMemory final : public Memory {
  public:
-  explicit DeviceMemory(cudaStream_t stream) : stream_(stream) {}
+  explicit DeviceMemory(cudaStream_t stream) : stream_(stream), copies_(stream) {}
   ~DeviceMemory() override;
   void* allocate(std::size_t bytes) override;
   void release(void* p) noexcept override;
@@ -79,6 +111,9 @@ class DeviceMemory final : public Memory {
   std::size_t current_bytes() const override;
   std::size_t peak_bytes() const override;
   void reset_peak() override;
+  bool counts_bytes() const override { return true; }
+  Memory& staging_memory() override { return pinned_; }
+  CopyQueue& copy_queue() override { return copies_; }
 
   void trim() noexcept;  // give cached blocks back to the driver
 
@@ -89,6 +124,8 @@ class DeviceMemory final : public Memory {
   std::multimap<std::size_t, void*> cache_;        // size class → free block
   std::unordered_map<void*, std::size_t> live_;    // block → size class
   std::size_t in_use_ = 0, peak_ = 0;
+  PinnedMemory pinned_;
+  CopyStream copies_;
 };
 
 // Page-locked host memory (fast, asynchronous copies).

@@ -19,12 +19,30 @@ const HostWeights& checked(const HostWeights& w, const BlrProjections& blr) {
 }  // namespace
 
 template <class T>
-HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr)
+typename HybridModel<T>::Block HybridModel<T>::Block::rebased(const std::byte* from, std::byte* to) const {
+  Block k;
+  k.full = full;
+  for (std::size_t p = 0; p < proj.size(); ++p) k.proj[p] = proj[p].rebased(from, to);
+  const auto move = [&](CView<T> v) { return CView<T>(rebase(v.data, from, to), v.shape); };
+  k.attn_norm = move(attn_norm);
+  k.post_norm = move(post_norm);
+  k.q_norm = move(q_norm);
+  k.k_norm = move(k_norm);
+  k.conv = move(conv);
+  k.a_log = move(a_log);
+  k.dt_bias = move(dt_bias);
+  k.gdn_norm = move(gdn_norm);
+  return k;
+}
+
+template <class T>
+HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream)
     : DecoderModel<T>(be, checked(w, blr), GainStyle::zero_centred) {
-  Memory& mem = *be.memory;
-  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+  const index_t L = this->config_.num_layers;
+  // Block b's tensors carved from `at`, written through `mem` (nothing while measuring).
+  const auto place = [&](index_t b, Memory& mem, Carver& at) {
     const std::string p = "blk." + std::to_string(b) + ".";
-    auto up = [&](const std::string& name) { return this->upload(w.at(p + name)); };
+    auto up = [&](const std::string& name) { return place_values<T>(mem, at, w.at(p + name).values); };
     Block k;
     k.full = is_full_attention(b);
     k.attn_norm = up("attn_norm.weight");
@@ -33,8 +51,8 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProje
       const std::string name = p + hybrid_proj_name(proj);
       const auto it = blr.find(name);
       Projection<T>& slot = k.proj[static_cast<std::size_t>(proj)];
-      slot = it != blr.end() ? Projection<T>::blr(mem, it->second, name)
-                             : Projection<T>::dense(mem, w.at(name + ".weight"), name);
+      slot = it != blr.end() ? Projection<T>::blr(mem, at, it->second, name)
+                             : Projection<T>::dense(mem, at, w.at(name + ".weight"), name);
     }
     if (k.full) {
       k.q_norm = up("attn_q_norm.weight");
@@ -45,7 +63,25 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProje
       k.dt_bias = up("ssm_dt.bias");
       k.gdn_norm = up("ssm_norm.weight");
     }
-    blocks_.push_back(std::move(k));
+    return k;
+  };
+  std::vector<std::size_t> bytes;
+  for (index_t b = 0; b < L; ++b) {
+    Carver measure;
+    place(b, *be.memory, measure);
+    bytes.push_back(measure.size());
+  }
+  if (stream) slots_ = std::make_unique<BlockSlots>(*be.memory, bytes);
+  for (index_t b = 0; b < L; ++b) {
+    std::byte* base;
+    if (stream) {
+      base = slots_->image(b);
+    } else {
+      storage_.emplace_back(*be.memory, bytes[static_cast<std::size_t>(b)]);
+      base = storage_.back().data();
+    }
+    Carver at(base);
+    blocks_.push_back(place(b, stream ? be.memory->staging_memory() : *be.memory, at));
   }
 }
 
@@ -73,24 +109,27 @@ void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, Hybrid
   const bool full = is_full_attention(b);
   const HybridBlockDims dims = block_dims();
   Backend<T>& be = this->be_;
-  const Block& w = blocks_[static_cast<std::size_t>(b)];
+  const Block& resident = blocks_[static_cast<std::size_t>(b)];
+  const index_t L = this->config_.num_layers;
+  const Block moved = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
+  const Block& w = slots_ ? moved : resident;
   const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
     w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
   };
   HybridBlockParams<T> prm;
-  prm.attn_norm = w.attn_norm.view({dims.hidden});
-  prm.post_norm = w.post_norm.view({dims.hidden});
+  prm.attn_norm = w.attn_norm;
+  prm.post_norm = w.post_norm;
   CView<T> table;
   if (full) {
-    prm.q_norm = w.q_norm.view({dims.head_dim});
-    prm.k_norm = w.k_norm.view({dims.head_dim});
+    prm.q_norm = w.q_norm;
+    prm.k_norm = w.k_norm;
     if (window > 0) table = ropes_.get(*be.memory, dims.rotary_dim / 2, dims.rope_theta, window);
   } else {
     const GdnConfig g = dims.gdn_config(window);
-    prm.gdn = GdnParams<T>{.conv_weight = w.conv.view({g.channels(), g.conv_kernel}),
-                           .a_log = w.a_log.view({g.v_heads}),
-                           .dt_bias = w.dt_bias.view({g.v_heads}),
-                           .norm_gain = w.gdn_norm.view({g.head_dim})};
+    prm.gdn = GdnParams<T>{.conv_weight = CView<T>(w.conv.data, Shape{g.channels(), g.conv_kernel}),
+                           .a_log = w.a_log,
+                           .dt_bias = w.dt_bias,
+                           .norm_gain = w.gdn_norm};
   }
   hybrid_block_forward(be, dims, full, x, window, table, prm, project, a, y, record_tape);
 }

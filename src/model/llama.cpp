@@ -20,21 +20,50 @@ const HostWeights& checked(const HostWeights& w, const BlrProjections& blr) {
 }  // namespace
 
 template <class T>
-LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr)
+typename LlamaModel<T>::Block LlamaModel<T>::Block::rebased(const std::byte* from, std::byte* to) const {
+  Block k;
+  k.attn_norm = CView<T>(rebase(attn_norm.data, from, to), attn_norm.shape);
+  k.ffn_norm = CView<T>(rebase(ffn_norm.data, from, to), ffn_norm.shape);
+  for (int p = 0; p < kLlamaProjs; ++p) k.proj[p] = proj[p].rebased(from, to);
+  return k;
+}
+
+template <class T>
+LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream)
     : DecoderModel<T>(be, checked(w, blr), GainStyle::plain) {
-  Memory& mem = *be.memory;
-  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+  const index_t L = this->config_.num_layers;
+  // Block b's tensors carved from `at`, written through `mem` (nothing while measuring).
+  const auto place = [&](index_t b, Memory& mem, Carver& at) {
     const std::string p = "blk." + std::to_string(b) + ".";
     Block block;
-    block.attn_norm = this->upload(w.at(p + "attn_norm.weight"));
-    block.ffn_norm = this->upload(w.at(p + "ffn_norm.weight"));
+    block.attn_norm = place_values<T>(mem, at, w.at(p + "attn_norm.weight").values);
+    block.ffn_norm = place_values<T>(mem, at, w.at(p + "ffn_norm.weight").values);
     for (LlamaProj proj : kAllLlamaProjs) {
       const std::string name = p + llama_proj_name(proj);
       const auto it = blr.find(name);
-      block.proj[static_cast<int>(proj)] = it != blr.end() ? Projection<T>::blr(mem, it->second, name)
-                                                           : Projection<T>::dense(mem, w.at(name + ".weight"), name);
+      block.proj[static_cast<int>(proj)] = it != blr.end()
+                                               ? Projection<T>::blr(mem, at, it->second, name)
+                                               : Projection<T>::dense(mem, at, w.at(name + ".weight"), name);
     }
-    blocks_.push_back(std::move(block));
+    return block;
+  };
+  std::vector<std::size_t> bytes;
+  for (index_t b = 0; b < L; ++b) {
+    Carver measure;
+    place(b, *be.memory, measure);
+    bytes.push_back(measure.size());
+  }
+  if (stream) slots_ = std::make_unique<BlockSlots>(*be.memory, bytes);
+  for (index_t b = 0; b < L; ++b) {
+    std::byte* base;
+    if (stream) {
+      base = slots_->image(b);
+    } else {
+      storage_.emplace_back(*be.memory, bytes[static_cast<std::size_t>(b)]);
+      base = storage_.back().data();
+    }
+    Carver at(base);
+    blocks_.push_back(place(b, stream ? be.memory->staging_memory() : *be.memory, at));
   }
 }
 
@@ -44,12 +73,15 @@ void LlamaModel<T>::block_forward(index_t b, CView<T> x, index_t window, BlockAc
   if (window <= 0 || x.dim(0) % window != 0)
     fail("block_forward: {} rows are not a whole number of windows of {}", x.dim(0), window);
   const LlamaBlockDims dims = LlamaBlockDims::of(this->config_);
-  const Block& w = blocks_[static_cast<std::size_t>(b)];
+  const Block& resident = blocks_[static_cast<std::size_t>(b)];
+  const index_t L = this->config_.num_layers;
+  const Block w = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
+  const Block& use = slots_ ? w : resident;
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
-    w.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
+    use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
   };
-  llama_block_forward(this->be_, dims, x, window, rope_tables_.get(*this->be_.memory, dims, window),
-                      w.attn_norm.view({dims.hidden}), w.ffn_norm.view({dims.hidden}), project, a, y);
+  llama_block_forward(this->be_, dims, x, window, rope_tables_.get(*this->be_.memory, dims, window), use.attn_norm,
+                      use.ffn_norm, project, a, y);
 }
 
 template <class T>

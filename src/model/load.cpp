@@ -36,13 +36,32 @@ HostWeights load_weights(const std::filesystem::path& path) {
 }
 
 template <class T>
-std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr) {
-  if (w.config.is_hybrid()) return std::make_unique<HybridModel<T>>(be, w, blr);
-  return std::make_unique<LlamaModel<T>>(be, w, blr);
+std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr,
+                                            bool stream) {
+  if (w.config.is_hybrid()) return std::make_unique<HybridModel<T>>(be, w, blr, stream);
+  return std::make_unique<LlamaModel<T>>(be, w, blr, stream);
 }
 
-template std::unique_ptr<DecoderModel<float>> make_model(Backend<float>&, const HostWeights&, const BlrProjections&);
-template std::unique_ptr<DecoderModel<double>> make_model(Backend<double>&, const HostWeights&,
-                                                          const BlrProjections&);
+template <class T>
+std::size_t model_device_bytes(const HostWeights& w, const BlrProjections& blr) {
+  std::size_t elements = 0, bytes = 0;
+  for (const auto& [name, t] : w.tensors) {
+    if (name == "token_embd.weight" && !w.config.tie_word_embeddings) continue;  // gathered on the host
+    if (name.ends_with(".weight") && blr.contains(name.substr(0, name.size() - 7))) continue;
+    elements += t.values.size();
+  }
+  for (const auto& [name, m] : blr) {
+    bytes += m.paths.size() * static_cast<std::size_t>((m.m + m.n) * (m.r / 32)) * sizeof(std::uint32_t);
+    elements += m.paths.size() * static_cast<std::size_t>(m.m + m.r + m.n);
+  }
+  return bytes + elements * sizeof(T);
+}
+
+template std::unique_ptr<DecoderModel<float>> make_model(Backend<float>&, const HostWeights&, const BlrProjections&,
+                                                         bool);
+template std::unique_ptr<DecoderModel<double>> make_model(Backend<double>&, const HostWeights&, const BlrProjections&,
+                                                          bool);
+template std::size_t model_device_bytes<float>(const HostWeights&, const BlrProjections&);
+template std::size_t model_device_bytes<double>(const HostWeights&, const BlrProjections&);
 
 }  // namespace bitrank::model

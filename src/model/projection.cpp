@@ -79,7 +79,21 @@ Buffer<T> upload_values(Memory& mem, std::span<const float> values) {
 }
 
 template <class T>
-Projection<T> Projection<T>::dense(Memory& mem, const HostTensor& w, const std::string& name) {
+CView<T> place_values(Memory& mem, Carver& at, std::span<const float> values) {
+  T* p = at.take<T>(static_cast<index_t>(values.size()));
+  if (p) {
+    if constexpr (std::is_same_v<T, float>) {
+      mem.upload(p, values.data(), values.size_bytes());
+    } else {
+      const std::vector<T> converted(values.begin(), values.end());
+      mem.upload(p, converted.data(), converted.size() * sizeof(T));
+    }
+  }
+  return CView<T>(p, Shape{static_cast<index_t>(values.size())});
+}
+
+template <class T>
+Projection<T> Projection<T>::dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name) {
   if (w.shape.size() != 2 || w.shape[0] < 1 || w.shape[1] < 1 ||
       static_cast<std::size_t>(w.shape[0] * w.shape[1]) != w.values.size())
     fail("projection {}: a dense weight must be a non-empty matrix with its values, got shape {} with {} values", name,
@@ -87,39 +101,40 @@ Projection<T> Projection<T>::dense(Memory& mem, const HostTensor& w, const std::
   Projection p;
   p.rows_ = w.shape[0];
   p.cols_ = w.shape[1];
-  p.dense_ = upload_values<T>(mem, w.values);
+  p.dense_ = place_values<T>(mem, at, w.values).data;
   return p;
 }
 
 template <class T>
-Projection<T> Projection<T>::blr(Memory& mem, const blr::HostBlrMatrix& h, const std::string& name) {
+Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& h, const std::string& name) {
   blr::check_blr(h, "projection " + name);
   Projection p;
   p.rows_ = h.m;
   p.cols_ = h.n;
   p.rank_ = h.r;
   const index_t P = static_cast<index_t>(h.paths.size()), words = h.r / 32, per_path = h.m + h.r + h.n;
-  std::vector<std::uint32_t> u, v;
+  std::uint32_t* bits_u = at.take<std::uint32_t>(P * h.m * words);
+  std::uint32_t* bits_v = at.take<std::uint32_t>(P * h.n * words);
   std::vector<float> scales;
-  for (const blr::HostBlrPath& path : h.paths) {
-    u.insert(u.end(), path.sign_u.begin(), path.sign_u.end());
-    v.insert(v.end(), path.sign_v.begin(), path.sign_v.end());
+  for (index_t k = 0; k < P; ++k) {
+    const blr::HostBlrPath& path = h.paths[static_cast<std::size_t>(k)];
+    if (!at.measuring()) {
+      mem.upload(bits_u + k * h.m * words, path.sign_u.data(), path.sign_u.size() * sizeof(std::uint32_t));
+      mem.upload(bits_v + k * h.n * words, path.sign_v.data(), path.sign_v.size() * sizeof(std::uint32_t));
+    }
     scales.insert(scales.end(), path.h.begin(), path.h.end());
     scales.insert(scales.end(), path.l.begin(), path.l.end());
     scales.insert(scales.end(), path.g.begin(), path.g.end());
   }
-  p.bits_u_ = Buffer<std::uint32_t>(mem, u.size());
-  p.bits_u_.upload(u);
-  p.bits_v_ = Buffer<std::uint32_t>(mem, v.size());
-  p.bits_v_.upload(v);
-  p.scales_ = upload_values<T>(mem, scales);
+  const T* all_scales = place_values<T>(mem, at, scales).data;
   for (index_t k = 0; k < P; ++k) {
-    const T* s = p.scales_.data() + k * per_path;
-    p.paths_.push_back(BlrPath<T>{.sign_u = CView<std::uint32_t>(p.bits_u_.data() + k * h.m * words, Shape{h.m, words}),
-                                  .sign_v = CView<std::uint32_t>(p.bits_v_.data() + k * h.n * words, Shape{h.n, words}),
-                                  .h = CView<T>(s, Shape{h.m}),
-                                  .l = CView<T>(s + h.m, Shape{h.r}),
-                                  .g = CView<T>(s + h.m + h.r, Shape{h.n}),
+    const T* s = all_scales ? all_scales + k * per_path : nullptr;
+    const auto off = [&](index_t i) { return s ? s + i : nullptr; };
+    p.paths_.push_back(BlrPath<T>{.sign_u = CView<std::uint32_t>(bits_u ? bits_u + k * h.m * words : nullptr, Shape{h.m, words}),
+                                  .sign_v = CView<std::uint32_t>(bits_v ? bits_v + k * h.n * words : nullptr, Shape{h.n, words}),
+                                  .h = CView<T>(off(0), Shape{h.m}),
+                                  .l = CView<T>(off(h.m), Shape{h.r}),
+                                  .g = CView<T>(off(h.m + h.r), Shape{h.n}),
                                   .dh = {},
                                   .dl = {},
                                   .dg = {}});
@@ -128,10 +143,24 @@ Projection<T> Projection<T>::blr(Memory& mem, const blr::HostBlrMatrix& h, const
 }
 
 template <class T>
+Projection<T> Projection<T>::rebased(const std::byte* from, std::byte* to) const {
+  Projection p = *this;
+  p.dense_ = rebase(dense_, from, to);
+  for (BlrPath<T>& path : p.paths_) {
+    path.sign_u.data = rebase(path.sign_u.data, from, to);
+    path.sign_v.data = rebase(path.sign_v.data, from, to);
+    path.h.data = rebase(path.h.data, from, to);
+    path.l.data = rebase(path.l.data, from, to);
+    path.g.data = rebase(path.g.data, from, to);
+  }
+  return p;
+}
+
+template <class T>
 void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out, ProjectionScratch<T>& scratch) const {
   if (empty()) fail("projection forward: the projection holds no weight");
   if (!is_blr()) {
-    be.dense().dense_forward(in, dense_.view({rows_, cols_}), out, false);
+    be.dense().dense_forward(in, CView<T>(dense_, Shape{rows_, cols_}), out, false);
     return;
   }
   const index_t n = in.rank() == 2 ? in.dim(0) : 0, P = paths();
@@ -143,6 +172,8 @@ void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out, Projection
 
 template Buffer<float> upload_values(Memory&, std::span<const float>);
 template Buffer<double> upload_values(Memory&, std::span<const float>);
+template CView<float> place_values(Memory&, Carver&, std::span<const float>);
+template CView<double> place_values(Memory&, Carver&, std::span<const float>);
 template class Projection<float>;
 template class Projection<double>;
 

@@ -32,6 +32,7 @@
 #include "bitrank/train/plot.hpp"
 #include "bitrank/train/report.hpp"
 #include "bitrank/train/schedule.hpp"
+#include "bitrank/train/streaming.hpp"
 #include "bitrank/train/student_block.hpp"
 #include "bitrank/train/student_hybrid_block.hpp"
 
@@ -101,6 +102,7 @@ void validate(const CompressOptions& o) {
   if (o.eval_windows < 0) fail("compress: --eval-windows must be 0 (all) or positive, got {}", o.eval_windows);
   if (o.eval_seq_len < 2) fail("compress: --eval-seq-len must be at least 2, got {}", o.eval_seq_len);
   if (!(std::isfinite(o.tau) && o.tau > 0)) fail("compress: tau must be positive, got {}", o.tau);
+  check_stream_mode(o.stream, "compress");
   if (o.checkpoint_every < 0)
     fail("compress: --checkpoint-every must be 0 (block ends only) or positive, got {}", o.checkpoint_every);
   if (!(o.warmup_fraction >= 0 && o.warmup_fraction < 1))
@@ -112,6 +114,7 @@ void validate(const CompressOptions& o) {
 nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   validate(o);
   const auto t_start = Clock::now();
+  const DeviceMemoryCap cap(*be.memory, o.device_memory_cap);
   be.memory->reset_peak();
 
   // 0. The checkpoint, read before any work so that a resume with other
@@ -141,6 +144,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     fail("compress: {} is a {} model; the e2e objective handles the dense Llama family only (use the layer-wise "
          "objective)",
          o.model.string(), cfg.model_type);
+  const StreamChoice streaming =
+      choose_streaming(o.stream, o.device_memory_cap, model::model_device_bytes<float>(weights));
+  BR_LOG_INFO("compress: {} ({})", streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
+              streaming.reason);
   const io::Tokenizer tokenizer = io::load_model_tokenizer(o.model);
   const TrainingText train_text = load_training_text(o.text);
   std::vector<std::int32_t> train_ids = tokenizer.encode(train_text.text);
@@ -250,7 +257,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   // Teacher and initialisation perplexity (a resumed run has them from the checkpoint).
   // The teacher as its family's model; the layer-wise loop reads its blocks
   // through llama_teacher or hybrid_teacher (exactly one is set).
-  const std::unique_ptr<model::DecoderModel<float>> teacher_model = model::make_model(be, weights);
+  const std::unique_ptr<model::DecoderModel<float>> teacher_model =
+      model::make_model(be, weights, {}, streaming.stream);
   const model::DecoderModel<float>& teacher = *teacher_model;
   const auto* llama_teacher = dynamic_cast<const model::LlamaModel<float>*>(teacher_model.get());
   const auto* hybrid_teacher = dynamic_cast<const model::HybridModel<float>*>(teacher_model.get());
@@ -259,7 +267,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const std::span<const std::int32_t> eval_span(eval_ids);
   if (!resumed) {
     const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
-    const std::unique_ptr<model::DecoderModel<float>> student0 = model::make_model(be, weights, init_blr);
+    const std::unique_ptr<model::DecoderModel<float>> student0 =
+        model::make_model(be, weights, init_blr, streaming.stream);
     const Perplexity ppl_init = perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
     run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
   }
@@ -459,7 +468,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       init_w.blocks.push_back(std::move(w0));
     }
     E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler_options(rows), E2eOptions{o.train, o.mse_weight},
-                              o.train.signs.optimizer, o.tau);
+                              o.train.signs.optimizer, o.tau, streaming.stream);
     TrainProgress e2e_progress(o.steps);
     CompressBlockLog& lg = run.blocks.emplace_back();
     for (std::int64_t s = 0; s < o.steps; ++s) {
@@ -565,7 +574,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   {
     const io::CompressedModel saved = io::load_bitrank(o.out);
     model::HostWeights dense{saved.config, o.out.string(), saved.dense};
-    const std::unique_ptr<model::DecoderModel<float>> student = model::make_model(be, dense, saved.blr);
+    const std::unique_ptr<model::DecoderModel<float>> student =
+        model::make_model(be, dense, saved.blr, streaming.stream);
     ppl_student = perplexity(*student, eval_span, o.eval_seq_len, eval_windows, "trained student");
   }
   // Layer-wise: each step pushes rows tokens through one block; e2e: through the whole model.
@@ -580,6 +590,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   cm.summary["init_seconds"] = run.init_seconds;
   const std::size_t peak = be.memory->peak_bytes();
   cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
+  cm.summary["device_memory_cap_bytes"] =
+      o.device_memory_cap ? nlohmann::ordered_json(o.device_memory_cap) : nlohmann::ordered_json(nullptr);
+  cm.summary["streaming"] = streaming.stream;
+  cm.summary["streaming_reason"] = streaming.reason;
   cm.summary["seconds"] = since(t_start);
   save_bitrank(o.out, cm);  // the same tensors; the summary now holds the student's figures
   // The model is complete: the checkpoint has served (a kill before this line resumes into the save).

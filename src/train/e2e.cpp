@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "bitrank/error.hpp"
@@ -17,7 +18,7 @@ GradScalerOptions e2e_scaler_options(index_t tokens) {
 template <class T>
 E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init,
                           const GradScalerOptions& scaler, const E2eOptions& options, SignOptimizer sign_optimizer,
-                          float tau)
+                          float tau, bool stream)
     : teacher_(&teacher),
       be_(&teacher.backend()),
       dims_(model::LlamaBlockDims::of(teacher.config())),
@@ -27,14 +28,31 @@ E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentW
   if (static_cast<index_t>(init.blocks.size()) != L)
     fail("E2eTrainer: {} student blocks for a teacher of {}", init.blocks.size(), L);
   Memory& mem = *be_->memory;
+  if (stream) {
+    // Each block is made in a slot (zeroed: its image's bytes) and copied back to its image when the slot is reused.
+    std::vector<std::size_t> bytes;
+    for (index_t b = 0; b < L; ++b) {
+      try {
+        bytes.push_back(StudentLlamaBlock<T>::arena_bytes(dims_, init.blocks[static_cast<std::size_t>(b)],
+                                                          sign_optimizer));
+      } catch (const Error& e) {
+        fail("E2eTrainer: student block {}: {}", b, e.what());
+      }
+    }
+    slots_ = std::make_unique<model::BlockSlots>(mem, std::move(bytes));
+    block_squares_.resize(static_cast<std::size_t>(L));
+  }
   std::uint32_t sign_id = 0;
   for (index_t b = 0; b < L; ++b) {
     const StudentBlockWeights& w = init.blocks[static_cast<std::size_t>(b)];
+    std::byte* place = slots_ ? slots_->acquire(b) : nullptr;
     try {
-      blocks_.push_back(std::make_unique<StudentLlamaBlock<T>>(*be_, dims_, w, sign_optimizer, tau, sign_id));
+      blocks_.push_back(std::make_unique<StudentLlamaBlock<T>>(*be_, dims_, w, sign_optimizer, tau, sign_id, place));
     } catch (const Error& e) {
       fail("E2eTrainer: student block {}: {}", b, e.what());
     }
+    if (slots_) slots_->modified(b);
+    if (b > 0) blocks_.back()->share_scratch(*blocks_.front());  // the blocks run one after another
     for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());
   }
   std::vector<T> gain;
@@ -67,6 +85,21 @@ View<T> E2eTrainer<T>::mse_grad(index_t b, index_t n) const {
 }
 
 template <class T>
+StudentLlamaBlock<T>& E2eTrainer<T>::use(index_t b, index_t next, bool write) const {
+  StudentLlamaBlock<T>& block = *blocks_.at(static_cast<std::size_t>(b));
+  if (!slots_) return block;
+  block.rebind(slots_->acquire(b, next));
+  if (write) slots_->modified(b);
+  return block;
+}
+
+template <class T>
+StudentLlamaBlock<T>& E2eTrainer<T>::block(index_t b) {
+  if (slots_) block_squares_.at(static_cast<std::size_t>(b)).reset();  // the caller may write its gradients
+  return use(b, -1, true);
+}
+
+template <class T>
 E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t window) {
   const double lambda = options_.mse_weight;
   if (!std::isfinite(lambda) || lambda < 0) fail("e2e step: mse_weight must be finite and ≥ 0, got {}", lambda);
@@ -84,7 +117,7 @@ E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t win
   for (index_t b = 0; b < L; ++b) {
     Buffer<T>& out = b % 2 == 0 ? teacher_a_ : teacher_b_;
     teacher_->block_forward(b, teacher_in, window, teacher_acts_, out.view({n, d}));
-    blocks_[static_cast<std::size_t>(b)]->forward(x(b, n), window, tape_, x(b + 1, n));
+    use(b, b + 1 < L ? b + 1 : -1, false).forward(x(b, n), window, tape_, x(b + 1, n));
     const double sum =
         be_->reduce().squared_error(x(b + 1, n), out.view({n, d}), 2.0 * lambda / elements, mse_grad(b, n));
     loss.block_mse.push_back(sum / elements);
@@ -156,7 +189,8 @@ E2eLoss E2eTrainer<T>::evaluate(std::span<const std::int32_t> tokens, index_t wi
 
 template <class T>
 E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
-  for (auto& b : blocks_) b->zero_grad();
+  if (!slots_)
+    for (auto& b : blocks_) b->zero_grad();  // streamed: each block's in the backward sweep, where it is in a slot
   final_grad_.zero();
   E2eLoss loss = forward(tokens, window);
   const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden;
@@ -166,10 +200,12 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
   const float grad_scale = static_cast<float>(state_.scaler.scale());
   for (index_t b = blocks() - 1; b >= 0; --b) {
     be_->act().add(dh_.view({n * d}), mse_grad(b, n).flat(), dy_.view({n * d}));
-    StudentLlamaBlock<T>& block = *blocks_[static_cast<std::size_t>(b)];
+    StudentLlamaBlock<T>& block = use(b, b - 1, true);
     // The tape of block b; the last block's is still the forward's.
     if (b < blocks() - 1) block.forward(x(b, n), window, tape_, y_.view({n, d}));
+    if (slots_) block.zero_grad();
     block.backward(x(b, n), tape_, dy_.view({n, d}), grad_scale, dx_.view({n, d}));
+    if (slots_) block_squares_[static_cast<std::size_t>(b)] = block.grad_squares();
     std::swap(dh_, dx_);
   }
   return loss;
@@ -178,8 +214,9 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
 template <class T>
 E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
   StudentGradSquares sq;
-  for (const auto& b : blocks_) {
-    const StudentGradSquares s = b->grad_squares();
+  for (index_t b = 0; b < blocks(); ++b) {  // in block order, streamed or not: the same sums
+    std::optional<StudentGradSquares>* kept = slots_ ? &block_squares_[static_cast<std::size_t>(b)] : nullptr;
+    const StudentGradSquares s = kept && kept->has_value() ? **kept : use(b, -1, false).grad_squares();
     sq.adam += s.adam;
     sq.signs += s.signs;
   }
@@ -188,7 +225,8 @@ E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
   if (rep.step.skipped) return rep;
   const LayerwiseOptions& o = options_.optim;
   const AdamOptions scales = step_adam(o.scales, state_, rep.step), gains = step_adam(o.gains, state_, rep.step);
-  for (auto& b : blocks_) rep.step.flips += b->step(scales, gains, o.signs);
+  for (index_t b = 0; b < blocks(); ++b)  // streamed: the last block prefetches the next step's first
+    rep.step.flips += use(b, b + 1 < blocks() ? b + 1 : 0, true).step(scales, gains, o.signs);
   be_->adam().adam_update(final_norm(), final_norm_grad(), final_m_.view({dims_.hidden}), final_v_.view({dims_.hidden}),
                           CView<T>{}, gains);
   return rep;
@@ -202,7 +240,7 @@ E2eReport E2eTrainer<T>::step(std::span<const std::int32_t> tokens, index_t wind
 template <class T>
 E2eStudentWeights E2eTrainer<T>::download() const {
   E2eStudentWeights w;
-  for (const auto& b : blocks_) w.blocks.push_back(b->download());
+  for (index_t b = 0; b < blocks(); ++b) w.blocks.push_back(use(b, b + 1 < blocks() ? b + 1 : -1, false).download());
   const std::vector<T> gain = final_.download();
   w.final_norm.assign(gain.begin(), gain.end());
   return w;
@@ -211,8 +249,8 @@ E2eStudentWeights E2eTrainer<T>::download() const {
 template <class T>
 std::vector<std::byte> E2eTrainer<T>::download_state() const {
   std::vector<std::byte> bytes;
-  for (const auto& b : blocks_) {
-    const auto s = b->download_state();
+  for (index_t b = 0; b < blocks(); ++b) {
+    const auto s = use(b, b + 1 < blocks() ? b + 1 : -1, false).download_state();
     bytes.insert(bytes.end(), s.begin(), s.end());
   }
   for (const Buffer<T>* buf : {&final_, &final_m_, &final_v_}) {
@@ -230,9 +268,10 @@ void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
   for (const auto& b : blocks_) want += b->state_bytes();
   if (bytes.size() != want) fail("E2eTrainer upload_state: {} bytes, the student's state has {}", bytes.size(), want);
   std::size_t at = 0;
-  for (const auto& b : blocks_) {
-    b->upload_state(bytes.subspan(at, b->state_bytes()));
-    at += b->state_bytes();
+  for (index_t b = 0; b < blocks(); ++b) {
+    StudentLlamaBlock<T>& block = use(b, b + 1 < blocks() ? b + 1 : -1, true);
+    block.upload_state(bytes.subspan(at, block.state_bytes()));
+    at += block.state_bytes();
   }
   for (Buffer<T>* buf : {&final_, &final_m_, &final_v_}) {
     be_->memory->upload(buf->data(), bytes.data() + at, gain_bytes);

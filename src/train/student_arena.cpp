@@ -9,33 +9,67 @@
 namespace bitrank::train {
 
 template <class T>
+void StudentArena<T>::carve_rest(ArenaRegions& at) {
+  const GainViews v = carve_gains(at, gain_count_, extra_);
+  gains_ = v.gains;
+  gains_m_ = v.m;
+  gains_v_ = v.v;
+  gain_grads_ = v.grads;
+}
+
+template <class T>
+typename StudentArena<T>::GainViews StudentArena<T>::carve_gains(ArenaRegions& at, index_t gains,
+                                                                 const std::function<void(Carver& state)>& extra) {
+  GainViews v;
+  v.gains = View<T>(at.state.take<T>(gains), Shape{gains});
+  v.m = View<T>(at.state.take<T>(gains), Shape{gains});
+  v.v = View<T>(at.state.take<T>(gains), Shape{gains});
+  v.grads = View<T>(at.grads.take<T>(gains), Shape{gains});
+  if (extra) extra(at.state);
+  return v;
+}
+
+template <class T>
+ArenaRegions StudentArena<T>::measure(std::span<const BlrDims> projs, index_t gains, SignOptimizer sign_optimizer,
+                                      const std::function<void(Carver& state)>& extra) {
+  ArenaRegions sizes;
+  for (const BlrDims& d : projs) BlrLinear<T>::measure(d, sign_optimizer, sizes);
+  carve_gains(sizes, gains, extra);
+  return sizes;
+}
+
+template <class T>
 StudentArena<T>::StudentArena(Backend<T>& be, std::span<const BlrDims> projs, index_t gains,
                               SignOptimizer sign_optimizer, std::uint32_t sign_id, std::string who,
-                              const std::function<void(Carver& state)>& extra)
-    : be_(&be), who_(std::move(who)) {
+                              const std::function<void(Carver& state)>& extra, std::byte* place)
+    : be_(&be), who_(std::move(who)), gain_count_(gains), extra_(extra) {
   if (gains < 0) fail("{}: {} gains", who_, gains);
   // Pass 1 measures, pass 2 carves the same tensors from the arena.
-  const auto carve = [&](ArenaRegions& at, bool place) {
-    std::uint32_t id = sign_id;
-    for (const BlrDims& d : projs) {
-      if (place)
-        proj_.emplace_back(be, d, sign_optimizer, id, at);
-      else
-        BlrLinear<T>::measure(d, sign_optimizer, at);
-      id += 2 * static_cast<std::uint32_t>(d.paths);
-    }
-    gains_ = View<T>(at.state.take<T>(gains), Shape{gains});
-    gains_m_ = View<T>(at.state.take<T>(gains), Shape{gains});
-    gains_v_ = View<T>(at.state.take<T>(gains), Shape{gains});
-    gain_grads_ = View<T>(at.grads.take<T>(gains), Shape{gains});
-    if (extra) extra(at.state);
-  };
-  ArenaRegions sizes;
-  carve(sizes, false);
-  arena_ = Arena(*be.memory, sizes);
+  const ArenaRegions sizes = measure(projs, gains, sign_optimizer, extra_);
+  arena_ = place ? Arena(sizes, place) : Arena(*be.memory, sizes);
   ArenaRegions at = arena_.carvers();
   proj_.reserve(projs.size());
-  carve(at, true);
+  std::uint32_t id = sign_id;
+  for (const BlrDims& d : projs) {
+    proj_.emplace_back(be, d, sign_optimizer, id, at);
+    id += 2 * static_cast<std::uint32_t>(d.paths);
+  }
+  carve_rest(at);
+}
+
+template <class T>
+std::size_t StudentArena<T>::bytes(std::span<const BlrDims> projs, index_t gains, SignOptimizer sign_optimizer,
+                                   const std::function<void(Carver& state)>& extra) {
+  const ArenaRegions sizes = measure(projs, gains, sign_optimizer, extra);
+  return sizes.state.size() + sizes.grads.size() + sizes.sign_grads.size();
+}
+
+template <class T>
+void StudentArena<T>::rebind(std::byte* base) {
+  arena_.rebind(base);
+  ArenaRegions at = arena_.carvers();
+  for (auto& p : proj_) p.rebind(at);
+  carve_rest(at);
 }
 
 template <class T>

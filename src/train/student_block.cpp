@@ -33,11 +33,19 @@ std::vector<BlrDims> StudentLlamaBlock<T>::all_proj_dims(const LlamaBlockDims& d
 
 template <class T>
 StudentLlamaBlock<T>::StudentLlamaBlock(Backend<T>& be, const LlamaBlockDims& dims, const StudentBlockWeights& init,
-                                        SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id)
+                                        SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id,
+                                        std::byte* place)
     : be_(&be),
       dims_(dims),
-      arena_(be, all_proj_dims(dims, init), 2 * dims.hidden, sign_optimizer, sign_id, "StudentLlamaBlock") {
+      arena_(be, all_proj_dims(dims, init), 2 * dims.hidden, sign_optimizer, sign_id, "StudentLlamaBlock", {},
+             place) {
   upload(init, tau);
+}
+
+template <class T>
+std::size_t StudentLlamaBlock<T>::arena_bytes(const LlamaBlockDims& dims, const StudentBlockWeights& init,
+                                              SignOptimizer sign_optimizer) {
+  return StudentArena<T>::bytes(all_proj_dims(dims, init), 2 * dims.hidden, sign_optimizer);
 }
 
 template <class T>
@@ -105,7 +113,7 @@ void StudentLlamaBlock<T>::backward(CView<T> x, const StudentTape<T>& tape, CVie
       fail("StudentLlamaBlock backward: {} has shape {}, expected a contiguous [{}, {}]", name, v.shape.str(), n, d);
 
   Memory& mem = *be_->memory;
-  Scratch& s = scratch_;
+  Scratch& s = *scratch_;
   for (Buffer<T>* b : {&s.d_act, &s.d_gate, &s.d_up}) ensure_size(*b, mem, n * f);
   for (Buffer<T>* b : {&s.d_xn, &s.tmp, &s.d_h}) ensure_size(*b, mem, n * d);
   for (Buffer<T>* b : {&s.d_att, &s.dqr, &s.dq}) ensure_size(*b, mem, n * qw);

@@ -1,7 +1,13 @@
 #include "support/model_files.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <random>
+
+#include "bitrank/io/hf_config.hpp"
+#include "bitrank/model/model.hpp"
 
 namespace bitrank::test {
 namespace {
@@ -130,6 +136,30 @@ std::string llama_hf_name(const std::string& g) {
                                              {"ffn_up.weight", "mlp.up_proj.weight"},
                                              {"ffn_down.weight", "mlp.down_proj.weight"}};
   return "model.layers." + block + "." + m.at(rest);
+}
+
+std::filesystem::path random_llama_dir(const std::filesystem::path& dir, const std::string& config_json,
+                                       std::uint64_t seed) {
+  model::HostWeights w;
+  w.config = io::parse_hf_config(config_json, "config.json");
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const auto& [name, shape] : model::expected_tensors(w.config)) {
+    model::HostTensor t{shape, {}};
+    const bool gain = shape.size() == 1;
+    const double scale = gain ? 0.1 : std::sqrt(3.0 / static_cast<double>(shape[1]));
+    index_t numel = 1;
+    for (index_t s : shape) numel *= s;
+    for (index_t i = 0; i < numel; ++i) t.values.push_back(static_cast<float>((gain ? 1.0 : 0.0) + scale * u(rng)));
+    w.tensors.emplace(name, std::move(t));
+  }
+  const auto bytes = llama_hf_safetensors(w);
+  std::ofstream(dir / "model.safetensors", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(dir / "config.json", std::ios::binary) << config_json;
+  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) / "tokenizer" / "smollm.json",
+                             dir / "tokenizer.json");
+  return dir;
 }
 
 std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,11 @@ class GgufImage {
 // HF rows need no permutation.
 std::string llama_hf_name(const std::string& gguf_name);
 std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w);
+
+// A Hugging Face directory of a dense Llama model of `config_json` with
+// random weights (projections ~ U(±√(3/fan_in)), gains 1 + U(±0.1), drawn
+// from `seed`) and the test BPE tokenizer (tests/data/tokenizer/smollm.json).
+std::filesystem::path random_llama_dir(const std::filesystem::path& dir, const std::string& config_json,
+                                       std::uint64_t seed);
 
 }  // namespace bitrank::test

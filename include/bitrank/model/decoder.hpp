@@ -85,6 +85,8 @@ class DecoderModel {
   // The final hidden states [n][d] (before the final norm) of tokens, n a
   // multiple of window.
   virtual Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const = 0;
+  // Whether the blocks are streamed from host memory (streamed_weights.hpp).
+  virtual bool streamed() const = 0;
 
   // The frozen head as the trainer reads it: the final norm's gain [d], its
   // style, and the head matrix [V][d] (token_embd when tied), on the backend.

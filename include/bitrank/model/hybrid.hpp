@@ -22,7 +22,9 @@
 // zero-centred (the norm multiplies by 1 + w, as transformers stores it).
 //
 // Projections P(in) = in·Wᵀ below are dense or BLR matrices (projection.hpp:
-// the compressible ones of a compressed model).
+// the compressible ones of a compressed model). Each block's tensors are
+// carved from one allocation: a device buffer, or, streamed, a block image
+// in host memory copied into one of two device slots (streamed_weights.hpp).
 //
 // Forward of block b over n = windows·T rows (hybrid_block.hpp runs it;
 // HybridBlockActivations keeps every intermediate — the GDN's tape
@@ -73,6 +75,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -81,6 +84,7 @@
 #include "bitrank/model/hybrid_block.hpp"
 #include "bitrank/model/llama_block.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/model/streamed_weights.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -134,7 +138,9 @@ class HybridModel final : public DecoderModel<T> {
   // model. Projections named in `blr` (compressible ones only: the GDN's b
   // and a stay dense) run as BLR layers, the others as dense weights: the
   // compressed model of the bitrank format, or the student at initialisation.
-  HybridModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {});
+  // stream: the blocks stay in host memory and move to the device one at a
+  // time; the embedding, final norm and head stay on the device.
+  HybridModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false);
 
   // State checkpoint interval of the GDN tape (ops/gdn.hpp).
   index_t gdn_ckpt_every = 8;
@@ -154,17 +160,22 @@ class HybridModel final : public DecoderModel<T> {
   // The final hidden states [n][d] of tokens (n a multiple of window); the
   // GDN tapes are not recorded.
   Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const override;
+  bool streamed() const override { return slots_ != nullptr; }
 
  private:
+  // Views into the block's allocation.
   struct Block {
     bool full = false;
     std::array<Projection<T>, kHybridProjs> proj;  // by HybridProj, dense or BLR; the other mixer kind's empty
-    Buffer<T> attn_norm, post_norm;
-    Buffer<T> q_norm, k_norm;                   // full attention
-    Buffer<T> conv, a_log, dt_bias, gdn_norm;   // GDN
+    CView<T> attn_norm, post_norm;
+    CView<T> q_norm, k_norm;                  // full attention
+    CView<T> conv, a_log, dt_bias, gdn_norm;  // GDN
+    Block rebased(const std::byte* from, std::byte* to) const;
   };
 
-  std::vector<Block> blocks_;
+  std::vector<Block> blocks_;               // over storage_, or over the slots' images when streamed
+  std::vector<Buffer<std::byte>> storage_;  // resident: one device allocation per block
+  std::unique_ptr<BlockSlots> slots_;       // streamed
   mutable ProjectionScratch<T> scratch_;
   mutable RopeTables<T> ropes_;
 };

@@ -27,8 +27,16 @@ LoadedWeights load_any(const std::filesystem::path& path);
 HostWeights load_weights(const std::filesystem::path& path);
 
 // The model class of w.config's family (LlamaModel or HybridModel) over
-// `be`, with the projections named in `blr` as BLR layers (a compressed model).
+// `be`, with the projections named in `blr` as BLR layers (a compressed
+// model); `stream`: its blocks streamed from host memory (streamed_weights.hpp).
 template <class T>
-std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr = {});
+std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr = {},
+                                            bool stream = false);
+
+// The bytes a resident model of w (with `blr`) takes on a backend of T: every
+// tensor it uploads (blocks, final norm, head; the embedding table stays on
+// the host), before activations.
+template <class T>
+std::size_t model_device_bytes(const HostWeights& w, const BlrProjections& blr = {});
 
 }  // namespace bitrank::model

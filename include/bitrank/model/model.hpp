@@ -13,6 +13,11 @@
 // sequence with projections P(in) = in·Wᵀ, each dense or BLR (projection.hpp);
 // BlockActivations keeps every intermediate, so a backward can read them as
 // its tape.
+// Weights: each block's tensors are carved from one allocation (norm gains,
+// then the projections in LlamaProj order): a device buffer per block, or,
+// streamed (`stream`), a block image in host memory that block_forward
+// copies into one of two device slots (streamed_weights.hpp), block b + 1's
+// upload overlapping block b's compute.
 // The embedding, the head (final norm with plain gain w) and the NLL are
 // DecoderModel's (decoder.hpp).
 #pragma once
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +33,7 @@
 #include "bitrank/model/decoder.hpp"
 #include "bitrank/model/llama_block.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/model/streamed_weights.hpp"
 
 namespace bitrank::io {
 class GgufFile;
@@ -78,21 +85,28 @@ class LlamaModel final : public DecoderModel<T> {
   // Projections named in `blr` run as BLR layers (Projection, projection.hpp),
   // the others as dense weights: the compressed model of the bitrank format,
   // or the student at initialisation.
-  LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {});
+  // stream: the blocks stay in host memory and move to the device one at a
+  // time (above); the embedding, final norm and head stay on the device.
+  LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false);
 
   // y [n][d] = block b applied to x [n][d], rows being windows of `window`
   // tokens; every intermediate lands in `acts` (resized as needed).
   void block_forward(index_t b, CView<T> x, index_t window, BlockActivations<T>& acts, View<T> y) const;
   // The final hidden states [n][d] of tokens (n a multiple of window).
   Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const override;
+  bool streamed() const override { return slots_ != nullptr; }
 
  private:
+  // Views into the block's allocation.
   struct Block {
-    Buffer<T> attn_norm, ffn_norm;
+    CView<T> attn_norm, ffn_norm;
     Projection<T> proj[kLlamaProjs];  // by LlamaProj, dense or BLR
+    Block rebased(const std::byte* from, std::byte* to) const;
   };
 
-  std::vector<Block> blocks_;
+  std::vector<Block> blocks_;               // over storage_, or over the slots' images when streamed
+  std::vector<Buffer<std::byte>> storage_;  // resident: one device allocation per block
+  std::unique_ptr<BlockSlots> slots_;       // streamed
   mutable ProjectionScratch<T> scratch_;
   mutable RopeTables<T> rope_tables_;
 };

@@ -18,10 +18,11 @@
 // Projection<T> on a backend: out [n][m] = in [n][n_in]·Wᵀ (overwritten),
 // W [m][n_in] either a dense weight (dense_forward; rows = outputs) or a BLR
 // matrix (blr_forward: signs as bitmaps, the f32 scales rounded to T). A BLR
-// projection holds one bitmap buffer per factor, [P][m][r/32] and
-// [P][n_in][r/32], and one scale buffer [P][m + r + n_in] (h, ℓ, g of each
-// path in turn). blr_forward writes what a backward would read (a, c) into
-// ProjectionScratch, which the caller owns and nobody reads afterwards.
+// projection's tensors are one bitmap per factor, [P][m][r/32] and
+// [P][n_in][r/32], and one scale vector [P][m + r + n_in] (h, ℓ, g of each
+// path in turn), carved from the block's allocation. blr_forward writes
+// what a backward would read (a, c) into ProjectionScratch, which the
+// caller owns and nobody reads afterwards.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,10 @@ void check_weights(const HostWeights& w, const BlrProjections& blr);
 // Values uploaded to `mem`, rounded to T.
 template <class T>
 Buffer<T> upload_values(Memory& mem, std::span<const float> values);
+// The next values.size() elements of T carved from `at`, and, unless `at`
+// is measuring, the values written there through `mem` (rounded to T).
+template <class T>
+CView<T> place_values(Memory& mem, Carver& at, std::span<const float> values);
 
 // blr_forward's saved a [P][n][r] and c [P][n][m], grown as needed.
 template <class T>
@@ -69,14 +74,23 @@ struct ProjectionScratch {
   Buffer<T> a, c;
 };
 
+// A projection's weights are views into its block's one allocation (the
+// models carve each block from one: a device buffer, or a block image in
+// host memory that streaming copies into a device slot, model/streamed_weights.hpp).
 template <class T>
 class Projection {
  public:
   Projection() = default;  // empty: a projection the block does not have
-  // A dense weight [m][n_in] (Error unless `w` is a matrix).
-  static Projection dense(Memory& mem, const HostTensor& w, const std::string& name);
-  // A BLR matrix (checked by blr::check_blr, naming `name`).
-  static Projection blr(Memory& mem, const blr::HostBlrMatrix& w, const std::string& name);
+  // A dense weight [m][n_in] carved from `at` (Error unless `w` is a
+  // matrix), its values written through `mem` unless `at` is measuring.
+  static Projection dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name);
+  // A BLR matrix (checked by blr::check_blr, naming `name`), likewise:
+  // bitmaps [P][m][r/32], [P][n_in][r/32], then the scales [P][m + r + n_in].
+  static Projection blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& w, const std::string& name);
+
+  // The same projection over a copy of its block's bytes: every view moved
+  // from the allocation at `from` to the same offset at `to`.
+  Projection rebased(const std::byte* from, std::byte* to) const;
 
   bool empty() const { return rows_ == 0; }
   bool is_blr() const { return !paths_.empty(); }
@@ -90,10 +104,8 @@ class Projection {
 
  private:
   index_t rows_ = 0, cols_ = 0, rank_ = 0;
-  Buffer<T> dense_;
-  Buffer<std::uint32_t> bits_u_, bits_v_;
-  Buffer<T> scales_;
-  std::vector<BlrPath<T>> paths_;  // views into the buffers above (moving a Buffer keeps its memory)
+  const T* dense_ = nullptr;
+  std::vector<BlrPath<T>> paths_;  // views into the block's allocation
 };
 
 extern template class Projection<float>;

@@ -15,7 +15,8 @@
 // without a base (they only measure), then over the allocation. Every
 // tensor starts on a kAlign boundary (vector loads on any backend); the
 // allocation is zeroed once, so the padding between tensors is zero and a
-// whole region can be reduced as one vector of T.
+// whole region can be reduced as one vector of T. Carver itself is
+// memory.hpp's (the models carve their blocks with it too).
 #pragma once
 
 #include <cstddef>
@@ -25,33 +26,15 @@
 
 namespace bitrank::train {
 
-class Carver {
- public:
-  static constexpr std::size_t kAlign = 256;
-
-  explicit Carver(std::byte* base = nullptr) : base_(base) {}
-
-  // The next `count` elements of U (null while measuring).
-  template <class U>
-  U* take(index_t count) {
-    offset_ = (offset_ + kAlign - 1) / kAlign * kAlign;
-    U* p = base_ ? reinterpret_cast<U*>(base_ + offset_) : nullptr;
-    offset_ += static_cast<std::size_t>(count) * sizeof(U);
-    return p;
-  }
-  // Bytes used so far, rounded up to kAlign.
-  std::size_t size() const { return (offset_ + kAlign - 1) / kAlign * kAlign; }
-
- private:
-  std::byte* base_;
-  std::size_t offset_ = 0;
-};
+using bitrank::Carver;  // memory.hpp
 
 struct ArenaRegions {
   Carver state, grads, sign_grads;
 };
 
-// The allocation: regions of the measured sizes, back to back, zeroed.
+// The allocation: regions of the measured sizes, back to back, zeroed — or,
+// placed (streaming), the same bytes at a caller's address: a zeroed device
+// slot at first, wherever the block's slot is later (rebind).
 class Arena {
  public:
   Arena() = default;
@@ -61,23 +44,37 @@ class Arena {
         sign_bytes_(measured.sign_grads.size()),
         storage_(mem, state_bytes_ + grads_bytes_ + sign_bytes_) {
     storage_.zero();
+    base_ = storage_.data();
+  }
+  // Placed at `base` (bytes() bytes, zeroed by the caller); owns nothing.
+  Arena(const ArenaRegions& measured, std::byte* base)
+      : state_bytes_(measured.state.size()),
+        grads_bytes_(measured.grads.size()),
+        sign_bytes_(measured.sign_grads.size()),
+        base_(base) {}
+
+  // From now on the arena's bytes are at `base` (the caller copied them
+  // there); an allocation of its own is freed.
+  void rebind(std::byte* base) {
+    storage_.reset();
+    base_ = base;
   }
 
   // Carvers at the start of each region, for the second pass.
   ArenaRegions carvers() const { return {Carver(state()), Carver(grads()), Carver(sign_grads())}; }
 
-  std::byte* state() const { return storage_.data(); }
-  std::byte* grads() const { return storage_.data() + state_bytes_; }
+  std::byte* state() const { return base_; }
+  std::byte* grads() const { return base_ + state_bytes_; }
   std::byte* sign_grads() const { return grads() + grads_bytes_; }
   std::size_t state_bytes() const { return state_bytes_; }
   std::size_t grads_bytes() const { return grads_bytes_; }
   std::size_t sign_grads_bytes() const { return sign_bytes_; }
-  std::size_t bytes() const { return storage_.size(); }
-  Memory* memory() const { return storage_.memory(); }
+  std::size_t bytes() const { return state_bytes_ + grads_bytes_ + sign_bytes_; }
 
  private:
   std::size_t state_bytes_ = 0, grads_bytes_ = 0, sign_bytes_ = 0;
   Buffer<std::byte> storage_;
+  std::byte* base_ = nullptr;
 };
 
 // A region as a flat vector of T (its size is a multiple of kAlign).

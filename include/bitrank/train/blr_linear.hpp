@@ -77,6 +77,8 @@ class BlrLinear {
   BlrLinear(Backend<T>& be, const BlrDims& dims, SignOptimizer sign_optimizer, std::uint32_t sign_id, ArenaRegions& at);
   // Adds this layer's tensors to the measuring carvers.
   static void measure(const BlrDims& dims, SignOptimizer sign_optimizer, ArenaRegions& at);
+  // Its views carved again from `at` (the arena's bytes moved: streaming).
+  void rebind(ArenaRegions& at) { bind(at); }
 
   BlrLinear(BlrLinear&&) noexcept = default;
   BlrLinear(const BlrLinear&) = delete;

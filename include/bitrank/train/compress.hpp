@@ -55,6 +55,19 @@
 // fresh run (no `resume`) that finds a checkpoint is an Error, so a
 // forgotten --resume never discards one; `resume` without one is an Error.
 //
+// Streaming and the device-memory cap (train/streaming.hpp): under a cap
+// the backend's memory refuses to hold more (an Error naming the cap, what
+// is held and the request); with streaming (--stream, or automatic when
+// the teacher's weights alone exceed the cap) every model of the run — the
+// teacher, the initialisation and the trained student measured for
+// perplexity — keeps its blocks in host memory and moves them to two
+// device slots one at a time, and the e2e student streams its blocks' whole
+// training state the same way. The layer-wise objective then holds on the
+// device two teacher blocks, one student block, the head and one step's
+// windows; the results equal the resident run's bit for bit. The summary
+// records the cap, whether the run streamed and why, and the peak device
+// memory.
+//
 // Throughput is counted as block-tokens: each step pushes
 // windows_per_step·seq_len tokens through one block (forward, backward,
 // updates); tokens_per_s is block-tokens per second of training, and
@@ -110,6 +123,8 @@ struct CompressOptions {
   std::string device = "cpu";     // for the summary
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
+  std::string stream = "auto";    // auto, on, off: blocks streamed from host memory (train/streaming.hpp)
+  std::size_t device_memory_cap = 0;  // bytes the backend's memory may hold (0: no cap)
   CompressHooks hooks{};          // tests only
 };
 

@@ -45,8 +45,27 @@
 // squares, which is only known after the last block; an update during the
 // backward could not be undone when a later block turns out non-finite.
 // Each block's gradients already live in its own arena until then, so
-// waiting costs no memory. (With weights streamed from the host, the update
-// becomes a second sweep over the blocks.)
+// waiting costs no memory.
+//
+// Streaming (`stream`, train/streaming.hpp): every student block's arena —
+// parameters, optimizer state, gradients — lives in host memory (the
+// backend's staging memory) and is copied into one of two device slots
+// when the block runs (model/streamed_weights.hpp), the next block's copy
+// overlapping the current block's compute; a block written in its slot is
+// copied back before the slot is reused. The teacher streams its own
+// blocks (make_model(…, stream)). A step is then three sweeps:
+//   forward   blocks 0..L−1 in (read only), keeping x_b and g_b as above;
+//   backward  blocks L−1..0 in: recompute the forward, zero the block's
+//             gradients, backward, and the block's sums of squares, kept
+//             on the host (its gradients stay with it in host memory);
+//   update    decide_step on the sums, added in block order as the resident
+//             run adds them (the same doubles), then blocks 0..L−1 in for
+//             their steps.
+// Every op sees the same bytes as in the resident run, so the losses and
+// the trained state equal it bit for bit on the same backend. Device
+// memory: two student slots, the teacher's two, the head and the step
+// buffers below. The block-boundary activations x_b and g_b stay on the
+// device.
 //
 // Memory per step beyond the blocks: x_0..x_L and g_0..g_{L−1}
 // ((2L + 1)·n·d), the teacher's activations of one block, one student tape,
@@ -61,10 +80,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "bitrank/model/model.hpp"
+#include "bitrank/model/streamed_weights.hpp"
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/student_block.hpp"
 
@@ -104,9 +125,10 @@ class E2eTrainer {
   // embedding, the head, the targets and the backend; `init` one student
   // block per teacher block (dimensions from the teacher's config). Sign
   // matrix ids run on from block to block (distinct stochastic flips).
+  // stream: the student blocks streamed from host memory (above).
   E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init, const GradScalerOptions& scaler,
              const E2eOptions& options = {}, SignOptimizer sign_optimizer = SignOptimizer::factored_adam,
-             float tau = 0.25f);
+             float tau = 0.25f, bool stream = false);
   E2eTrainer(const E2eTrainer&) = delete;
   E2eTrainer& operator=(const E2eTrainer&) = delete;
 
@@ -133,7 +155,9 @@ class E2eTrainer {
   E2eOptions& options() { return options_; }  // e.g. the schedule's lr of the next step
   const model::LlamaModel<T>& teacher() const { return *teacher_; }
   index_t blocks() const { return static_cast<index_t>(blocks_.size()); }
-  StudentLlamaBlock<T>& block(index_t b) { return *blocks_.at(static_cast<std::size_t>(b)); }
+  // Block b (streamed: brought into a slot, and copied back before the slot is reused).
+  StudentLlamaBlock<T>& block(index_t b);
+  bool streamed() const { return slots_ != nullptr; }
   View<T> final_norm() const { return final_.view({dims_.hidden}); }
   View<T> final_norm_grad() const { return final_grad_.view({dims_.hidden}); }
 
@@ -145,13 +169,20 @@ class E2eTrainer {
   void head(E2eLoss& loss, index_t n, bool backward);
   View<T> x(index_t b, index_t n) const;         // student block input b [n][d] (b = L: the output)
   View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
+  // Block b ready to run: streamed, in a slot (next: the block to prefetch,
+  // −1: none; write: the block will change there).
+  StudentLlamaBlock<T>& use(index_t b, index_t next, bool write) const;
 
   const model::LlamaModel<T>* teacher_;
   Backend<T>* be_;
   model::LlamaBlockDims dims_;
   E2eOptions options_;
   LayerwiseState state_;
+  std::unique_ptr<model::BlockSlots> slots_;  // streamed: the blocks' arenas (declared first: destroyed last)
   std::vector<std::unique_ptr<StudentLlamaBlock<T>>> blocks_;
+  // Streamed: each block's sums of squares, taken in the backward (reset by
+  // block(b), whose caller may write its gradients: finish_step reads them again).
+  std::vector<std::optional<StudentGradSquares>> block_squares_;
   Buffer<T> final_, final_m_, final_v_, final_grad_;  // [hidden] each
   // Step buffers (grown to the step's tokens).
   Buffer<T> xs_, mse_grads_;                 // [(L + 1)·n·d], [L·n·d]

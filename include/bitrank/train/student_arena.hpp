@@ -18,6 +18,12 @@
 // since zero_grad (else the written ones are summed one by one).
 // step: each projection's Adam on its scales and sign step, then Adam on
 // the gains (absolute steps), all at one t.
+//
+// Streaming (model/streamed_weights.hpp, e2e.hpp): the arena may be placed
+// in a caller's bytes (a zeroed device slot) instead of an allocation of
+// its own, and moved: rebind(base) carves every view again over the same
+// layout at `base`, where the caller copied the arena's bytes (one copy:
+// state, grads and sign grads together).
 #pragma once
 
 #include <cstddef>
@@ -45,8 +51,14 @@ class StudentArena {
   // of each), `gains` gains, then calls extra(state carver) — once while
   // measuring (null pointers) and once over the allocation. Everything is
   // zero until the block uploads it. `who` names the block in errors.
+  // place: the arena at `place` (bytes(…) bytes of the backend's memory,
+  // zeroed; a streamed block's slot) instead of an allocation of its own.
   StudentArena(Backend<T>& be, std::span<const BlrDims> projs, index_t gains, SignOptimizer sign_optimizer,
-               std::uint32_t sign_id, std::string who, const std::function<void(Carver& state)>& extra = {});
+               std::uint32_t sign_id, std::string who, const std::function<void(Carver& state)>& extra = {},
+               std::byte* place = nullptr);
+  // The bytes such an arena takes.
+  static std::size_t bytes(std::span<const BlrDims> projs, index_t gains, SignOptimizer sign_optimizer,
+                           const std::function<void(Carver& state)>& extra = {});
   StudentArena(const StudentArena&) = delete;
   StudentArena& operator=(const StudentArena&) = delete;
 
@@ -70,9 +82,29 @@ class StudentArena {
   void upload_state(std::span<const std::byte> bytes);
   std::size_t state_bytes() const { return arena_.state_bytes(); }  // what download_state returns
 
+  // The whole arena (state, grads, sign grads) as bytes in the backend's
+  // memory, and moving it: after rebind(base) every view reads the arena's
+  // bytes at `base`, where the caller copied them (streaming; an allocation
+  // of its own is freed).
+  std::byte* data() const { return arena_.state(); }
+  std::size_t bytes() const { return arena_.bytes(); }
+  void rebind(std::byte* base);
+
  private:
+  struct GainViews {
+    View<T> gains, m, v, grads;
+  };
+  // The carving after the projections': gains, their moments and gradients, the extra tensors.
+  static GainViews carve_gains(ArenaRegions& at, index_t gains, const std::function<void(Carver& state)>& extra);
+  // Pass 1: the regions' sizes.
+  static ArenaRegions measure(std::span<const BlrDims> projs, index_t gains, SignOptimizer sign_optimizer,
+                              const std::function<void(Carver& state)>& extra);
+  void carve_rest(ArenaRegions& at);  // carve_gains into the members
+
   Backend<T>* be_;
   std::string who_;
+  index_t gain_count_;
+  std::function<void(Carver& state)> extra_;
   Arena arena_;
   std::vector<BlrLinear<T>> proj_;
   View<T> gains_, gains_m_, gains_v_, gain_grads_;

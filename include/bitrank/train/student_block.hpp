@@ -27,12 +27,14 @@
 // Adam moments (state region); every Adam-trained gradient — all BLR
 // scales', then the gains' [2][hidden] — in one grads region (zero_grad is
 // one memset, its sum of squares one reduction); all sign gradients in one
-// sign_grads region. Backward scratch lives in the block and only grows.
+// sign_grads region. Backward scratch lives in the block (or is shared
+// between blocks: share_scratch) and only grows.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -70,9 +72,14 @@ class StudentLlamaBlock {
   // Projections from init (each out×in per LlamaBlockDims, any rank, one or
   // two paths; blr::check_blr), latents z = τ·s, optimizer state zero.
   // Sign matrix ids start at sign_id (two per path per projection).
+  // place: the block's arena at `place` (arena_bytes of the backend's
+  // memory, zeroed: a streamed block's slot) instead of an allocation of its own.
   StudentLlamaBlock(Backend<T>& be, const LlamaBlockDims& dims, const StudentBlockWeights& init,
                     SignOptimizer sign_optimizer = SignOptimizer::factored_adam, float tau = 0.25f,
-                    std::uint32_t sign_id = 0);
+                    std::uint32_t sign_id = 0, std::byte* place = nullptr);
+  // The bytes of the arena of a block made from `init`.
+  static std::size_t arena_bytes(const LlamaBlockDims& dims, const StudentBlockWeights& init,
+                                 SignOptimizer sign_optimizer);
   StudentLlamaBlock(const StudentLlamaBlock&) = delete;
   StudentLlamaBlock& operator=(const StudentLlamaBlock&) = delete;
 
@@ -97,6 +104,13 @@ class StudentLlamaBlock {
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
   std::size_t state_bytes() const { return arena_.state_bytes(); }
+  // The whole arena (one copy streams the block; student_arena.hpp) and moving it.
+  std::byte* arena_data() const { return arena_.data(); }
+  std::size_t arena_size() const { return arena_.bytes(); }
+  void rebind(std::byte* base) { arena_.rebind(base); }
+  // Backward scratch shared with `other` from now on (blocks that run one
+  // after another need one scratch, not one each).
+  void share_scratch(const StudentLlamaBlock& other) { scratch_ = other.scratch_; }
 
   BlrLinear<T>& proj(LlamaProj p) { return arena_.proj(static_cast<std::size_t>(p)); }
   const BlrLinear<T>& proj(LlamaProj p) const { return arena_.proj(static_cast<std::size_t>(p)); }
@@ -123,7 +137,7 @@ class StudentLlamaBlock {
   LlamaBlockDims dims_;
   StudentArena<T> arena_;  // gains [2·hidden]: attn_norm, then ffn_norm
   model::RopeTables<T> ropes_;
-  Scratch scratch_;
+  std::shared_ptr<Scratch> scratch_ = std::make_shared<Scratch>();
 };
 
 extern template class StudentLlamaBlock<float>;
