@@ -57,28 +57,7 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
 }
 
 // A model directory with random weights (unit-variance projections, gains near 1).
-std::filesystem::path tiny_model(const std::filesystem::path& dir) {
-  model::HostWeights w;
-  w.config = io::parse_hf_config(kConfig, "config.json");
-  std::mt19937_64 rng(3);
-  for (const auto& [name, shape] : model::expected_tensors(w.config)) {
-    model::HostTensor t{shape, {}};
-    const bool gain = shape.size() == 1;
-    std::uniform_real_distribution<double> u(-1, 1);
-    const double scale = gain ? 0.1 : std::sqrt(3.0 / static_cast<double>(shape[1]));
-    index_t numel = 1;
-    for (index_t s : shape) numel *= s;
-    for (index_t i = 0; i < numel; ++i) t.values.push_back(static_cast<float>((gain ? 1.0 : 0.0) + scale * u(rng)));
-    w.tensors.emplace(name, std::move(t));
-  }
-  const auto bytes = test::llama_hf_safetensors(w);
-  std::ofstream(dir / "model.safetensors", std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  write_file(dir / "config.json", kConfig);
-  std::filesystem::copy_file(std::filesystem::path(BITRANK_TEST_DATA_DIR) / "tokenizer" / "smollm.json",
-                             dir / "tokenizer.json");
-  return dir;
-}
+std::filesystem::path tiny_model(const std::filesystem::path& dir) { return test::random_llama_dir(dir, kConfig, 3); }
 
 std::string some_text(int seed, int paragraphs) {
   static const char* words[] = {"the", "module", "function", "returns", "a", "list", "of", "values", "when",
