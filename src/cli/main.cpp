@@ -10,6 +10,7 @@
 #include "cli/bench.hpp"
 #include "cli/compress.hpp"
 #include "cli/eval.hpp"
+#include "cli/generate.hpp"
 #include "cli/info.hpp"
 #include "cli/tokenize.hpp"
 
@@ -77,6 +78,20 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--device", eval.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
+  bitrank::cli::GenerateCliOptions gen;
+  auto* gen_cmd = app.add_subcommand("generate", "text after a prompt, streamed to stdout (greedy or sampled)");
+  gen_cmd->add_option("--model", gen.model, "a .gguf file, a Hugging Face directory or a .bitrank file (default: as eval)");
+  gen_cmd->add_option("--prompt", gen.prompt, "the text to continue (control tokens such as <|im_start|> are matched)")
+      ->required();
+  gen_cmd->add_option("--max-tokens", gen.max_tokens, "tokens to generate at most (default 64)");
+  gen_cmd->add_option("--temperature", gen.temperature, "0: greedy (default); > 0: sample from softmax(logits / t)");
+  gen_cmd->add_option("--top-k", gen.top_k, "sample among the k most likely tokens only (default 0: all)");
+  gen_cmd->add_option("--top-p", gen.top_p, "then among the most likely tokens holding this share of the mass (default 1)");
+  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)");
+  gen_cmd->add_option("--device", gen.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  gen_cmd->add_flag("--stop-at-eos,!--no-stop-at-eos", gen.stop_at_eos,
+                    "stop after the tokenizer's end-of-sequence token (default on)");
+
   bitrank::cli::InfoOptions info;
   auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");
   info_cmd->add_option("file", info.file, "a bitrank model file")->required();
@@ -101,6 +116,7 @@ int main(int argc, char** argv) {
       return bitrank::cli::run_compress(compress);
     }
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
+    if (gen_cmd->parsed()) return bitrank::cli::run_generate(gen);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {
