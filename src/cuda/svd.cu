@@ -31,14 +31,17 @@
 // f32 GEMMs and QR, these f64 (on Hopper f64 GEMMs run on the tensor cores
 // at about the f32 rate), so the two agree to the CPU's f32 rounding.
 //
-// Device memory for one call (f64; s = m·n·8 bytes, c = min(m, n)):
-//   exact       A (s), when m > n its transpose (s, A freed after), U
-//               (s, or m·k·8 after a QR), Vᵀ / R / U_R (≤ 3·c²·8) and the
-//               gesvd workspace: about 2·s + 3·c²·8 + workspace; the
-//               5120×25600 case about 2.3 GiB + workspace.
-//   randomized  A (s), Ω (n·l·8, freed after Y), Y and Z ((m + n)·l·8), then
-//               the SVD of Bᵀ (n×l, QR first: n·l·8 + 3·l²·8) and U (m·k·8):
-//               about s + 3·(m + n)·l·8; 5120×25600 at l = 2165 about 2.5 GiB.
+// Device memory for one call (f64; s = m·n·8 bytes, c = min(m, n), k ≤ c
+// triplets, l the sketch width):
+//   exact       A (s); when m > n also its transpose (s) until A is freed;
+//               then U (s direct, or max(m, n)·k·8 after a QR), and Vᵀ, R,
+//               U_R (≤ 3·c²·8), plus the gesvd workspace: at most about
+//               2·s + 3·c²·8 + workspace — for 5120×25600 (either way
+//               round) about 2.6 GiB + workspace.
+//   randomized  A (s), Ω (n·l·8, freed after Y = A·Ω), Y (m·l·8), Z (n·l·8):
+//               s + (m + 2n)·l·8 at the peak; A is freed before the SVD of
+//               Bᵀ (n×l) and U, which need less — for 5120×25600 at
+//               l = 2165 about 1.9 GiB.
 // Nothing stays allocated between calls (the engine's pool is trimmed), so
 // compress's training afterwards has the device to itself; SvdF64::
 // device_bytes reports the call's peak (pool blocks, cuBLAS / cuSOLVER
