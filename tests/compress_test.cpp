@@ -202,9 +202,13 @@ TEST(Compress, TinyHybridEndToEnd) {
   for (const std::string& be_name : test::available_backends()) {
     Backend<float>& be = test::backend(be_name);
     std::filesystem::create_directories(tmp.path() / be_name);
-    const train::CompressOptions o = tiny_hybrid_options(tmp.path() / be_name);
+    train::CompressOptions o = tiny_hybrid_options(tmp.path() / be_name);
+#ifdef BITRANK_HAS_CUDA
+    if (be_name == "cuda") o.svd_engine = blr::make_cuda_svd_engine(0);  // as `compress --device cuda`
+#endif
     const auto summary = train::compress(o, be);
     ASSERT_TRUE(std::filesystem::exists(o.out));
+    EXPECT_EQ(summary.at("init_svd").get<std::string>(), be_name == "cuda" ? "gpu" : "cpu");
 
     const model::LoadedWeights loaded = model::load_any(o.out);
     EXPECT_TRUE(loaded.weights.config.is_hybrid());

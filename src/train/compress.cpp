@@ -218,7 +218,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         if (!needed[static_cast<std::size_t>(i)]) continue;
         const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
         const auto& w = weights.at(weight_name(p.name)).values;
-        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .name = p.name};
+        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
         io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
         init[static_cast<std::size_t>(i)] = blr::dual_svid(w, p.m, p.n, io);
         init_error[static_cast<std::size_t>(i)] = blr::relative_error(w, init[static_cast<std::size_t>(i)]);
@@ -228,7 +228,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       }
     });
     openblas_set_num_threads(blas_threads);
-    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s", to_init, since(t_init)));
+    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s (SVDs on the {})", to_init, since(t_init),
+                                o.svd_engine ? "GPU" : "CPU"));
   }
   model::BlrProjections init_blr;
   for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -578,6 +579,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                             {"sign_flips", flips_total},
                             {"skipped_steps", skipped_total}};
   cm.summary["init_seconds"] = run.init_seconds;
+  cm.summary["init_svd"] = o.svd_engine ? "gpu" : "cpu";  // where this run's Dual-SVID SVDs ran
   const std::size_t peak = be.memory->peak_bytes();
   cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   cm.summary["seconds"] = since(t_start);

@@ -11,7 +11,8 @@
 //      (model::compressible_projections: every Llama projection; a hybrid's
 //      attention / GDN qkv, z, out and MLP projections, its GDN b and a
 //      staying dense) at the target bpw (honest bits, f16 scales); Dual-SVID
-//      initialisation of each (1 or 2 paths);
+//      initialisation of each (1 or 2 paths), one matrix per pool thread,
+//      the SVDs by `svd_engine` (the GPU's take turns on its stream);
 //   3. layer-wise training (objective "layer"): the training windows of
 //      the whole run are fixed up front (train::TrainWindows, seeded), and
 //      the teacher's hidden states at the current block's input are kept
@@ -70,6 +71,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/blr/svd.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/report.hpp"
@@ -108,6 +110,7 @@ struct CompressOptions {
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
   double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms
   std::string device = "cpu";     // for the summary
+  blr::SvdEngine svd_engine{};    // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
   CompressHooks hooks{};          // tests only
