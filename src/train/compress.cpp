@@ -143,10 +143,6 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const model::HostWeights weights = model::load_weights(o.model);
   const io::ModelConfig& cfg = weights.config;
   const bool hybrid = cfg.is_hybrid();
-  if (hybrid && o.objective == "e2e")
-    fail("compress: {} is a {} model; the e2e objective handles the dense Llama family only (use the layer-wise "
-         "objective)",
-         o.model.string(), cfg.model_type);
   const io::Tokenizer tokenizer = io::load_model_tokenizer(o.model);
   const TrainingText train_text = load_training_text(o.text);
   std::vector<std::int32_t> train_ids = tokenizer.encode(train_text.text);
@@ -418,60 +414,58 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       if (o.hooks.on_step) o.hooks.on_step(rec);
     }
   };
-  for (index_t b = first_block; b < L && !e2e; ++b) {
+  // Block b's student at initialisation (Llama; a hybrid's is
+  // hybrid_student_weights), and a trained block into run.trained / run.trained_gains.
+  const auto llama_init = [&](index_t b) {
     const std::string prefix = fmt::format("blk.{}.", b);
+    StudentBlockWeights w0;
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
+    w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
+    w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+    return w0;
+  };
+  const auto keep_llama = [&](index_t b, const StudentBlockWeights& w) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+    run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+  };
+  const auto keep_hybrid = [&](index_t b, const StudentHybridWeights& w) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
+      if (hybrid_proj_is_blr(p)) run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+    run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
+    if (w.full_attention) {
+      run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
+      run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
+    }
+  };
+  for (index_t b = first_block; b < L && !e2e; ++b) {
     teacher_block(b);  // the targets: the teacher block on the teacher's inputs
     const auto sign_id = static_cast<std::uint32_t>(b) * 64u;
     if (hybrid) {
       StudentHybridBlock<float> student(be, hybrid_teacher->block_dims(), hybrid_student_weights(weights, b, init_blr),
                                         o.train.signs.optimizer, o.tau, sign_id);
-      train_block(b, student, [&](const StudentHybridWeights& w) {
-        for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
-          if (hybrid_proj_is_blr(p))
-            run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-        run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
-        if (w.full_attention) {
-          run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
-          run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
-        }
-      });
+      train_block(b, student, [&](const StudentHybridWeights& w) { keep_hybrid(b, w); });
     } else {
-      StudentBlockWeights w0;
-      for (model::LlamaProj p : model::kAllLlamaProjs)
-        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
-      StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau, sign_id);
-      train_block(b, student, [&](const StudentBlockWeights& w) {
-        for (model::LlamaProj p : model::kAllLlamaProjs)
-          run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-        run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
-      });
+      StudentLlamaBlock<float> student(be, dims, llama_init(b), o.train.signs.optimizer, o.tau, sign_id);
+      train_block(b, student, [&](const StudentBlockWeights& w) { keep_llama(b, w); });
     }
     std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
   }
-  if (e2e && first_block == 0) {
-    // End to end: every block at once from the initialisation, KL on the
-    // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
-    // windows the layer-wise objective would use. One log entry per step;
-    // the curve is the whole model's loss. Checkpoints every
-    // checkpoint_every steps (the whole student's state) and when done (the
-    // trained model); a resume of a finished run goes straight to the save.
-    E2eStudentWeights init_w;
-    for (index_t b = 0; b < L; ++b) {
-      const std::string prefix = fmt::format("blk.{}.", b);
-      StudentBlockWeights w0;
-      for (model::LlamaProj p : model::kAllLlamaProjs)
-        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
-      init_w.blocks.push_back(std::move(w0));
-    }
-    const GradScalerOptions e2e_scaler = e2e_scaler_options(rows);
-    E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler, E2eOptions{o.train, o.mse_weight},
-                              o.train.signs.optimizer, o.tau);
+  // End to end: every block at once from the initialisation, KL on the
+  // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
+  // windows the layer-wise objective would use. One log entry per step;
+  // the curve is the whole model's loss. Checkpoints every
+  // checkpoint_every steps (the whole student's state) and when done (the
+  // trained model); a resume of a finished run goes straight to the save.
+  // `keep` takes a trained block's weights (as for the layer-wise objective).
+  const GradScalerOptions e2e_scaler = e2e_scaler_options(rows);
+  const auto train_e2e = [&]<class Student>(E2eTrainerOf<Student>& trainer, auto&& keep) {
+    constexpr bool dense = std::is_same_v<Student, StudentLlamaBlock<float>>;  // the e2e_ hooks' family
     if (first_step > 0) {
       trainer.upload_state(run.student_state);
       run.student_state = {};
@@ -493,7 +487,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
           std::span<const std::int32_t>(step_ids).subspan(static_cast<std::size_t>(s * rows),
                                                           static_cast<std::size_t>(rows)),
           T);
-      if (o.hooks.e2e_after_backward) o.hooks.e2e_after_backward(trainer, s);
+      if constexpr (dense)
+        if (o.hooks.e2e_after_backward) o.hooks.e2e_after_backward(trainer, s);
       const E2eReport r = trainer.finish_step(loss);
       mem.synchronize();
       train_seconds += since(t_step);
@@ -513,22 +508,30 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       progress.step(rec);
       if (s + 1 == o.steps) {
         // Trained: into the model, and the checkpoint of a finished run.
-        const E2eStudentWeights trained_w = trainer.download();
-        for (index_t b = 0; b < L; ++b) {
-          const std::string prefix = fmt::format("blk.{}.", b);
-          const StudentBlockWeights& w = trained_w.blocks[static_cast<std::size_t>(b)];
-          for (model::LlamaProj p : model::kAllLlamaProjs)
-            run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-          run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-          run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
-        }
+        const auto trained_w = trainer.download();
+        for (index_t b = 0; b < L; ++b) keep(b, trained_w.blocks[static_cast<std::size_t>(b)]);
         run.trained_gains["output_norm.weight"] = trained_w.final_norm;
         checkpoint(1, 0, nullptr, {});
       } else if (o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0) {
         checkpoint(0, s + 1, &trainer.state(), trainer.download_state());
       }
-      if (o.hooks.e2e_after_step) o.hooks.e2e_after_step(trainer, rec);
+      if constexpr (dense)
+        if (o.hooks.e2e_after_step) o.hooks.e2e_after_step(trainer, rec);
       if (o.hooks.on_step) o.hooks.on_step(rec);
+    }
+  };
+  if (e2e && first_block == 0) {
+    const E2eOptions e2e_options{o.train, o.mse_weight};
+    if (hybrid) {
+      HybridE2eStudentWeights init_w;
+      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(hybrid_student_weights(weights, b, init_blr));
+      HybridE2eTrainer<float> trainer(*hybrid_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau);
+      train_e2e(trainer, keep_hybrid);
+    } else {
+      E2eStudentWeights init_w;
+      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(llama_init(b));
+      E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau);
+      train_e2e(trainer, keep_llama);
     }
   }
   progress.finish();
