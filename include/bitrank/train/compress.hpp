@@ -1,7 +1,7 @@
 // `bitrank compress`: a pretrained model — dense Llama family, or a Qwen3.5 /
 // Qwen3-Next hybrid (GDN and gated attention blocks) — in, a trained BLR
 // model (the bitrank format) out, with its perplexity measured (DESIGN §6,
-// §7, §8, §9). Hybrids take the layer-wise objective only.
+// §7, §8, §9), by either objective.
 //
 // Steps, in order:
 //   1. teacher weights (GGUF or Hugging Face directory) and its tokenizer;
@@ -25,9 +25,10 @@
 //      time, so device memory stays at one block plus one step's windows;
 //      Objective "e2e" instead trains every block at once from the
 //      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
-//      over vocabulary slices + λ·Σ block-output MSE), `steps` steps over
-//      the same windows; the final norm gain trains too (dense Llama family
-//      only: a hybrid with e2e is an Error);
+//      over vocabulary slices + λ·Σ block-output MSE; E2eTrainer over
+//      StudentLlamaBlock, HybridE2eTrainer over StudentHybridBlock with its
+//      GDN b, a and core frozen), `steps` steps over the same windows; the
+//      final norm gain trains too;
 //   4. the compressed model is saved (scales f16, dense tensors f16), read
 //      back, and its perplexity measured from the file as a user gets it;
 //      teacher and initialisation perplexities are measured the same way;
