@@ -70,6 +70,7 @@
 #include <span>
 #include <vector>
 
+#include "bitrank/error.hpp"
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/train/layerwise.hpp"
