@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("compress", "compress a model into BLR layers, train them by distillation, save and measure");
   compress_cmd->add_option("--model", compress.model,
                            "a dense Llama-family or Qwen3.5 / Qwen3-Next hybrid .gguf or Hugging Face directory "
-                           "(hybrids: layer-wise objective only; default: the SmolLM2-135M GGUF)");
+                           "(default: the SmolLM2-135M GGUF)");
   compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
   compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
       ->check(CLI::Range(0.01, 16.0));
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
       ->check(CLI::Range(2L, 1L << 20));
   compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
-                           "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block)")
+                           "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block, or of e2e training)")
       ->check(CLI::NonNegativeNumber);
   compress_cmd->add_flag("--resume", compress.job.resume,
                          "continue the interrupted run whose checkpoint <out>.ckpt exists (same options)");

@@ -14,13 +14,12 @@ GradScalerOptions e2e_scaler_options(index_t tokens) {
   return layerwise_scaler_options(2 * tokens);  // its 2^k ≤ elements/2, here 2^k ≤ tokens
 }
 
-template <class T>
-E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init,
-                          const GradScalerOptions& scaler, const E2eOptions& options, SignOptimizer sign_optimizer,
-                          float tau)
+template <class Student>
+E2eTrainerOf<Student>::E2eTrainerOf(const Teacher& teacher, const Weights& init, const GradScalerOptions& scaler,
+                                    const E2eOptions& options, SignOptimizer sign_optimizer, float tau)
     : teacher_(&teacher),
       be_(&teacher.backend()),
-      dims_(model::LlamaBlockDims::of(teacher.config())),
+      dims_(Family::dims(teacher)),
       options_(options),
       state_(scaler) {
   const index_t L = teacher.config().num_layers, d = dims_.hidden;
@@ -29,13 +28,14 @@ E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentW
   Memory& mem = *be_->memory;
   std::uint32_t sign_id = 0;
   for (index_t b = 0; b < L; ++b) {
-    const StudentBlockWeights& w = init.blocks[static_cast<std::size_t>(b)];
+    const auto& w = init.blocks[static_cast<std::size_t>(b)];
+    Family::check_block(teacher, b, w);
     try {
-      blocks_.push_back(std::make_unique<StudentLlamaBlock<T>>(*be_, dims_, w, sign_optimizer, tau, sign_id));
+      blocks_.push_back(std::make_unique<Student>(*be_, dims_, w, sign_optimizer, tau, sign_id));
     } catch (const Error& e) {
       fail("E2eTrainer: student block {}: {}", b, e.what());
     }
-    for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());
+    for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());  // (dense: none)
   }
   std::vector<T> gain;
   if (init.final_norm.empty()) {
@@ -56,18 +56,18 @@ E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentW
   final_.upload(gain);
 }
 
-template <class T>
-View<T> E2eTrainer<T>::x(index_t b, index_t n) const {
+template <class Student>
+auto E2eTrainerOf<Student>::x(index_t b, index_t n) const -> View<T> {
   return View<T>(xs_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
 }
 
-template <class T>
-View<T> E2eTrainer<T>::mse_grad(index_t b, index_t n) const {
+template <class Student>
+auto E2eTrainerOf<Student>::mse_grad(index_t b, index_t n) const -> View<T> {
   return View<T>(mse_grads_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, index_t window) {
   const double lambda = options_.mse_weight;
   if (!std::isfinite(lambda) || lambda < 0) fail("e2e step: mse_weight must be finite and ≥ 0, got {}", lambda);
   model::check_tokens(tokens, window, teacher_->config().vocab_size, "e2e step");
@@ -83,7 +83,7 @@ E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t win
   CView<T> teacher_in = x(0, n);  // both models start from the embedding
   for (index_t b = 0; b < L; ++b) {
     Buffer<T>& out = b % 2 == 0 ? teacher_a_ : teacher_b_;
-    teacher_->block_forward(b, teacher_in, window, teacher_acts_, out.view({n, d}));
+    Family::teacher_block(*teacher_, b, teacher_in, window, teacher_acts_, out.view({n, d}));
     blocks_[static_cast<std::size_t>(b)]->forward(x(b, n), window, tape_, x(b + 1, n));
     const double sum =
         be_->reduce().squared_error(x(b + 1, n), out.view({n, d}), 2.0 * lambda / elements, mse_grad(b, n));
@@ -95,8 +95,8 @@ E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t win
   return loss;
 }
 
-template <class T>
-void E2eTrainer<T>::head(E2eLoss& loss, index_t n, bool backward) {
+template <class Student>
+void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, bool backward) {
   const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
   const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
   Memory& mem = *be_->memory;
@@ -147,15 +147,15 @@ void E2eTrainer<T>::head(E2eLoss& loss, index_t n, bool backward) {
   norm.rmsnorm_backward(x(L, n), final_norm(), inv_s, dxn_.view({n, d}), style, dh_.view({n, d}));
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
   E2eLoss loss = forward(tokens, window);
   head(loss, static_cast<index_t>(tokens.size()), false);
   return loss;
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
   for (auto& b : blocks_) b->zero_grad();
   final_grad_.zero();
   E2eLoss loss = forward(tokens, window);
@@ -166,7 +166,7 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
   const float grad_scale = static_cast<float>(state_.scaler.scale());
   for (index_t b = blocks() - 1; b >= 0; --b) {
     be_->act().add(dh_.view({n * d}), mse_grad(b, n).flat(), dy_.view({n * d}));
-    StudentLlamaBlock<T>& block = *blocks_[static_cast<std::size_t>(b)];
+    Student& block = *blocks_[static_cast<std::size_t>(b)];
     // The tape of block b; the last block's is still the forward's.
     if (b < blocks() - 1) block.forward(x(b, n), window, tape_, y_.view({n, d}));
     block.backward(x(b, n), tape_, dy_.view({n, d}), grad_scale, dx_.view({n, d}));
@@ -175,8 +175,8 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
   return loss;
 }
 
-template <class T>
-E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
+template <class Student>
+E2eReport E2eTrainerOf<Student>::finish_step(const E2eLoss& loss) {
   StudentGradSquares sq;
   for (const auto& b : blocks_) {
     const StudentGradSquares s = b->grad_squares();
@@ -194,22 +194,22 @@ E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
   return rep;
 }
 
-template <class T>
-E2eReport E2eTrainer<T>::step(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eReport E2eTrainerOf<Student>::step(std::span<const std::int32_t> tokens, index_t window) {
   return finish_step(forward_backward(tokens, window));
 }
 
-template <class T>
-E2eStudentWeights E2eTrainer<T>::download() const {
-  E2eStudentWeights w;
+template <class Student>
+auto E2eTrainerOf<Student>::download() const -> Weights {
+  Weights w;
   for (const auto& b : blocks_) w.blocks.push_back(b->download());
   const std::vector<T> gain = final_.download();
   w.final_norm.assign(gain.begin(), gain.end());
   return w;
 }
 
-template <class T>
-std::vector<std::byte> E2eTrainer<T>::download_state() const {
+template <class Student>
+std::vector<std::byte> E2eTrainerOf<Student>::download_state() const {
   std::vector<std::byte> bytes;
   for (const auto& b : blocks_) {
     const auto s = b->download_state();
@@ -223,8 +223,8 @@ std::vector<std::byte> E2eTrainer<T>::download_state() const {
   return bytes;
 }
 
-template <class T>
-void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
+template <class Student>
+void E2eTrainerOf<Student>::upload_state(std::span<const std::byte> bytes) {
   const std::size_t gain_bytes = static_cast<std::size_t>(dims_.hidden) * sizeof(T);
   std::size_t want = 3 * gain_bytes;
   for (const auto& b : blocks_) want += b->state_bytes();
@@ -240,7 +240,9 @@ void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
   }
 }
 
-template class E2eTrainer<float>;
-template class E2eTrainer<double>;
+template class E2eTrainerOf<StudentLlamaBlock<float>>;
+template class E2eTrainerOf<StudentLlamaBlock<double>>;
+template class E2eTrainerOf<StudentHybridBlock<float>>;
+template class E2eTrainerOf<StudentHybridBlock<double>>;
 
 }  // namespace bitrank::train

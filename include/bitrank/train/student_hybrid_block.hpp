@@ -156,6 +156,7 @@ class StudentHybridBlock {
   // comparison reads.
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
+  std::size_t state_bytes() const { return arena_.state_bytes(); }
 
   // Whether this block has p as a BLR layer; proj(p) is an Error otherwise.
   bool is_blr(HybridProj p) const;
