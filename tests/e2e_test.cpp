@@ -3,10 +3,14 @@
 // reference (parity case), and on every f32 backend a short training run
 // whose loss drops, a non-finite or overflowing gradient skipping the step
 // with everything bit for bit, resume from the state bit for bit; bad input.
+// The hybrid family's trainer (the same step over StudentHybridBlock): its
+// gradient by central differences on the reference, bad input. (Its
+// training and resume run through `bitrank compress`: compress_test.cpp.)
 //
 // The tiny model: 2 blocks of tiny_block_dims (hidden 64, 2 heads / 1 kv
 // head of 32, MLP 96), vocabulary 300 cut into head slices of 128 (two full
-// slices and a tail).
+// slices and a tail). The tiny hybrid: tests/support/hybrid_fixtures (3 GDN
+// blocks and a gated-attention block, hidden 64, vocabulary 300).
 #include "bitrank/train/e2e.hpp"
 
 #include <gtest/gtest.h>
@@ -22,6 +26,7 @@
 #include "support/backends.hpp"
 #include "support/expect.hpp"
 #include "support/gradcheck.hpp"
+#include "support/hybrid_fixtures.hpp"
 #include "support/parity.hpp"
 #include "support/student_fixtures.hpp"
 
@@ -401,6 +406,114 @@ TEST(E2e, BadInputIsAnError) {
   tr.options().mse_weight = 10;
   tr.options().optim.clip_norm = -1;
   test::expect_error([&] { tr.step(tokens, 5); }, "e2e step: clip_norm must be finite and ≥ 0, got -1");
+  const auto state = tr.download_state();
+  test::expect_error([&] { tr.upload_state(std::span<const std::byte>(state).first(state.size() - 4)); },
+                     "E2eTrainer upload_state");
+}
+
+// ---- the hybrid family ----------------------------------------------------------
+
+namespace th = test::tiny_hybrid;
+using model::HybridProj;
+using train::HybridE2eTrainer;
+
+// A hybrid student unrelated to the teacher: every block by Dual-SVID of
+// another random hybrid's (rank r, `paths` paths; its frozen GDN tensors
+// too), the final gain (zero-centred: 1 + w) w ∈ (−0.2, 0.2).
+train::HybridE2eStudentWeights hybrid_student(index_t r, int paths, std::uint64_t seed) {
+  const model::HostWeights other = th::tiny_weights(false, seed);
+  train::HybridE2eStudentWeights w;
+  for (index_t b = 0; b < th::kLayers; ++b)
+    w.blocks.push_back(train::hybrid_student_init(other, b, blr::InitOptions{.rank = r, .paths = paths}));
+  XorShift g(seed * 31 + 7);
+  for (index_t j = 0; j < th::kD; ++j) w.final_norm.push_back(static_cast<float>(0.2 * g.next_signed()));
+  return w;
+}
+
+// As the Llama check, through the four hybrid blocks: every trained gain of
+// a GDN block (0) and of the attention block (3, its q/k norm gains too),
+// h, ℓ, g of projections of both kinds and the final gain. The GDN tape
+// checkpoints every 3 rows, so the backward's replays cross segment tails.
+TEST(E2e, HybridGradCheckOfTheWholeModelOnReference) {
+  auto& be = test::ref_backend();
+  model::HybridModel<double> teacher(be, th::tiny_weights(false, 201));
+  teacher.vocab_slice = kSlice;
+  teacher.gdn_ckpt_every = 3;
+  const index_t window = 6, n = 2 * window;
+  HybridE2eTrainer<double> tr(teacher, hybrid_student(32, 2, 202), train::e2e_scaler_options(n));
+  const auto tokens = th::tiny_tokens(n, 203);
+  const auto l0 = tr.forward_backward(tokens, window);
+  std::printf("  [e2e] hybrid ref loss: KL %.4f + 10 × MSE %.4f = %.4f\n", l0.kl, l0.mse, l0.total);
+  ASSERT_GT(l0.kl, 0.01);
+  ASSERT_GT(l0.mse, 0.01);
+  EXPECT_EQ(tr.evaluate(tokens, window).total, l0.total);
+
+  double worst = 0;
+  const auto check = [&](const std::string& name, View<double> param, View<double> grad) {
+    ASSERT_GT(param.numel(), 0) << name;
+    std::vector<double> p(param.data, param.data + param.numel());
+    const std::vector<double> g(grad.data, grad.data + grad.numel());
+    const auto loss = [&] {
+      std::copy(p.begin(), p.end(), param.data);
+      return tr.evaluate(tokens, window).total;
+    };
+    // Steps of 1e-4 of the parameter's RMS (at least 1e-2: zero-centred
+    // gains ~0.1), 6 entries per vector. Measured worst entry: 7e-7 (the GDN
+    // block's second-path ℓ); 3e-4 gives 6.5e-6 (truncation through four
+    // blocks and the head), 3e-5 gives 1.7e-6 (rounding). Tolerance 5e-6.
+    double rms = 0;
+    for (double v : p) rms += v * v;
+    rms = std::max(std::sqrt(rms / static_cast<double>(p.size())), 1e-2);
+    worst = std::max(worst, test::grad_check(name, p, g, loss, 5e-6, 6, 1e-4 * rms).worst);
+    std::copy(p.begin(), p.end(), param.data);
+  };
+  check("hybrid e2e final_norm", tr.final_norm(), tr.final_norm_grad());
+  for (index_t b : {index_t{0}, index_t{3}}) {
+    auto& block = tr.block(b);
+    ASSERT_EQ(block.full_attention(), b == 3);
+    const std::string base = "hybrid e2e block " + std::to_string(b) + " ";
+    check(base + "attn_norm", block.attn_norm(), block.attn_norm_grad());
+    check(base + "post_norm", block.post_norm(), block.post_norm_grad());
+    if (block.full_attention()) {
+      check(base + "q_norm", block.q_norm(), block.q_norm_grad());
+      check(base + "k_norm", block.k_norm(), block.k_norm_grad());
+    }
+    int k = 0;
+    for (HybridProj q : model::hybrid_block_projs(block.full_attention())) {
+      if (!train::hybrid_proj_is_blr(q)) continue;
+      auto& proj = block.proj(q);
+      const index_t m = proj.dims().m, nn = proj.dims().n, r = proj.dims().r, s = proj.dims().scales_per_path();
+      const index_t path = k % 2;
+      const std::string name = base + model::hybrid_proj_name(q) + " p" + std::to_string(path) + " ";
+      const View<double> gr = proj.scale_grads();
+      // h, ℓ, g in turn over the projections.
+      if (k % 3 == 0) check(name + "h", proj.h(path), View<double>(gr.data + path * s, Shape{m}));
+      if (k % 3 == 1) check(name + "l", proj.l(path), View<double>(gr.data + path * s + m, Shape{r}));
+      if (k % 3 == 2) check(name + "g", proj.g(path), View<double>(gr.data + path * s + m + r, Shape{nn}));
+      ++k;
+    }
+  }
+  std::printf("  [e2e] hybrid gradient check: worst relative error %.2e\n", worst);
+  EXPECT_EQ(tr.evaluate(tokens, window).total, l0.total);  // every parameter restored
+}
+
+TEST(E2e, HybridBadInputIsAnError) {
+  auto& be = test::cpu_backend();
+  model::HybridModel<float> teacher(be, th::tiny_weights(false, 211));
+  auto w = hybrid_student(32, 1, 212);
+  auto wrong = w;
+  wrong.blocks.pop_back();
+  test::expect_error([&] { HybridE2eTrainer<float>(teacher, wrong, train::e2e_scaler_options(8)); },
+                     "E2eTrainer: 3 student blocks for a teacher of 4");
+  wrong = w;
+  std::swap(wrong.blocks[2], wrong.blocks[3]);
+  test::expect_error([&] { HybridE2eTrainer<float>(teacher, wrong, train::e2e_scaler_options(8)); },
+                     "E2eTrainer: student block 2 is a full-attention block, the teacher's a GDN block");
+  wrong = w;
+  wrong.final_norm.pop_back();
+  test::expect_error([&] { HybridE2eTrainer<float>(teacher, wrong, train::e2e_scaler_options(8)); },
+                     "E2eTrainer: final_norm has 63 entries, expected 64");
+  HybridE2eTrainer<float> tr(teacher, w, train::e2e_scaler_options(8));
   const auto state = tr.download_state();
   test::expect_error([&] { tr.upload_state(std::span<const std::byte>(state).first(state.size() - 4)); },
                      "E2eTrainer upload_state");

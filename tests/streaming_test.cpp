@@ -9,7 +9,8 @@
 //    logits bit for bit;
 //  * the e2e trainer with streamed student and teacher equals the resident
 //    trainer bit for bit (losses, the whole trained state) under a cap the
-//    resident run exceeds (the resident run fails under it with the cap's Error);
+//    resident run exceeds (the resident run fails under it with the cap's
+//    Error), for both families (dense Llama, hybrid);
 //  * `compress` (layer-wise and e2e) of a tiny Llama of 12 blocks streams
 //    under a cap its resident run exceeds — automatically when the
 //    teacher's weights exceed the cap — and its step log and saved tensors
@@ -192,18 +193,18 @@ TEST(Streaming, StreamedModelsGiveTheResidentLogits) {
   }
 }
 
-// The e2e trainer, streamed (student and teacher) against resident.
-void e2e_streamed_equals_resident(Backend<float>& be) {
+// The e2e trainer of either family, streamed (student and teacher)
+// against resident: four steps on two batches, the loss evaluated, the
+// whole state downloaded (through the slots). An odd number of blocks: each
+// step's sweeps then move every block between the two slots (with an even
+// number a block would keep its slot, and a missed rebind go unseen).
+template <class Student>
+void e2e_streamed_equals_resident(Backend<float>& be, const model::HostWeights& teacher_w,
+                                  const typename train::E2eTrainerOf<Student>::Weights& init, const std::string& family) {
+  using Teacher = typename train::E2eFamily<Student>::Teacher;
   Memory& mem = *be.memory;
-  const auto dims = test::tiny_block_dims();
-  const index_t L = 6, vocab = 300, window = 16, n = 2 * window;
-  std::vector<train::StudentBlockWeights> teacher_blocks, student_blocks;
-  for (index_t b = 0; b < L; ++b) {
-    teacher_blocks.push_back(test::random_student(dims, 32, 2, 200 + static_cast<std::uint64_t>(b)));
-    student_blocks.push_back(test::random_student(dims, 64, 2, 300 + static_cast<std::uint64_t>(b)));
-  }
-  const model::HostWeights teacher_w = test::teacher_of(dims, teacher_blocks, vocab, true, 11);
-  const train::E2eStudentWeights init{student_blocks, {}};
+  const std::string tag = be.name + " " + family;
+  const index_t window = 16, n = 2 * window;
   train::E2eOptions opt;
   opt.optim.signs.lr = 0.05f;
   const std::vector<std::vector<std::int32_t>> batches{test::tiny_hybrid::tiny_tokens(n, 12),
@@ -218,10 +219,10 @@ void e2e_streamed_equals_resident(Backend<float>& be) {
   const auto run = [&](bool stream) {
     mem.reset_peak();
     Run r;
-    model::LlamaModel<float> teacher(be, teacher_w, {}, stream);
+    Teacher teacher(be, teacher_w, {}, stream);
     teacher.vocab_slice = 128;
-    train::E2eTrainer<float> tr(teacher, init, train::e2e_scaler_options(n), opt, SignOptimizer::factored_adam, 0.25f,
-                                stream);
+    train::E2eTrainerOf<Student> tr(teacher, init, train::e2e_scaler_options(n), opt, SignOptimizer::factored_adam,
+                                    0.25f, stream);
     EXPECT_EQ(tr.streamed(), stream);
     for (int s = 0; s < 4; ++s) {
       const train::E2eReport rep = tr.step(batches[static_cast<std::size_t>(s % 2)], window);
@@ -235,24 +236,50 @@ void e2e_streamed_equals_resident(Backend<float>& be) {
   };
   const Run resident = run(false), streamed = run(true);
   std::printf("  [streaming] e2e %s: peak above the backend's own %.2f MiB resident, %.2f MiB streamed\n",
-              be.name.c_str(), static_cast<double>(resident.peak) / (1 << 20),
+              tag.c_str(), static_cast<double>(resident.peak) / (1 << 20),
               static_cast<double>(streamed.peak) / (1 << 20));
-  EXPECT_LT(static_cast<double>(streamed.peak), 0.8 * static_cast<double>(resident.peak)) << be.name;
+  EXPECT_LT(static_cast<double>(streamed.peak), 0.8 * static_cast<double>(resident.peak)) << tag;
+  EXPECT_GT(resident.flips.back(), 0) << tag << ": signs must move for the test to bite";
   const std::size_t cap = base + (resident.peak + streamed.peak) / 2;
   {
     const train::DeviceMemoryCap guard(mem, cap);
     const Run capped = run(true);
     for (std::size_t i = 0; i < resident.losses.size(); ++i)
       EXPECT_EQ(std::bit_cast<std::uint64_t>(capped.losses[i]), std::bit_cast<std::uint64_t>(resident.losses[i]))
-          << be.name << " step " << i;
-    EXPECT_EQ(capped.flips, resident.flips) << be.name;
-    EXPECT_TRUE(capped.state == resident.state) << be.name << ": the streamed student's state differs";
-    expect_cap_error([&] { run(false); }, be.name + " e2e resident");
+          << tag << " step " << i;
+    EXPECT_EQ(capped.flips, resident.flips) << tag;
+    EXPECT_TRUE(capped.state == resident.state) << tag << ": the streamed student's state differs";
+    expect_cap_error([&] { run(false); }, tag + " e2e resident");
   }
 }
 
+// The dense Llama family: 7 blocks of tiny_block_dims, the student at rank 64.
 TEST(Streaming, E2eStreamedEqualsResidentUnderACap) {
-  for (const auto& name : test::available_backends()) e2e_streamed_equals_resident(test::backend(name));
+  const auto dims = test::tiny_block_dims();
+  std::vector<train::StudentBlockWeights> teacher_blocks, student_blocks;
+  for (std::uint64_t b = 0; b < 7; ++b) {
+    teacher_blocks.push_back(test::random_student(dims, 32, 2, 200 + b));
+    student_blocks.push_back(test::random_student(dims, 64, 2, 300 + b));
+  }
+  const model::HostWeights teacher = test::teacher_of(dims, teacher_blocks, 300, true, 11);
+  const train::E2eStudentWeights init{student_blocks, {}};
+  for (const auto& name : test::available_backends())
+    e2e_streamed_equals_resident<train::StudentLlamaBlock<float>>(test::backend(name), teacher, init, "llama");
+}
+
+// The hybrid family: the tiny hybrid with 7 blocks (GDN ×3, attention, GDN
+// ×3), the student by Dual-SVID at rank 64 of another random hybrid's blocks
+// (the frozen GDN tensors stream with each block's arena).
+TEST(Streaming, HybridE2eStreamedEqualsResidentUnderACap) {
+  namespace th = test::tiny_hybrid;
+  const nlohmann::json seven{{"text_config", {{"num_hidden_layers", 7}}}};
+  const model::HostWeights teacher = th::tiny_weights(false, 221, seven), other = th::tiny_weights(false, 222, seven);
+  ASSERT_EQ(teacher.config.num_layers, 7);
+  train::HybridE2eStudentWeights init;
+  for (index_t b = 0; b < 7; ++b)
+    init.blocks.push_back(train::hybrid_student_init(other, b, blr::InitOptions{.rank = 64, .paths = 2}));
+  for (const auto& name : test::available_backends())
+    e2e_streamed_equals_resident<train::StudentHybridBlock<float>>(test::backend(name), teacher, init, "hybrid");
 }
 
 // 12 blocks, hidden 128, 4 heads / 2 kv of 32, MLP 512: the blocks' weights
@@ -340,7 +367,9 @@ void compress_streams_under_a_cap(Backend<float>& be, const std::string& objecti
   const std::size_t teacher_bytes = model::model_device_bytes<float>(model::load_weights(o.model));
   // The teacher's weights alone exceed the cap (cpu's exact byte counts;
   // the device's size classes may round past them), and then auto streams.
-  if (be.name == "cpu" && objective == "layer") EXPECT_GT(teacher_bytes, cap) << tag;
+  if (be.name == "cpu" && objective == "layer") {
+    EXPECT_GT(teacher_bytes, cap) << tag;
+  }
   const std::string mode = teacher_bytes > cap ? "auto" : "on";
   const auto capped = job("capped.bitrank", mode, cap);
   std::printf("  [streaming] compress %s: cap %.2f MiB (teacher weights %.2f MiB): %s, %s\n", tag.c_str(),

@@ -19,6 +19,7 @@
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/token_file.hpp"
 #include "bitrank/io/tokenizer.hpp"
+#include "support/command.hpp"
 #include "support/corpus_digest.hpp"
 #include "support/expect.hpp"
 
@@ -86,17 +87,6 @@ TEST_F(TokenFile, Errors) {
   test::expect_error([&] { (void)read_token_file(dir_ / "missing.i32"); }, "cannot open");
 }
 
-// Runs a shell command, returns (exit status, stdout).
-std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 TEST_F(TokenFile, CliTokenizeWritesTheTokenizersIds) {
   const std::string gguf = BITRANK_SMOLLM2_GGUF;
   if (gguf.empty()) GTEST_SKIP() << "SmolLM2-135M-Instruct.Q4_1.gguf not found at configure time";
@@ -105,8 +95,9 @@ TEST_F(TokenFile, CliTokenizeWritesTheTokenizersIds) {
       "a caf\xc3\xa9, <|im_start|> stays plain text.\n";
   write_bytes(dir_ / "in.txt", text);
   const auto out = dir_ / "out.i32";
-  const auto [status, stdout_text] = run("'" BITRANK_CLI "' tokenize --model '" + gguf + "' --text '" +
-                                         (dir_ / "in.txt").string() + "' -o '" + out.string() + "' 2>&1");
+  const auto [status, stdout_text] =
+      test::run_command("'" BITRANK_CLI "' tokenize --model '" + gguf + "' --text '" + (dir_ / "in.txt").string() +
+                        "' -o '" + out.string() + "' 2>&1");
   ASSERT_EQ(status, 0) << stdout_text;
 
   const Tokenizer tok(tokenizer_spec_from_gguf(GgufFile::open(gguf, {.verify_data = false})));
@@ -120,10 +111,11 @@ TEST_F(TokenFile, CliTokenizeWritesTheTokenizersIds) {
 
   // --text and --split exclude each other; a bad split is refused; both
   // without writing anything.
-  const auto both = run("'" BITRANK_CLI "' tokenize --model '" + gguf + "' --split eval --text '" +
-                        (dir_ / "in.txt").string() + "' -o '" + (dir_ / "x.i32").string() + "' 2>&1");
+  const auto both = test::run_command("'" BITRANK_CLI "' tokenize --model '" + gguf + "' --split eval --text '" +
+                                      (dir_ / "in.txt").string() + "' -o '" + (dir_ / "x.i32").string() + "' 2>&1");
   EXPECT_NE(both.first, 0);
-  const auto bad = run("'" BITRANK_CLI "' tokenize --split dev -o '" + (dir_ / "x.i32").string() + "' 2>&1");
+  const auto bad =
+      test::run_command("'" BITRANK_CLI "' tokenize --split dev -o '" + (dir_ / "x.i32").string() + "' 2>&1");
   EXPECT_NE(bad.first, 0);
   EXPECT_NE(bad.second.find("dev"), std::string::npos) << bad.second;
   EXPECT_FALSE(fs::exists(dir_ / "x.i32"));

@@ -16,7 +16,8 @@
 #                  (made on any machine with the corpus; when missing here they
 #                  are made with $BITRANK if that binary exists and the corpus is installed)
 # Budget: STEPS (200) steps × BATCH (4) windows × SEQ_LEN (512) tokens, LR (4e-5),
-#   EFF_BITS ("1.0 0.55"), EVAL_WINDOWS (0: the whole split), EXTRA (more
+#   EFF_BITS ("1.0 0.55"), EVAL_WINDOWS (0: the whole split), EVAL_SEQ_LEN
+#   (512, as bitrank compress), EXTRA (more
 #   flags for the script, e.g. "--tokens 10000000").
 # Output: $OUT (default /tmp)/littlebit_<eff_bit>.{log,json}.
 set -uo pipefail
@@ -56,6 +57,7 @@ for b in $bits; do
   python3 bench/anchors/littlebit.py --littlebit-src "$src" --gguf "$gguf" --train-ids "$train" \
     --eval-ids "$eval" --eff-bit "$b" --residual 1 --steps "${STEPS:-200}" --batch "${BATCH:-4}" \
     --seq-len "${SEQ_LEN:-512}" --lr "${LR:-4e-5}" --l2l-loss-scale 10 --eval-windows "${EVAL_WINDOWS:-0}" \
+    --eval-seq-len "${EVAL_SEQ_LEN:-512}" \
     --out "$out/littlebit_$b.json" ${EXTRA:-} 2>&1 | tee "$out/littlebit_$b.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || echo "gpu_littlebit: the run at eff_bit $b failed (see $out/littlebit_$b.log)"
 done

@@ -34,7 +34,8 @@ from the token file (theirs: 2048-token blocks, shuffled); no labels are
 passed, so the model does not compute its own (discarded) CE loss; the
 teacher is a plain module, not a DeepSpeed engine; the loss is taken in f32.
 
-Perplexity is `bitrank eval`'s: windows of T tokens in order, each predicting
+Perplexity is `bitrank eval`'s: windows of T tokens (--eval-seq-len; default
+the training length) in order, each predicting
 its tokens 1..T−1 from their prefixes, exp(Σ NLL / predictions).
 
 bpw: their rank formula counts per path s·(m+n) sign bits + 16·s for the
@@ -82,6 +83,8 @@ def parse_args():
     p.add_argument("--base-dtype", choices=("bf16", "f32"), default="bf16",
                    help="dtype of teacher and student before patching (theirs: bf16)")
     p.add_argument("--eval-windows", type=int, default=0, help="first N evaluation windows (0: all)")
+    p.add_argument("--eval-seq-len", type=int, default=0,
+                   help="tokens per evaluation window (0: --seq-len); bitrank compress evaluates on 512")
     p.add_argument("--eval-batch", type=int, default=8)
     p.add_argument("--seed", type=int, default=42, help="their main.py default")
     p.add_argument("--log-every", type=int, default=10)
@@ -196,6 +199,7 @@ def main():
     device = torch.device(args.device)
     torch.manual_seed(args.seed)  # svd_lowrank draws its test matrices from it
     T, B = args.seq_len, args.batch
+    TE = args.eval_seq_len if args.eval_seq_len > 0 else T
     steps = math.ceil(args.tokens / (B * T)) if args.tokens > 0 else args.steps
     base_dtype = torch.bfloat16 if args.base_dtype == "bf16" else torch.float32
 
@@ -211,7 +215,7 @@ def main():
 
     ppl = {}
     teacher.to(device).eval()
-    ppl["teacher_f32"] = perplexity(teacher, eval_ids, T, args.eval_windows, args.eval_batch, device, False)
+    ppl["teacher_f32"] = perplexity(teacher, eval_ids, TE, args.eval_windows, args.eval_batch, device, False)
     print(f"teacher f32 ppl {ppl['teacher_f32']['ppl']:.4f}", file=sys.stderr)
     teacher.to("cpu")
 
@@ -235,8 +239,8 @@ def main():
           f"(as saved {bpw['projections_bpw_as_saved']:.4f}), whole model {bpw['whole_model_bpw']:.4f}",
           file=sys.stderr)
 
-    ppl["teacher"] = perplexity(teacher, eval_ids, T, args.eval_windows, args.eval_batch, device, True)
-    ppl["student_init"] = perplexity(student, eval_ids, T, args.eval_windows, args.eval_batch, device, True)
+    ppl["teacher"] = perplexity(teacher, eval_ids, TE, args.eval_windows, args.eval_batch, device, True)
+    ppl["student_init"] = perplexity(student, eval_ids, TE, args.eval_windows, args.eval_batch, device, True)
     load_s = time.perf_counter() - t0
 
     params = [p for p in student.parameters() if p.requires_grad]
@@ -275,7 +279,7 @@ def main():
     skip = min(5, steps - 1)  # the first steps include cuBLAS set-up and allocator growth
     steady = B * T * (steps - skip) / sum(step_s[skip:])
 
-    ppl["student_trained"] = perplexity(student, eval_ids, T, args.eval_windows, args.eval_batch, device, True)
+    ppl["student_trained"] = perplexity(student, eval_ids, TE, args.eval_windows, args.eval_batch, device, True)
 
     result = {
         "anchor": "LittleBit", "littlebit_commit": commit, "model": os.path.basename(args.gguf),
@@ -300,7 +304,7 @@ def main():
     print(f"all projections {bpw['projections_bpw']:.4f} bpw (as saved {bpw['projections_bpw_as_saved']:.4f});"
           f" whole model {bpw['whole_model_bpw']:.4f} (as saved {bpw['whole_model_bpw_as_saved']:.4f})")
     n_eval = ppl["teacher"]["windows"]
-    print(f"ppl over {n_eval} eval windows: teacher f32 {ppl['teacher_f32']['ppl']:.5g}, teacher "
+    print(f"ppl over {n_eval} eval windows of {TE}: teacher f32 {ppl['teacher_f32']['ppl']:.5g}, teacher "
           f"{args.base_dtype} {ppl['teacher']['ppl']:.5g}, student init {ppl['student_init']['ppl']:.5g}, "
           f"trained {ppl['student_trained']['ppl']:.5g}")
     print(f"train: {steps * B * T} tokens in {train_s:.1f} s = {steps * B * T / train_s:.0f} tokens/s "

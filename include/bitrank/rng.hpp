@@ -50,5 +50,10 @@ inline std::uint64_t hash_counter(std::uint64_t seed, std::uint64_t counter) {
 inline float hash_uniform(std::uint64_t seed, std::uint64_t counter) {
   return static_cast<float>(hash_counter(seed, counter) >> 40) * (1.0f / 16777216.0f);
 }
+// Uniform in [0, 1) from the top 53 bits, as f64: a draw fine enough for
+// probabilities far below 2⁻²⁴ (sampling over a vocabulary of 10⁵ tokens).
+inline double hash_uniform_f64(std::uint64_t seed, std::uint64_t counter) {
+  return static_cast<double>(hash_counter(seed, counter) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 }  // namespace bitrank

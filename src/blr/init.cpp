@@ -59,8 +59,8 @@ double rms(const std::vector<double>& x) { return norm2(x) / std::sqrt(double(x.
 
 // One Dual-SVID path of w [m][n] at rank r.
 HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, const SvdOptions& svd_opts,
-                     const std::string& name, SignMagnitudes* mags) {
-  const Svd svd = truncated_svd(w, m, n, r, svd_opts, name);
+                     const SvdEngine& engine, const std::string& name, SignMagnitudes* mags) {
+  const Svd svd = truncated_svd(w, m, n, r, svd_opts, name, engine);
   // U' = U·√Σ, V' = V·√Σ.
   std::vector<float> up(svd.u.size()), vp(svd.v.size());
   for (index_t k = 0; k < r; ++k) {
@@ -116,14 +116,14 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
   blr.r = opts.rank;
   if (magnitudes) magnitudes->assign(static_cast<std::size_t>(opts.paths), {});
   auto mag = [&](int p) { return magnitudes ? &(*magnitudes)[static_cast<std::size_t>(p)] : nullptr; };
-  blr.paths.push_back(one_path(w, m, n, opts.rank, opts.svd, opts.name, mag(0)));
+  blr.paths.push_back(one_path(w, m, n, opts.rank, opts.svd, opts.engine, opts.name, mag(0)));
   if (opts.paths == 2) {
     const std::vector<double> w1 = reconstruct(blr);
     std::vector<float> residual(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) residual[i] = static_cast<float>(double(w[i]) - w1[i]);
     SvdOptions second = opts.svd;
     second.seed += 1;
-    blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.name + " (residual)", mag(1)));
+    blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.engine, opts.name + " (residual)", mag(1)));
   }
   return blr;
 }

@@ -1,6 +1,7 @@
-// Truncated SVD: exact (dgesdd, f64) and randomized (Halko et al., f32
-// GEMMs and QR). Contract, method choice and numerics in
-// include/bitrank/blr/svd.hpp.
+// Truncated SVD on the CPU: exact (dgesdd, f64) and randomized (Halko et
+// al., f32 GEMMs and QR); the checks, sign convention and rounding shared
+// with the GPU engine (svd_internal.hpp). Contract, method choice and
+// numerics in include/bitrank/blr/svd.hpp.
 #include "bitrank/blr/svd.hpp"
 
 #include <cblas.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 
 #include "bitrank/rng.hpp"
+#include "blr/svd_internal.hpp"
 #include "cpu/kernels.hpp"
 
 namespace bitrank::blr {
@@ -56,7 +58,7 @@ void orthonormalize(std::vector<float>& y, index_t rows, index_t cols, std::stri
 
 // Randomized range finder + small exact SVD (see the header): k triplets.
 Thin randomized(std::span<const float> a, index_t m, index_t n, index_t k, const SvdOptions& opts, std::string_view name) {
-  const index_t l = std::min(k + opts.oversampling, std::min(m, n));
+  const index_t l = detail::sketch_columns(m, n, k, opts);
   const float* A = a.data();
   std::vector<float> omega = gaussian(static_cast<std::size_t>(n * l), opts.seed);
   std::vector<float> q(static_cast<std::size_t>(m * l)), z(static_cast<std::size_t>(n * l));
@@ -91,7 +93,49 @@ SvdMethod svd_method_for(index_t m, index_t n, index_t r, const SvdOptions& opts
   return mn <= kExactSvdMaxDim || std::min(r, mn) + opts.oversampling >= mn ? SvdMethod::exact : SvdMethod::randomized;
 }
 
-Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts, std::string_view name) {
+SvdF64 truncated_svd_f64(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts,
+                         std::string_view name) {
+  detail::check_svd_input(a, m, n, r, opts, name);
+  SvdF64 out = detail::svd_frame(m, n, r, opts);
+  Thin t = out.method == SvdMethod::exact ? gesdd(std::vector<double>(a.begin(), a.end()), m, n, out.k, name)
+                                          : randomized(a, m, n, out.k, opts, name);
+  out.u = std::move(t.u);
+  out.s = std::move(t.s);
+  out.v = std::move(t.v);
+  detail::normalize_signs(out);
+  return out;
+}
+
+Svd to_svd(const SvdF64& f) {
+  const index_t m = f.m, n = f.n, r = f.r, k = f.k;
+  BR_ASSERT(k <= r && f.u.size() == static_cast<std::size_t>(m * k) && f.v.size() == static_cast<std::size_t>(n * k) &&
+                f.s.size() == static_cast<std::size_t>(k),
+            "to_svd: factors of {} triplets do not fit {}×{} at rank {}", k, m, n, r);
+  Svd out;
+  out.m = m;
+  out.n = n;
+  out.r = r;
+  out.method = f.method;
+  out.u.assign(static_cast<std::size_t>(m * r), 0.0f);
+  out.v.assign(static_cast<std::size_t>(n * r), 0.0f);
+  out.s.assign(static_cast<std::size_t>(r), 0.0f);
+  for (index_t i = 0; i < m; ++i)
+    for (index_t c = 0; c < k; ++c) out.u[static_cast<std::size_t>(i * r + c)] = static_cast<float>(f.u[static_cast<std::size_t>(i * k + c)]);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t c = 0; c < k; ++c) out.v[static_cast<std::size_t>(j * r + c)] = static_cast<float>(f.v[static_cast<std::size_t>(j * k + c)]);
+  for (index_t c = 0; c < k; ++c) out.s[static_cast<std::size_t>(c)] = static_cast<float>(f.s[static_cast<std::size_t>(c)]);
+  return out;
+}
+
+Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts, std::string_view name,
+                  const SvdEngine& engine) {
+  return to_svd(engine ? engine(a, m, n, r, opts, name) : truncated_svd_f64(a, m, n, r, opts, name));
+}
+
+namespace detail {
+
+void check_svd_input(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts,
+                     std::string_view name) {
   if (m < 1 || n < 1) fail("truncated_svd: {} has an empty shape {}×{}", name, m, n);
   if (a.size() != static_cast<std::size_t>(m) * static_cast<std::size_t>(n))
     fail("truncated_svd: {} has {} values, shape {}×{} needs {}", name, a.size(), m, n, m * n);
@@ -102,29 +146,20 @@ Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, con
     if (!std::isfinite(a[i]))
       fail("truncated_svd: {} [{}×{}] has a non-finite value {} at row {}, column {}", name, m, n, a[i],
            static_cast<index_t>(i) / n, static_cast<index_t>(i) % n);
+}
 
-  const index_t k = std::min(r, std::min(m, n));
-  Svd out;
-  out.m = m;
-  out.n = n;
-  out.r = r;
-  out.method = svd_method_for(m, n, r, opts);
-  const Thin t = out.method == SvdMethod::exact ? gesdd(std::vector<double>(a.begin(), a.end()), m, n, k, name)
-                                                : randomized(a, m, n, k, opts, name);
-  out.u.assign(static_cast<std::size_t>(m * r), 0.0f);
-  out.v.assign(static_cast<std::size_t>(n * r), 0.0f);
-  out.s.assign(static_cast<std::size_t>(r), 0.0f);
+void normalize_signs(SvdF64& f) {
+  const index_t m = f.m, n = f.n, k = f.k;
   for (index_t c = 0; c < k; ++c) {
-    // Sign convention: the largest-magnitude entry of u_c is positive.
     index_t arg = 0;
     for (index_t i = 1; i < m; ++i)
-      if (std::abs(t.u[static_cast<std::size_t>(i * k + c)]) > std::abs(t.u[static_cast<std::size_t>(arg * k + c)])) arg = i;
-    const double sgn = t.u[static_cast<std::size_t>(arg * k + c)] < 0 ? -1.0 : 1.0;
-    for (index_t i = 0; i < m; ++i) out.u[static_cast<std::size_t>(i * r + c)] = static_cast<float>(sgn * t.u[static_cast<std::size_t>(i * k + c)]);
-    for (index_t j = 0; j < n; ++j) out.v[static_cast<std::size_t>(j * r + c)] = static_cast<float>(sgn * t.v[static_cast<std::size_t>(j * k + c)]);
-    out.s[static_cast<std::size_t>(c)] = static_cast<float>(t.s[static_cast<std::size_t>(c)]);
+      if (std::abs(f.u[static_cast<std::size_t>(i * k + c)]) > std::abs(f.u[static_cast<std::size_t>(arg * k + c)])) arg = i;
+    if (f.u[static_cast<std::size_t>(arg * k + c)] >= 0) continue;
+    for (index_t i = 0; i < m; ++i) f.u[static_cast<std::size_t>(i * k + c)] = -f.u[static_cast<std::size_t>(i * k + c)];
+    for (index_t j = 0; j < n; ++j) f.v[static_cast<std::size_t>(j * k + c)] = -f.v[static_cast<std::size_t>(j * k + c)];
   }
-  return out;
 }
+
+}  // namespace detail
 
 }  // namespace bitrank::blr

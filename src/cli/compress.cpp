@@ -5,7 +5,8 @@
 // cuda 409,600 (100 steps of 8 windows of 512). --tokens sets the budget,
 // rounded up to whole steps; --steps sets the step count directly.
 // Checkpoints go to <out>.ckpt every --checkpoint-every steps; --resume
-// continues from it (the same command line, --resume added).
+// continues from it (the same command line, --resume added). With --device
+// cuda the Dual-SVID SVDs run on the GPU as well (blr::make_cuda_svd_engine).
 // --device-memory-cap caps the backend's memory; --stream / --no-stream
 // choose whether the blocks stream from host memory (default: when the
 // teacher's weights exceed the cap; train/streaming.hpp).
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
@@ -31,6 +33,9 @@ int run_compress(CompressCliOptions o) {
   job.device_memory_cap = device_memory_cap("compress", o.device_memory_cap);
   const std::unique_ptr<Backend<float>> be = make_device_backend("compress", job.device);
   if (job.device == "cuda") {
+#ifdef BITRANK_HAS_CUDA
+    job.svd_engine = blr::make_cuda_svd_engine(0);  // Dual-SVID's SVDs on the GPU too
+#endif
     // Larger default windows on the GPU; options given on the command line win.
     if (job.seq_len == 256 && job.windows_per_step == 4 && o.tokens == 0 && o.steps == 0) {
       job.seq_len = 512;

@@ -10,6 +10,7 @@
 #include "cli/bench.hpp"
 #include "cli/compress.hpp"
 #include "cli/eval.hpp"
+#include "cli/generate.hpp"
 #include "cli/info.hpp"
 #include "cli/tokenize.hpp"
 
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("compress", "compress a model into BLR layers, train them by distillation, save and measure");
   compress_cmd->add_option("--model", compress.model,
                            "a dense Llama-family or Qwen3.5 / Qwen3-Next hybrid .gguf or Hugging Face directory "
-                           "(hybrids: layer-wise objective only; default: the SmolLM2-135M GGUF)");
+                           "(default: the SmolLM2-135M GGUF)");
   compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
   compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
       ->check(CLI::Range(0.01, 16.0));
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
       ->check(CLI::Range(2L, 1L << 20));
   compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
-                           "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block)")
+                           "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block, or of e2e training)")
       ->check(CLI::NonNegativeNumber);
   compress_cmd->add_flag("--resume", compress.job.resume,
                          "continue the interrupted run whose checkpoint <out>.ckpt exists (same options)");
@@ -58,11 +59,11 @@ int main(int argc, char** argv) {
                            "perplexity text file (default: the corpus evaluation split)");
   auto* lr_opt = compress_cmd
                     ->add_option("--lr", compress.job.train.scales.lr,
-                                 "peak learning rate of the BLR scales, relative steps (default: layer 1e-3, e2e 1e-2)")
+                                 "peak learning rate of the BLR scales, relative steps (default 1e-2)")
                     ->check(CLI::PositiveNumber);
   auto* sign_lr_opt = compress_cmd
                           ->add_option("--sign-lr", compress.job.train.signs.lr,
-                                       "peak learning rate of the sign latents (default: layer 1e-3, e2e 1e-2)")
+                                       "peak learning rate of the sign latents (default 1e-2)")
                           ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -89,6 +90,20 @@ int main(int argc, char** argv) {
                      "weights exceed --device-memory-cap)");
   eval_cmd->add_flag("--no-stream", eval.no_stream, "keep every block on the device");
 
+  bitrank::cli::GenerateCliOptions gen;
+  auto* gen_cmd = app.add_subcommand("generate", "text after a prompt, streamed to stdout (greedy or sampled)");
+  gen_cmd->add_option("--model", gen.model, "a .gguf file, a Hugging Face directory or a .bitrank file (default: as eval)");
+  gen_cmd->add_option("--prompt", gen.prompt, "the text to continue (control tokens such as <|im_start|> are matched)")
+      ->required();
+  gen_cmd->add_option("--max-tokens", gen.max_tokens, "tokens to generate at most (default 64)");
+  gen_cmd->add_option("--temperature", gen.temperature, "0: greedy (default); > 0: sample from softmax(logits / t)");
+  gen_cmd->add_option("--top-k", gen.top_k, "sample among the k most likely tokens only (default 0: all)");
+  gen_cmd->add_option("--top-p", gen.top_p, "then among the most likely tokens holding this share of the mass (default 1)");
+  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)");
+  gen_cmd->add_option("--device", gen.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  gen_cmd->add_flag("--stop-at-eos,!--no-stop-at-eos", gen.stop_at_eos,
+                    "stop after the tokenizer's end-of-sequence token (default on)");
+
   bitrank::cli::InfoOptions info;
   auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");
   info_cmd->add_option("file", info.file, "a bitrank model file")->required();
@@ -106,14 +121,14 @@ int main(int argc, char** argv) {
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (compress_cmd->parsed()) {
-      // e2e trains every block from one loss: larger steps pay (docs/results.md, H200 runs at 1e-3 and 1e-2).
-      if (compress.job.objective == "e2e") {
-        if (lr_opt->count() == 0) compress.job.train.scales.lr = 1e-2f;
-        if (sign_lr_opt->count() == 0) compress.job.train.signs.lr = 1e-2f;
-      }
+      // Peak rates of 1e-2 for scales and signs beat 1e-3 by orders of magnitude with both objectives
+      // (docs/results.md, the H200 runs: layer-wise 0.55 bpw 1.47× → 1.7e-6× the initialisation's perplexity).
+      if (lr_opt->count() == 0) compress.job.train.scales.lr = 1e-2f;
+      if (sign_lr_opt->count() == 0) compress.job.train.signs.lr = 1e-2f;
       return bitrank::cli::run_compress(compress);
     }
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
+    if (gen_cmd->parsed()) return bitrank::cli::run_generate(gen);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {

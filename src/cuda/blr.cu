@@ -19,8 +19,8 @@
 // Column sums are deterministic: blocks of 128 (or 32) columns × 8 row lanes
 // sum a fixed token block each in f64 (a product of two f32 is exact in
 // f64), the lanes are added in a fixed order into one partial per (block,
-// column), and a second pass adds the partials in a fixed order into the f32
-// gradient. The partition depends only on the shape.
+// column), and col_sum.cuh's finishing pass adds the partials in a fixed
+// order into the f32 gradient. The partition depends only on the shape.
 //
 // The ±1 planes are kept per path and side with a device copy of the bits
 // they were expanded from; every call re-checks the bits on the device, tile
@@ -34,15 +34,15 @@
 #include <algorithm>
 #include <vector>
 
+#include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
-constexpr int kColTile = 32;   // columns per column-sum block
-constexpr int kRowLanes = 8;   // row lanes per column-sum block
-constexpr int kFinishLanes = 16;  // partial lanes per finishing block
+constexpr int kColTile = kColSumTile;      // columns per column-sum block (col_sum.cuh's layout)
+constexpr int kRowLanes = kColSumRowLanes;  // row lanes per column-sum block
 constexpr index_t kTargetBlocks = 2048;
 constexpr unsigned kThreads = 256;
 constexpr int kPathsPerPass = 4;  // paths one y pass reads
@@ -100,26 +100,6 @@ __global__ void rows_colsum_kernel(const float* __restrict__ p, const float* q, 
       for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx * V + v];
       partial[static_cast<index_t>(blockIdx.y) * k + j + v] = s;
     }
-}
-
-// sum[j] = f32(sum[j] + Σ_b partial[b][j]). Block (32, 16), one column per
-// tx: lane ty adds blocks ty, ty + 16, … in order, then lane 0 adds the 16
-// lanes in order (a fixed order for a given block count).
-__global__ void colsum_finish_kernel(const double* __restrict__ partial, index_t blocks, index_t k,
-                                     float* __restrict__ sum) {
-  __shared__ double lanes[kFinishLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
-  double s = 0.0;
-  if (j < k)
-    for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * k + j];
-  lanes[ty][tx] = s;
-  __syncthreads();
-  if (ty == 0 && j < k) {
-    double t = 0.0;
-    for (int l = 0; l < kFinishLanes; ++l) t += lanes[l][tx];
-    sum[j] = static_cast<float>(static_cast<double>(sum[j]) + t);
-  }
 }
 
 // ---- y = Σ_p h_p⊙c_p ------------------------------------------------------
@@ -332,9 +312,7 @@ class CudaBlrOps final : public BlrOps<float> {
                                                           accumulate, partial);
     }
     BR_CUDA_LAUNCHED();
-    colsum_finish_kernel<<<blocks_for(static_cast<std::size_t>(k), kColTile), dim3(kColTile, kFinishLanes), 0, s>>>(
-        partial, blocks, k, sum);
-    BR_CUDA_LAUNCHED();
+    launch_col_sum_finish(partial, blocks, k, sum, s);
   }
 
   Context& ctx_;

@@ -153,57 +153,87 @@ LtGemm::~LtGemm() {
 void LtGemm::run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
                  index_t ldo) {
   if (m == 0 || n == 0) return;
-  const Key key{false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16};
-  matmul(key, plane, act, oscale, out);
+  const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16};
+  matmul(key, plane, act, oscale, 0.0f, out);
 }
 
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
                         index_t ntok, index_t ldo) {
   if (m == 0 || n == 0) return;
-  const Key key{true, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out) >= 16};
-  matmul(key, rhs, lhs, oscale, out);
+  const Key key{Form::tokens, false, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out) >= 16};
+  matmul(key, rhs, lhs, oscale, 0.0f, out);
+}
+
+void LtGemm::run_f32(const float* x, const float* w, float* out, index_t m, index_t n, index_t k, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: out = 0, or unchanged
+    if (!accumulate)
+      BR_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(m * n) * sizeof(float), ctx_.stream.get()));
+    return;
+  }
+  const Key key{Form::act_plane_t, true, m, n, k, n, alignment_of(w), alignment_of(x), alignment_of(out) >= 16};
+  matmul(key, w, x, 1.0f, accumulate ? 1.0f : 0.0f, out);
+}
+
+void LtGemm::run_f32_plain_add(const float* a, const float* b, float* out, index_t m, index_t n, index_t k) {
+  if (m == 0 || n == 0 || k == 0) return;
+  const Key key{Form::plain, true, m, n, k, n, alignment_of(b), alignment_of(a), alignment_of(out) >= 16};
+  matmul(key, b, a, 1.0f, 1.0f, out);
 }
 
 // D = A·B in cuBLASLt's column-major terms, D = outᵀ (n×m, ld ldo).
-void LtGemm::matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out) {
+void LtGemm::matmul(const Key& key, const void* a, const void* b, float oscale, float beta, float* out) {
   const Plan& p = plan(key);
-  const auto [tokens, m, n, k, ldo, align_a, align_b, out16] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16] = key;
   const cudaStream_t s = ctx_.stream.get();
+  const std::size_t row_bytes = static_cast<std::size_t>(n) * sizeof(float), ld_bytes = static_cast<std::size_t>(ldo) * sizeof(float);
   float* d = out;
   if (!p.direct) {
     const std::size_t need = static_cast<std::size_t>(m * n);
     if (scratch_.size() < need) scratch_ = Buffer<float>(ctx_.memory, need);
     d = scratch_.data();
+    if (beta != 0.0f)  // accumulating: the scratch starts as the output
+      BR_CUDA_CHECK(cudaMemcpy2DAsync(d, row_bytes, out, ld_bytes, row_bytes, static_cast<std::size_t>(m),
+                                      cudaMemcpyDeviceToDevice, s));
   }
-  const float beta = 0.0f;
   BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, a, p.a, b, p.b, &beta, d, p.c, d, p.c,
                                  p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes, s));
   if (!p.direct)
-    BR_CUDA_CHECK(cudaMemcpy2DAsync(out, static_cast<std::size_t>(ldo) * sizeof(float), d,
-                                    static_cast<std::size_t>(n) * sizeof(float), static_cast<std::size_t>(n) * sizeof(float),
-                                    static_cast<std::size_t>(m), cudaMemcpyDeviceToDevice, s));
+    BR_CUDA_CHECK(cudaMemcpy2DAsync(out, ld_bytes, d, row_bytes, row_bytes, static_cast<std::size_t>(m),
+                                    cudaMemcpyDeviceToDevice, s));
 }
 
 const LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [tokens, m, n, k, ldo, align_a, align_b, out16] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16] = key;
   const auto u64 = [](index_t v) { return static_cast<std::uint64_t>(v); };
+  const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_16F;
   Plan p;
   BR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = tokens ? CUBLAS_OP_N : CUBLAS_OP_T, tb = tokens ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t ta = form == Form::act_plane_t ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = form == Form::tokens ? CUBLAS_OP_T : CUBLAS_OP_N;
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (tokens) {
-    // A: rhs [k][n] row-major = column-major n×k (ld n), used as is.
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, u64(n), u64(k), n));
-    // B: lhs [k][m] row-major = column-major m×k (ld m), used transposed → k×m.
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, u64(m), u64(k), m));
-  } else {
-    // A: plane as column-major k×n (ld k), used transposed → n×k.
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, u64(k), u64(n), k));
-    // B: act as column-major k×m (ld k).
-    BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, u64(k), u64(m), k));
+  switch (form) {
+    case Form::tokens:
+      // A: rhs [k][n] row-major = column-major n×k (ld n), used as is.
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, u64(n), u64(k), n));
+      // B: lhs [k][m] row-major = column-major m×k (ld m), used transposed → k×m.
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, u64(m), u64(k), m));
+      break;
+    case Form::act_plane_t:
+      // A: plane as column-major k×n (ld k), used transposed → n×k.
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, u64(k), u64(n), k));
+      // B: act as column-major k×m (ld k).
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, u64(k), u64(m), k));
+      break;
+    case Form::plain:
+      // A: b [k][n] row-major = column-major n×k (ld n), used as is.
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, u64(n), u64(k), n));
+      // B: a [m][k] row-major = column-major k×m (ld k), used as is.
+      BR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, u64(k), u64(m), k));
+      break;
   }
   // The algorithm is chosen for a dense output: outᵀ column-major n×m, ld n.
   cublasLtMatrixLayout_t dense = nullptr;

@@ -116,14 +116,17 @@ void launch_stage_transposed(const float* src, const float* col, float scale, in
 void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
                          __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream);
 
-// cuBLASLt f16 GEMM with its per-shape plans (layouts, descriptor, chosen
-// algorithm) cached. The algorithm depends on the problem (form, m, n, k)
-// and the alignment of the inputs only, never on where the output lives:
-// it is chosen for a dense output [m][n] (16-byte aligned rows where n is a
-// multiple of 4), so a GEMM into a column slice gives the same bits as the
-// same GEMM into its own matrix. An output whose pointer or row stride that
-// algorithm cannot write (a slice at an odd offset) is written through a
-// dense scratch and copied into place. One object serves one stream at a time.
+// cuBLASLt GEMMs with their per-shape plans (layouts, descriptor, chosen
+// algorithm) cached: f16 operands (the BLR layer) or f32 operands (the dense
+// op: CUBLAS_COMPUTE_32F, no TF32, so as accurate as the CPU's sgemm),
+// always f32 accumulation and output. The algorithm depends on the problem
+// (form, operand type, m, n, k) and the alignment of the inputs only, never
+// on where the output lives: it is chosen for a dense output [m][n] (16-byte
+// aligned rows where n is a multiple of 4), so a GEMM into a column slice
+// gives the same bits as the same GEMM into its own matrix. An output whose
+// pointer or row stride that algorithm cannot write (a slice at an odd
+// offset) is written through a dense scratch and copied into place. One
+// object serves one stream at a time.
 class LtGemm {
  public:
   explicit LtGemm(Context& ctx) : ctx_(ctx) {}
@@ -138,8 +141,15 @@ class LtGemm {
   // a sum over tokens of row-major operands (the sign gradients).
   void run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n, index_t ntok,
                   index_t ldo);
+  // f32: out[m][n] = x[m][k] · w[n][k]ᵀ, or out += that with `accumulate`.
+  void run_f32(const float* x, const float* w, float* out, index_t m, index_t n, index_t k, bool accumulate);
+  // f32: out[m][n] += a[m][k] · b[k][n] (all dense row-major).
+  void run_f32_plain_add(const float* a, const float* b, float* out, index_t m, index_t n, index_t k);
 
  private:
+  // How the row-major operands map onto cuBLASLt's column-major D = A·B
+  // (D = outᵀ, n×m): act·planeᵀ, lhsᵀ·rhs, a·b.
+  enum class Form : unsigned char { act_plane_t, tokens, plain };
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -147,12 +157,13 @@ class LtGemm {
     bool has_algo = false;
     bool direct = true;  // false: through the dense scratch (c has ld n)
   };
-  // Form (false: act·planeᵀ, true: lhsᵀ·rhs), m, n, k, the output's row
-  // stride, the alignment (bytes, ≤ 256) of A and B, and whether the output
-  // pointer is 16-byte aligned.
-  using Key = std::tuple<bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool>;
+  // Form, f32 operands (else f16), m, n, k, the output's row stride, the
+  // alignment (bytes, ≤ 256) of A and B, and whether the output pointer is
+  // 16-byte aligned.
+  using Key = std::tuple<Form, bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool>;
   const Plan& plan(const Key& key);
-  void matmul(const Key& key, const __half* a, const __half* b, float oscale, float* out);
+  // D = A·B·oscale + beta·D; beta is 0 or 1.
+  void matmul(const Key& key, const void* a, const void* b, float oscale, float beta, float* out);
 
   Context& ctx_;
   std::map<Key, Plan> plans_;

@@ -8,24 +8,18 @@
 // rounded products (no FMA contraction), so given the same row sum they
 // match the CPU bit for bit; 1 + w is formed in f32 first, so zero_centred
 // with w is exactly plain with 1 + w.
-// gain grad: a column reduction. Blocks of 32 columns × 8 row lanes each sum
-// dy·x·inv in f64 over a fixed chunk of rows into one partial per (chunk,
-// column); a second pass adds the chunks in order and accumulates
-// dw[j] = f32(dw[j] + Σ). The chunking depends only on the shape, so the
-// result does not depend on scheduling.
+// gain grad: the shared f64 column sums of col_sum.cuh,
+// dw[j] = f32(dw[j] + Σ_r dy·x·inv) in a fixed order.
 #include <algorithm>
 
 #include "cuda/block_reduce.cuh"
+#include "cuda/col_sum.cuh"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned kRowThreads = 256;
-constexpr int kColTile = 32;
-constexpr int kRowLanes = 8;
-constexpr index_t kChunkRows = 128;
-constexpr index_t kMaxChunks = 4096;
 
 template <bool kOnePlus>
 __device__ float gain_of(float w) {
@@ -66,39 +60,6 @@ __global__ void rmsnorm_backward_kernel(const float* __restrict__ x, const float
     dxr[j] = __fsub_rn(__fmul_rn(__fmul_rn(ivf, gain_of<kOnePlus>(w[j])), dyr[j]), __fmul_rn(xr[j], coef));
 }
 
-// partial[chunk][j] = Σ_{r in chunk} dy[r][j]·x[r][j]·inv[r] (f64). Block
-// (32, 8); grid (column tiles, chunks).
-__global__ void gain_grad_partial_kernel(const float* __restrict__ x, const float* __restrict__ inv,
-                                         const float* __restrict__ dy, index_t n, index_t d, index_t chunk_rows,
-                                         double* __restrict__ partial) {
-  __shared__ double lanes[kRowLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
-  const index_t chunk = blockIdx.y;
-  const index_t r0 = chunk * chunk_rows, r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
-  double sum = 0.0;
-  if (j < d)
-    for (index_t r = r0 + ty; r < r1; r += kRowLanes)
-      sum += static_cast<double>(dy[r * d + j]) * static_cast<double>(x[r * d + j]) * static_cast<double>(inv[r]);
-  lanes[ty][tx] = sum;
-  __syncthreads();
-  if (ty == 0 && j < d) {
-    double s = 0.0;
-    for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx];
-    partial[chunk * d + j] = s;
-  }
-}
-
-// dw[j] = f32(dw[j] + Σ_chunk partial[chunk][j]), chunks in order.
-__global__ void gain_grad_finish_kernel(const double* __restrict__ partial, index_t chunks, index_t d,
-                                        float* __restrict__ dw) {
-  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  double s = 0.0;
-  for (index_t c = 0; c < chunks; ++c) s += partial[c * d + j];
-  dw[j] = static_cast<float>(static_cast<double>(dw[j]) + s);
-}
-
 class CudaNormOps final : public NormOps<float> {
  public:
   explicit CudaNormOps(Context& ctx) : ctx_(ctx) {}
@@ -127,16 +88,7 @@ class CudaNormOps final : public NormOps<float> {
   void rmsnorm_gain_grad_impl(CView<float> x, CView<float> inv, CView<float> dy, View<float> dw) override {
     const index_t n = x.dim(0), d = x.dim(1);
     if (n == 0 || d == 0) return;
-    const index_t chunk_rows = std::max(kChunkRows, (n + kMaxChunks - 1) / kMaxChunks);
-    const index_t chunks = (n + chunk_rows - 1) / chunk_rows;
-    Buffer<double> partial(ctx_.memory, static_cast<std::size_t>(chunks * d));
-    const dim3 grid(static_cast<unsigned>((d + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    gain_grad_partial_kernel<<<grid, dim3(kColTile, kRowLanes), 0, ctx_.stream.get()>>>(x.data, inv.data, dy.data, n,
-                                                                                        d, chunk_rows, partial.data());
-    BR_CUDA_LAUNCHED();
-    gain_grad_finish_kernel<<<blocks_for(static_cast<std::size_t>(d), kRowThreads), kRowThreads, 0,
-                              ctx_.stream.get()>>>(partial.data(), chunks, d, dw.data);
-    BR_CUDA_LAUNCHED();
+    launch_col_sum(dy.data, x.data, inv.data, n, d, dw.data, ctx_.memory, ctx_.stream.get());
   }
 
  private:

@@ -1,11 +1,7 @@
 // CUDA column reductions and scalings (contract: include/bitrank/ops/reduce.hpp).
 //
-// col_sum_prod: blocks of 32 columns × 8 row lanes walk a fixed chunk of rows
-// each, summing a·b in f64 (the product of two f32 values is exact in f64);
-// the 8 lanes are added in a fixed order into one partial per (chunk,
-// column), and a second pass adds the chunks in order and rounds once into
-// out[j] = f32(out[j] + Σ). The chunking depends only on the shape, so the
-// result does not depend on scheduling.
+// col_sum_prod: the shared f64 column sums of col_sum.cuh (fixed chunks of
+// rows, fixed order, one rounding: out[j] = f32(out[j] + Σ a·b)).
 // scale_cols: a grid-stride loop, one element per step, product rounded
 // before the add exactly as the CPU does (no FMA); in place is safe because
 // every element is read and written by the same thread.
@@ -18,69 +14,15 @@
 // and dy are not __restrict__ (dy may be y).
 #include <algorithm>
 
+#include "cuda/block_reduce.cuh"
+#include "cuda/col_sum.cuh"
 #include "cuda/ops.hpp"
 
 namespace bitrank::cuda {
 namespace {
 
-constexpr int kColTile = 32;      // columns per block
-constexpr int kRowLanes = 8;      // row lanes per block
-constexpr index_t kChunkRows = 128;
-constexpr index_t kMaxChunks = 4096;
 constexpr unsigned kThreads = 256;
 constexpr unsigned kMaxSquareBlocks = 1024;
-
-__device__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sum over a block of blockDim.x (a multiple of 32, ≤ 1024) threads in a fixed
-// order; the total is valid in thread 0.
-__device__ double block_sum(double v) {
-  __shared__ double warp_totals[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  if (lane == 0) warp_totals[warp] = v;
-  __syncthreads();
-  double t = 0.0;
-  if (warp == 0) {
-    t = lane < warps ? warp_totals[lane] : 0.0;
-    t = warp_sum(t);
-  }
-  return t;
-}
-
-// partial[chunk][j] = Σ_{t in chunk} a[t][j]·b[t][j] (f64). Block (32, 8);
-// grid (column tiles, chunks).
-__global__ void col_sum_prod_partial_kernel(const float* __restrict__ a, const float* __restrict__ b, index_t rows,
-                                            index_t cols, index_t chunk_rows, double* __restrict__ partial) {
-  __shared__ double lanes[kRowLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t j = static_cast<index_t>(blockIdx.x) * kColTile + tx;
-  const index_t chunk = blockIdx.y;
-  const index_t t0 = chunk * chunk_rows, t1 = t0 + chunk_rows < rows ? t0 + chunk_rows : rows;
-  double sum = 0.0;
-  if (j < cols)
-    for (index_t t = t0 + ty; t < t1; t += kRowLanes) sum += static_cast<double>(a[t * cols + j]) * b[t * cols + j];
-  lanes[ty][tx] = sum;
-  __syncthreads();
-  if (ty == 0 && j < cols) {
-    double s = 0.0;
-    for (int l = 0; l < kRowLanes; ++l) s += lanes[l][tx];
-    partial[chunk * cols + j] = s;
-  }
-}
-
-// out[j] = f32(out[j] + Σ_chunk partial[chunk][j]), chunks in order.
-__global__ void col_sum_finish_kernel(const double* __restrict__ partial, index_t chunks, index_t cols,
-                                      float* __restrict__ out) {
-  const index_t j = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= cols) return;
-  double s = 0.0;
-  for (index_t c = 0; c < chunks; ++c) s += partial[c * cols + j];
-  out[j] = static_cast<float>(static_cast<double>(out[j]) + s);
-}
 
 // No __restrict__: out may be a (in place).
 __global__ void scale_cols_kernel(const float* a, const float* col, index_t total, index_t cols, bool accumulate,
@@ -136,16 +78,7 @@ class CudaReduceOps final : public ReduceOps<float> {
   void col_sum_prod_impl(CView<float> a, CView<float> b, View<float> out) override {
     const index_t rows = a.dim(0), cols = a.dim(1);
     if (rows == 0 || cols == 0) return;
-    const index_t chunk_rows = std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
-    const index_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    Buffer<double> partial(ctx_.memory, static_cast<std::size_t>(chunks * cols));
-    const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    col_sum_prod_partial_kernel<<<grid, dim3(kColTile, kRowLanes), 0, ctx_.stream.get()>>>(a.data, b.data, rows, cols,
-                                                                                           chunk_rows, partial.data());
-    BR_CUDA_LAUNCHED();
-    col_sum_finish_kernel<<<blocks_for(static_cast<std::size_t>(cols), kThreads), kThreads, 0, ctx_.stream.get()>>>(
-        partial.data(), chunks, cols, out.data);
-    BR_CUDA_LAUNCHED();
+    launch_col_sum(a.data, b.data, nullptr, rows, cols, out.data, ctx_.memory, ctx_.stream.get());
   }
 
   void scale_cols_impl(CView<float> a, CView<float> col, View<float> out, bool accumulate) override {

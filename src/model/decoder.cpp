@@ -78,12 +78,15 @@ void DecoderModel<T>::embed(std::span<const std::int32_t> tokens, View<T> h) con
 
 template <class T>
 template <class Fn>
-void DecoderModel<T>::for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, Fn&& fn) const {
-  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size, V = config_.vocab_size;
+void DecoderModel<T>::for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, index_t first_row,
+                                           Fn&& fn) const {
+  const index_t d = config_.hidden_size, V = config_.vocab_size;
   const Buffer<T> h = hidden(tokens, window);
+  const index_t n = static_cast<index_t>(tokens.size()) - first_row;  // rows through the head
+  const CView<T> rows_h(h.data() + first_row * d, Shape{n, d});
   Buffer<T> xn(*be_.memory, static_cast<std::size_t>(n * d)), inv(*be_.memory, static_cast<std::size_t>(n));
-  be_.norm().rmsnorm_forward(h.view({n, d}), final_norm_.view({d}), final_gain_,
-                             static_cast<float>(config_.rms_norm_eps), xn.view({n, d}), inv.view({n}));
+  be_.norm().rmsnorm_forward(rows_h, final_norm_.view({d}), final_gain_, static_cast<float>(config_.rms_norm_eps),
+                             xn.view({n, d}), inv.view({n}));
   const index_t slice = std::clamp<index_t>(vocab_slice, 1, V);
   Buffer<T> out(*be_.memory, static_cast<std::size_t>(n * slice));
   std::vector<T> host(static_cast<std::size_t>(n * slice));
@@ -100,7 +103,7 @@ template <class T>
 std::vector<double> DecoderModel<T>::logits(std::span<const std::int32_t> tokens, index_t window) const {
   const index_t n = static_cast<index_t>(tokens.size()), V = config_.vocab_size;
   std::vector<double> all(static_cast<std::size_t>(n * V));
-  for_each_logit_slice(tokens, window, [&](index_t v0, index_t vs, const T* z) {
+  for_each_logit_slice(tokens, window, 0, [&](index_t v0, index_t vs, const T* z) {
     for (index_t r = 0; r < n; ++r)
       for (index_t j = 0; j < vs; ++j)
         all[static_cast<std::size_t>(r * V + v0 + j)] = static_cast<double>(z[r * vs + j]);
@@ -109,12 +112,23 @@ std::vector<double> DecoderModel<T>::logits(std::span<const std::int32_t> tokens
 }
 
 template <class T>
+std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> tokens) const {
+  const index_t n = static_cast<index_t>(tokens.size());
+  if (n == 0) fail("last_logits: no tokens");
+  std::vector<double> last(static_cast<std::size_t>(config_.vocab_size));
+  for_each_logit_slice(tokens, n, n - 1, [&](index_t v0, index_t vs, const T* z) {
+    for (index_t j = 0; j < vs; ++j) last[static_cast<std::size_t>(v0 + j)] = static_cast<double>(z[j]);
+  });
+  return last;
+}
+
+template <class T>
 Nll DecoderModel<T>::nll(std::span<const std::int32_t> tokens, index_t window) const {
   const index_t n = static_cast<index_t>(tokens.size());
   // Per row: an online log-sum-exp in f64 (running max and scaled sum) and the target's logit.
   std::vector<double> run_max(static_cast<std::size_t>(n), -std::numeric_limits<double>::infinity());
   std::vector<double> run_sum(static_cast<std::size_t>(n), 0.0), target(static_cast<std::size_t>(n), 0.0);
-  for_each_logit_slice(tokens, window, [&](index_t v0, index_t vs, const T* z) {
+  for_each_logit_slice(tokens, window, 0, [&](index_t v0, index_t vs, const T* z) {
     for (index_t r = 0; r < n; ++r) {
       const T* zr = z + r * vs;
       double m = run_max[r];

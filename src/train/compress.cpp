@@ -90,8 +90,6 @@ void validate(const CompressOptions& o) {
   if (o.out.empty()) fail("compress: no output file (-o) given");
   if (o.objective != "layer" && o.objective != "e2e")
     fail("compress: objective '{}' is not one of layer, e2e", o.objective);
-  if (o.objective == "e2e" && o.resume)
-    fail("compress: --resume is implemented for the layer-wise objective only (not e2e)");
   if (!(std::isfinite(o.mse_weight) && o.mse_weight >= 0))
     fail("compress: the hidden-state MSE weight must be finite and ≥ 0, got {}", o.mse_weight);
   if (!(std::isfinite(o.bpw) && o.bpw > 0 && o.bpw <= 16)) fail("compress: --bpw must be in (0, 16], got {}", o.bpw);
@@ -127,6 +125,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     if (!std::filesystem::exists(ckpt_path))
       fail("compress --resume: there is no checkpoint {} to resume from", ckpt_path.string());
     run = read_compress_checkpoint(ckpt_path);
+    if (run.objective != o.objective)
+      fail("compress --resume: {} is the checkpoint of a run with the {} objective, this run's is {}",
+           ckpt_path.string(), run.objective, o.objective);
     check_resume_options(run.options, resume_options, ckpt_path);
   } else if (std::filesystem::exists(ckpt_path)) {
     fail("compress: {} is the checkpoint of an interrupted run: pass --resume to continue it, or delete it to start "
@@ -134,19 +135,21 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
          ckpt_path.string());
   }
   run.options = resume_options;
+  run.objective = o.objective;
   const bool resumed = o.resume;
+  // The end-to-end objective trains every block at once: one training unit
+  // where the layer-wise objective has one per block (the checkpoint's
+  // `block` counts these units).
+  const bool e2e = o.objective == "e2e";
 
   // 1. Teacher, tokenizer, text.
   const model::HostWeights weights = model::load_weights(o.model);
   const io::ModelConfig& cfg = weights.config;
   const bool hybrid = cfg.is_hybrid();
-  if (hybrid && o.objective == "e2e")
-    fail("compress: {} is a {} model; the e2e objective handles the dense Llama family only (use the layer-wise "
-         "objective)",
-         o.model.string(), cfg.model_type);
   const StreamChoice streaming =
       choose_streaming(o.stream, o.device_memory_cap, model::model_device_bytes<float>(weights));
-  BR_LOG_INFO("compress: {} ({})", streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
+  BR_LOG_INFO("compress: {} ({})",
+              streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
               streaming.reason);
   const io::Tokenizer tokenizer = io::load_model_tokenizer(o.model);
   const TrainingText train_text = load_training_text(o.text);
@@ -179,17 +182,21 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   };
 
   // Where training continues: block first_block, its step first_step.
-  const index_t first_block = run.block;
+  const index_t first_block = run.block, units = e2e ? 1 : L;
   const std::int64_t first_step = run.trainer.step;
   if (resumed) {
     const std::size_t logs = static_cast<std::size_t>(first_block) + (first_step > 0 ? 1 : 0);
-    if (first_block > L || first_step >= o.steps || (first_block == L && first_step > 0) ||
-        run.blocks.size() != logs || (first_step > 0 && std::ssize(run.blocks.back().losses) != first_step) ||
-        std::ssize(run.trained) != trained_matrices(first_block) ||
-        std::ssize(run.trained_gains) != trained_gain_count(first_block))
-      fail("compress --resume: {} is inconsistent: block {} step {} of a model with {} blocks of {} steps, {} block "
+    // e2e: every matrix and gain (the final norm's too) once done, none before.
+    const bool done = first_block == units;
+    const std::ptrdiff_t matrices = e2e ? (done ? trained_matrices(L) : 0) : trained_matrices(first_block);
+    const std::ptrdiff_t gains = e2e ? (done ? trained_gain_count(L) + 1 : 0) : trained_gain_count(first_block);
+    if (first_block > units || first_step >= o.steps || (done && first_step > 0) || run.blocks.size() != logs ||
+        (first_step > 0 && std::ssize(run.blocks.back().losses) != first_step) || std::ssize(run.trained) != matrices ||
+        std::ssize(run.trained_gains) != gains)
+      fail("compress --resume: {} is inconsistent: block {} step {} of a {} run of {} blocks of {} steps, {} block "
            "logs, {} trained matrices",
-           ckpt_path.string(), first_block, first_step, L, o.steps, run.blocks.size(), run.trained.size());
+           ckpt_path.string(), first_block, first_step, o.objective, units, o.steps, run.blocks.size(),
+           run.trained.size());
     BR_LOG_INFO("compress: resuming {} at block {}, step {}", ckpt_path.string(), first_block, first_step);
   }
 
@@ -197,7 +204,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const auto t_init = Clock::now();
   std::vector<char> needed(plan.size(), resumed ? 0 : 1);
   for (std::size_t i = 0; i < plan.size(); ++i)
-    if (plan_block[i] >= first_block) needed[i] = 1;
+    if (e2e ? first_block == 0 : plan_block[i] >= first_block) needed[i] = 1;
   if (resumed) {
     bool same = run.matrices.size() == plan.size();
     for (const blr::RankPlan& p : plan) {
@@ -225,7 +232,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         if (!needed[static_cast<std::size_t>(i)]) continue;
         const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
         const auto& w = weights.at(weight_name(p.name)).values;
-        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .name = p.name};
+        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
         io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
         init[static_cast<std::size_t>(i)] = blr::dual_svid(w, p.m, p.n, io);
         init_error[static_cast<std::size_t>(i)] = blr::relative_error(w, init[static_cast<std::size_t>(i)]);
@@ -235,7 +242,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       }
     });
     openblas_set_num_threads(blas_threads);
-    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s", to_init, since(t_init)));
+    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s (SVDs on the {})", to_init, since(t_init),
+                                o.svd_engine ? "GPU" : "CPU"));
   }
   model::BlrProjections init_blr;
   for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -311,7 +319,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       mem.download(y_host.data() + s * rows * d, y_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
     }
   };
-  if (first_block < L) {
+  if (!e2e && first_block < L) {
     // Resume: the teacher's hidden states at block first_block's input, computed as the first run did.
     for (index_t b = 0; b < first_block; ++b) {
       teacher_block(b);
@@ -324,7 +332,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const std::int64_t resume_step = first_block * o.steps + first_step;
   StepLog log(log_path, resumed ? resume_step : -1);
   StepRecord rec{.step = resume_step - 1, .tokens = run.trainer.tokens, .seconds = run.trainer.seconds};
-  TrainProgress progress(L * o.steps, resumed ? &rec : nullptr);
+  TrainProgress progress(units * o.steps, resumed ? &rec : nullptr);
   LayerwiseBuffers<float> bufs;
   LayerwiseBuffersOf<StudentHybridBlock<float>> hybrid_bufs;
   double train_seconds = run.trainer.seconds;
@@ -354,7 +362,6 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     write_compress_checkpoint(ckpt_path, run);
     run.student_state = {};
   };
-  const bool e2e = o.objective == "e2e";
   // Trains block b's student (StudentLlamaBlock or StudentHybridBlock, built
   // from the initialisation) for its steps; `keep` moves its trained weights
   // into run.trained / run.trained_gains once the block is done.
@@ -418,60 +425,68 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       if (o.hooks.on_step) o.hooks.on_step(rec);
     }
   };
-  for (index_t b = first_block; b < L && !e2e; ++b) {
+  // Block b's student at initialisation (Llama; a hybrid's is
+  // hybrid_student_weights), and a trained block into run.trained / run.trained_gains.
+  const auto llama_init = [&](index_t b) {
     const std::string prefix = fmt::format("blk.{}.", b);
+    StudentBlockWeights w0;
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
+    w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
+    w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+    return w0;
+  };
+  const auto keep_llama = [&](index_t b, const StudentBlockWeights& w) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    for (model::LlamaProj p : model::kAllLlamaProjs)
+      run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+    run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+  };
+  const auto keep_hybrid = [&](index_t b, const StudentHybridWeights& w) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
+      if (hybrid_proj_is_blr(p)) run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
+    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
+    run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
+    if (w.full_attention) {
+      run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
+      run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
+    }
+  };
+  for (index_t b = first_block; b < L && !e2e; ++b) {
     teacher_block(b);  // the targets: the teacher block on the teacher's inputs
     const auto sign_id = static_cast<std::uint32_t>(b) * 64u;
     if (hybrid) {
       StudentHybridBlock<float> student(be, hybrid_teacher->block_dims(), hybrid_student_weights(weights, b, init_blr),
                                         o.train.signs.optimizer, o.tau, sign_id);
-      train_block(b, student, [&](const StudentHybridWeights& w) {
-        for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
-          if (hybrid_proj_is_blr(p))
-            run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-        run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
-        if (w.full_attention) {
-          run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
-          run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
-        }
-      });
+      train_block(b, student, [&](const StudentHybridWeights& w) { keep_hybrid(b, w); });
     } else {
-      StudentBlockWeights w0;
-      for (model::LlamaProj p : model::kAllLlamaProjs)
-        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
-      StudentLlamaBlock<float> student(be, dims, w0, o.train.signs.optimizer, o.tau, sign_id);
-      train_block(b, student, [&](const StudentBlockWeights& w) {
-        for (model::LlamaProj p : model::kAllLlamaProjs)
-          run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-        run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-        run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
-      });
+      StudentLlamaBlock<float> student(be, dims, llama_init(b), o.train.signs.optimizer, o.tau, sign_id);
+      train_block(b, student, [&](const StudentBlockWeights& w) { keep_llama(b, w); });
     }
     std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
   }
-  if (e2e) {
-    // End to end: every block at once from the initialisation, KL on the
-    // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
-    // windows the layer-wise objective would use. One log entry per step;
-    // the curve is the whole model's loss.
-    E2eStudentWeights init_w;
-    for (index_t b = 0; b < L; ++b) {
-      const std::string prefix = fmt::format("blk.{}.", b);
-      StudentBlockWeights w0;
-      for (model::LlamaProj p : model::kAllLlamaProjs)
-        w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-      w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-      w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
-      init_w.blocks.push_back(std::move(w0));
+  // End to end: every block at once from the initialisation, KL on the
+  // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
+  // windows the layer-wise objective would use. One log entry per step;
+  // the curve is the whole model's loss. Checkpoints every
+  // checkpoint_every steps (the whole student's state) and when done (the
+  // trained model); a resume of a finished run goes straight to the save.
+  // `keep` takes a trained block's weights (as for the layer-wise objective).
+  const GradScalerOptions e2e_scaler = e2e_scaler_options(rows);
+  const auto train_e2e = [&]<class Student>(E2eTrainerOf<Student>& trainer, auto&& keep) {
+    constexpr bool dense = std::is_same_v<Student, StudentLlamaBlock<float>>;  // the e2e_ hooks' family
+    if (first_step > 0) {
+      trainer.upload_state(run.student_state);
+      run.student_state = {};
+      trainer.state().applied_steps = run.trainer.applied_steps;
+      trainer.state().scaler = GradScaler(e2e_scaler, run.trainer.scaler);
+    } else {
+      run.blocks.emplace_back();
     }
-    E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler_options(rows), E2eOptions{o.train, o.mse_weight},
-                              o.train.signs.optimizer, o.tau, streaming.stream);
-    TrainProgress e2e_progress(o.steps);
-    CompressBlockLog& lg = run.blocks.emplace_back();
-    for (std::int64_t s = 0; s < o.steps; ++s) {
+    CompressBlockLog& lg = run.blocks.back();
+    for (std::int64_t s = first_step; s < o.steps; ++s) {
       const auto t_step = Clock::now();
       const double mult = schedule.lr(s);
       LayerwiseOptions& opt = trainer.options().optim;
@@ -479,9 +494,13 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
       opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
       opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
-      const E2eReport r = trainer.step(std::span<const std::int32_t>(step_ids).subspan(
-                                           static_cast<std::size_t>(s * rows), static_cast<std::size_t>(rows)),
-                                       T);
+      const E2eLoss loss = trainer.forward_backward(
+          std::span<const std::int32_t>(step_ids).subspan(static_cast<std::size_t>(s * rows),
+                                                          static_cast<std::size_t>(rows)),
+          T);
+      if constexpr (dense)
+        if (o.hooks.e2e_after_backward) o.hooks.e2e_after_backward(trainer, s);
+      const E2eReport r = trainer.finish_step(loss);
       mem.synchronize();
       train_seconds += since(t_step);
       lg.losses.push_back(r.loss.total);
@@ -497,22 +516,38 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                        .seconds = train_seconds,
                        .block_loss = {r.loss.kl, r.loss.mse}};
       log.write(rec);
-      e2e_progress.step(rec);
+      progress.step(rec);
+      if (s + 1 == o.steps) {
+        // Trained: into the model, and the checkpoint of a finished run.
+        const auto trained_w = trainer.download();
+        for (index_t b = 0; b < L; ++b) keep(b, trained_w.blocks[static_cast<std::size_t>(b)]);
+        run.trained_gains["output_norm.weight"] = trained_w.final_norm;
+        checkpoint(1, 0, nullptr, {});
+      } else if (o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0) {
+        checkpoint(0, s + 1, &trainer.state(), trainer.download_state());
+      }
+      if constexpr (dense)
+        if (o.hooks.e2e_after_step) o.hooks.e2e_after_step(trainer, rec);
+      if (o.hooks.on_step) o.hooks.on_step(rec);
     }
-    e2e_progress.finish();
-    const E2eStudentWeights trained_w = trainer.download();
-    for (index_t b = 0; b < L; ++b) {
-      const std::string prefix = fmt::format("blk.{}.", b);
-      const StudentBlockWeights& w = trained_w.blocks[static_cast<std::size_t>(b)];
-      for (model::LlamaProj p : model::kAllLlamaProjs)
-        run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-      run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-      run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+  };
+  if (e2e && first_block == 0) {
+    const E2eOptions e2e_options{o.train, o.mse_weight};
+    if (hybrid) {
+      HybridE2eStudentWeights init_w;
+      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(hybrid_student_weights(weights, b, init_blr));
+      HybridE2eTrainer<float> trainer(*hybrid_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
+                                      streaming.stream);
+      train_e2e(trainer, keep_hybrid);
+    } else {
+      E2eStudentWeights init_w;
+      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(llama_init(b));
+      E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
+                                streaming.stream);
+      train_e2e(trainer, keep_llama);
     }
-    run.trained_gains["output_norm.weight"] = trained_w.final_norm;
-  } else {
-    progress.finish();
   }
+  progress.finish();
   std::vector<PlotSeries> curves;
   nlohmann::ordered_json blocks = nlohmann::ordered_json::array();
   std::int64_t flips_total = 0, skipped_total = 0;
@@ -588,6 +623,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                             {"sign_flips", flips_total},
                             {"skipped_steps", skipped_total}};
   cm.summary["init_seconds"] = run.init_seconds;
+  cm.summary["init_svd"] = o.svd_engine ? "gpu" : "cpu";  // where this run's Dual-SVID SVDs ran
   const std::size_t peak = be.memory->peak_bytes();
   cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   cm.summary["device_memory_cap_bytes"] =

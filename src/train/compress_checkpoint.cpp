@@ -163,6 +163,7 @@ void write_compress_checkpoint(const fs::path& path, const CompressCheckpoint& c
                                            {static_cast<std::int64_t>(c.student_state.size())}, c.student_state));
 
   ordered_json j;
+  j["objective"] = c.objective;
   j["block"] = c.block;
   j["options"] = c.options;
   j["blocks"] = json::array();
@@ -205,15 +206,19 @@ CompressCheckpoint read_compress_checkpoint(const fs::path& path) {
   if (need(key::format) != kCompressCheckpointFormat)
     fail("{}: metadata '{}' is \"{}\", expected \"{}\"", file, key::format, need(key::format),
          kCompressCheckpointFormat);
-  if (need(key::version) != std::to_string(kCompressCheckpointVersion))
-    fail("{}: checkpoint version {}; this build reads version {}", file, need(key::version),
-         kCompressCheckpointVersion);
+  // Version 1 predates the e2e checkpoints: the same layout without "objective", always a layer-wise run.
+  const std::string& version = need(key::version);
+  if (version != "1" && version != std::to_string(kCompressCheckpointVersion))
+    fail("{}: checkpoint version {}; this build reads versions 1 to {}", file, version, kCompressCheckpointVersion);
 
   CompressCheckpoint c;
   c.trainer = trainer_state_from_json(need(std::string(kTrainerStateKey)), file);
   const json j = io::parse_json_checked(need(key::compress), file, key::compress, /*max_depth=*/8);
   std::vector<std::string> trained, gains;
   try {
+    if (version != "1") c.objective = j.at("objective").get<std::string>();
+    if (c.objective != "layer" && c.objective != "e2e")
+      fail("{}: objective \"{}\" is not one of layer, e2e", file, c.objective);
     c.block = j.at("block").get<std::int64_t>();
     c.options = j.at("options");
     for (const json& b : j.at("blocks")) {
@@ -239,8 +244,10 @@ CompressCheckpoint read_compress_checkpoint(const fs::path& path) {
   } catch (const json::exception& e) {
     fail("{}: metadata '{}': {}", file, key::compress, e.what());
   }
-  if (c.block < 0 || c.trainer.step < 0 || c.blocks.size() > static_cast<std::size_t>(c.block) + 1)
-    fail("{}: block {} with {} block logs is inconsistent", file, c.block, c.blocks.size());
+  if (c.block < 0 || c.trainer.step < 0 || c.blocks.size() > static_cast<std::size_t>(c.block) + 1 ||
+      (c.objective == "e2e" && (c.block > 1 || c.blocks.size() != 1)))
+    fail("{}: block {} with {} block logs is inconsistent ({} objective)", file, c.block, c.blocks.size(),
+         c.objective);
 
   std::size_t expected_tensors = 0;
   for (const std::string& name : trained) {

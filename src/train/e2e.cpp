@@ -15,26 +15,25 @@ GradScalerOptions e2e_scaler_options(index_t tokens) {
   return layerwise_scaler_options(2 * tokens);  // its 2^k ≤ elements/2, here 2^k ≤ tokens
 }
 
-template <class T>
-E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init,
-                          const GradScalerOptions& scaler, const E2eOptions& options, SignOptimizer sign_optimizer,
-                          float tau, bool stream)
+template <class Student>
+E2eTrainerOf<Student>::E2eTrainerOf(const Teacher& teacher, const Weights& init, const GradScalerOptions& scaler,
+                                    const E2eOptions& options, SignOptimizer sign_optimizer, float tau, bool stream)
     : teacher_(&teacher),
       be_(&teacher.backend()),
-      dims_(model::LlamaBlockDims::of(teacher.config())),
+      dims_(Family::dims(teacher)),
       options_(options),
       state_(scaler) {
   const index_t L = teacher.config().num_layers, d = dims_.hidden;
   if (static_cast<index_t>(init.blocks.size()) != L)
     fail("E2eTrainer: {} student blocks for a teacher of {}", init.blocks.size(), L);
   Memory& mem = *be_->memory;
+  for (index_t b = 0; b < L; ++b) Family::check_block(teacher, b, init.blocks[static_cast<std::size_t>(b)]);
   if (stream) {
     // Each block is made in a slot (zeroed: its image's bytes) and copied back to its image when the slot is reused.
     std::vector<std::size_t> bytes;
     for (index_t b = 0; b < L; ++b) {
       try {
-        bytes.push_back(StudentLlamaBlock<T>::arena_bytes(dims_, init.blocks[static_cast<std::size_t>(b)],
-                                                          sign_optimizer));
+        bytes.push_back(Student::arena_bytes(dims_, init.blocks[static_cast<std::size_t>(b)], sign_optimizer));
       } catch (const Error& e) {
         fail("E2eTrainer: student block {}: {}", b, e.what());
       }
@@ -44,16 +43,16 @@ E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentW
   }
   std::uint32_t sign_id = 0;
   for (index_t b = 0; b < L; ++b) {
-    const StudentBlockWeights& w = init.blocks[static_cast<std::size_t>(b)];
+    const auto& w = init.blocks[static_cast<std::size_t>(b)];
     std::byte* place = slots_ ? slots_->acquire(b) : nullptr;
     try {
-      blocks_.push_back(std::make_unique<StudentLlamaBlock<T>>(*be_, dims_, w, sign_optimizer, tau, sign_id, place));
+      blocks_.push_back(std::make_unique<Student>(*be_, dims_, w, sign_optimizer, tau, sign_id, place));
     } catch (const Error& e) {
       fail("E2eTrainer: student block {}: {}", b, e.what());
     }
     if (slots_) slots_->modified(b);
     if (b > 0) blocks_.back()->share_scratch(*blocks_.front());  // the blocks run one after another
-    for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());
+    for (const auto& m : w.proj) sign_id += 2 * static_cast<std::uint32_t>(m.paths.size());  // (dense: none)
   }
   std::vector<T> gain;
   if (init.final_norm.empty()) {
@@ -74,33 +73,33 @@ E2eTrainer<T>::E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentW
   final_.upload(gain);
 }
 
-template <class T>
-View<T> E2eTrainer<T>::x(index_t b, index_t n) const {
+template <class Student>
+auto E2eTrainerOf<Student>::x(index_t b, index_t n) const -> View<T> {
   return View<T>(xs_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
 }
 
-template <class T>
-View<T> E2eTrainer<T>::mse_grad(index_t b, index_t n) const {
+template <class Student>
+auto E2eTrainerOf<Student>::mse_grad(index_t b, index_t n) const -> View<T> {
   return View<T>(mse_grads_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
 }
 
-template <class T>
-StudentLlamaBlock<T>& E2eTrainer<T>::use(index_t b, index_t next, bool write) const {
-  StudentLlamaBlock<T>& block = *blocks_.at(static_cast<std::size_t>(b));
+template <class Student>
+Student& E2eTrainerOf<Student>::use(index_t b, index_t next, bool write) const {
+  Student& block = *blocks_.at(static_cast<std::size_t>(b));
   if (!slots_) return block;
   block.rebind(slots_->acquire(b, next));
   if (write) slots_->modified(b);
   return block;
 }
 
-template <class T>
-StudentLlamaBlock<T>& E2eTrainer<T>::block(index_t b) {
+template <class Student>
+Student& E2eTrainerOf<Student>::block(index_t b) {
   if (slots_) block_squares_.at(static_cast<std::size_t>(b)).reset();  // the caller may write its gradients
   return use(b, -1, true);
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, index_t window) {
   const double lambda = options_.mse_weight;
   if (!std::isfinite(lambda) || lambda < 0) fail("e2e step: mse_weight must be finite and ≥ 0, got {}", lambda);
   model::check_tokens(tokens, window, teacher_->config().vocab_size, "e2e step");
@@ -116,7 +115,7 @@ E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t win
   CView<T> teacher_in = x(0, n);  // both models start from the embedding
   for (index_t b = 0; b < L; ++b) {
     Buffer<T>& out = b % 2 == 0 ? teacher_a_ : teacher_b_;
-    teacher_->block_forward(b, teacher_in, window, teacher_acts_, out.view({n, d}));
+    Family::teacher_block(*teacher_, b, teacher_in, window, teacher_acts_, out.view({n, d}));
     use(b, b + 1 < L ? b + 1 : -1, false).forward(x(b, n), window, tape_, x(b + 1, n));
     const double sum =
         be_->reduce().squared_error(x(b + 1, n), out.view({n, d}), 2.0 * lambda / elements, mse_grad(b, n));
@@ -128,8 +127,8 @@ E2eLoss E2eTrainer<T>::forward(std::span<const std::int32_t> tokens, index_t win
   return loss;
 }
 
-template <class T>
-void E2eTrainer<T>::head(E2eLoss& loss, index_t n, bool backward) {
+template <class Student>
+void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, bool backward) {
   const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
   const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
   Memory& mem = *be_->memory;
@@ -180,15 +179,15 @@ void E2eTrainer<T>::head(E2eLoss& loss, index_t n, bool backward) {
   norm.rmsnorm_backward(x(L, n), final_norm(), inv_s, dxn_.view({n, d}), style, dh_.view({n, d}));
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
   E2eLoss loss = forward(tokens, window);
   head(loss, static_cast<index_t>(tokens.size()), false);
   return loss;
 }
 
-template <class T>
-E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eLoss E2eTrainerOf<Student>::forward_backward(std::span<const std::int32_t> tokens, index_t window) {
   if (!slots_)
     for (auto& b : blocks_) b->zero_grad();  // streamed: each block's in the backward sweep, where it is in a slot
   final_grad_.zero();
@@ -200,7 +199,7 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
   const float grad_scale = static_cast<float>(state_.scaler.scale());
   for (index_t b = blocks() - 1; b >= 0; --b) {
     be_->act().add(dh_.view({n * d}), mse_grad(b, n).flat(), dy_.view({n * d}));
-    StudentLlamaBlock<T>& block = use(b, b - 1, true);
+    Student& block = use(b, b - 1, true);
     // The tape of block b; the last block's is still the forward's.
     if (b < blocks() - 1) block.forward(x(b, n), window, tape_, y_.view({n, d}));
     if (slots_) block.zero_grad();
@@ -211,8 +210,8 @@ E2eLoss E2eTrainer<T>::forward_backward(std::span<const std::int32_t> tokens, in
   return loss;
 }
 
-template <class T>
-E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
+template <class Student>
+E2eReport E2eTrainerOf<Student>::finish_step(const E2eLoss& loss) {
   StudentGradSquares sq;
   for (index_t b = 0; b < blocks(); ++b) {  // in block order, streamed or not: the same sums
     std::optional<StudentGradSquares>* kept = slots_ ? &block_squares_[static_cast<std::size_t>(b)] : nullptr;
@@ -232,22 +231,22 @@ E2eReport E2eTrainer<T>::finish_step(const E2eLoss& loss) {
   return rep;
 }
 
-template <class T>
-E2eReport E2eTrainer<T>::step(std::span<const std::int32_t> tokens, index_t window) {
+template <class Student>
+E2eReport E2eTrainerOf<Student>::step(std::span<const std::int32_t> tokens, index_t window) {
   return finish_step(forward_backward(tokens, window));
 }
 
-template <class T>
-E2eStudentWeights E2eTrainer<T>::download() const {
-  E2eStudentWeights w;
+template <class Student>
+auto E2eTrainerOf<Student>::download() const -> Weights {
+  Weights w;
   for (index_t b = 0; b < blocks(); ++b) w.blocks.push_back(use(b, b + 1 < blocks() ? b + 1 : -1, false).download());
   const std::vector<T> gain = final_.download();
   w.final_norm.assign(gain.begin(), gain.end());
   return w;
 }
 
-template <class T>
-std::vector<std::byte> E2eTrainer<T>::download_state() const {
+template <class Student>
+std::vector<std::byte> E2eTrainerOf<Student>::download_state() const {
   std::vector<std::byte> bytes;
   for (index_t b = 0; b < blocks(); ++b) {
     const auto s = use(b, b + 1 < blocks() ? b + 1 : -1, false).download_state();
@@ -261,15 +260,15 @@ std::vector<std::byte> E2eTrainer<T>::download_state() const {
   return bytes;
 }
 
-template <class T>
-void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
+template <class Student>
+void E2eTrainerOf<Student>::upload_state(std::span<const std::byte> bytes) {
   const std::size_t gain_bytes = static_cast<std::size_t>(dims_.hidden) * sizeof(T);
   std::size_t want = 3 * gain_bytes;
   for (const auto& b : blocks_) want += b->state_bytes();
   if (bytes.size() != want) fail("E2eTrainer upload_state: {} bytes, the student's state has {}", bytes.size(), want);
   std::size_t at = 0;
   for (index_t b = 0; b < blocks(); ++b) {
-    StudentLlamaBlock<T>& block = use(b, b + 1 < blocks() ? b + 1 : -1, true);
+    Student& block = use(b, b + 1 < blocks() ? b + 1 : -1, true);
     block.upload_state(bytes.subspan(at, block.state_bytes()));
     at += block.state_bytes();
   }
@@ -279,7 +278,9 @@ void E2eTrainer<T>::upload_state(std::span<const std::byte> bytes) {
   }
 }
 
-template class E2eTrainer<float>;
-template class E2eTrainer<double>;
+template class E2eTrainerOf<StudentLlamaBlock<float>>;
+template class E2eTrainerOf<StudentLlamaBlock<double>>;
+template class E2eTrainerOf<StudentHybridBlock<float>>;
+template class E2eTrainerOf<StudentHybridBlock<double>>;
 
 }  // namespace bitrank::train

@@ -194,27 +194,37 @@ index_t StudentHybridBlock<T>::gains_size(const HybridBlockDims& dims, bool full
 }
 
 template <class T>
-void StudentHybridBlock<T>::carve_frozen(Carver& state) {
-  if (full_) return;
-  const GdnConfig g = dims_.gdn_config(1);
+auto StudentHybridBlock<T>::frozen_views(const HybridBlockDims& dims, bool full, Carver& state) -> Frozen {
+  Frozen f;
+  if (full) return f;
+  const GdnConfig g = dims.gdn_config(1);
   const auto take = [&](Shape s) { return View<T>(state.take<T>(s.numel()), s); };
-  frozen_.w_b = take({g.v_heads, dims_.hidden});
-  frozen_.w_a = take({g.v_heads, dims_.hidden});
-  frozen_.conv = take({g.channels(), g.conv_kernel});
-  frozen_.a_log = take({g.v_heads});
-  frozen_.dt_bias = take({g.v_heads});
-  frozen_.gdn_norm = take({g.head_dim});
+  f.w_b = take({g.v_heads, dims.hidden});
+  f.w_a = take({g.v_heads, dims.hidden});
+  f.conv = take({g.channels(), g.conv_kernel});
+  f.a_log = take({g.v_heads});
+  f.dt_bias = take({g.v_heads});
+  f.gdn_norm = take({g.head_dim});
+  return f;
 }
 
 template <class T>
 StudentHybridBlock<T>::StudentHybridBlock(Backend<T>& be, const HybridBlockDims& dims, const StudentHybridWeights& init,
-                                          SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id)
+                                          SignOptimizer sign_optimizer, float tau, std::uint32_t sign_id,
+                                          std::byte* place)
     : be_(&be),
       dims_(dims),
       full_(init.full_attention),
       arena_(be, checked_proj_dims(dims, init), gains_size(dims, init.full_attention), sign_optimizer, sign_id,
-             "StudentHybridBlock", [this](Carver& state) { carve_frozen(state); }) {
+             "StudentHybridBlock", [this](Carver& state) { carve_frozen(state); }, place) {
   upload(init, tau);
+}
+
+template <class T>
+std::size_t StudentHybridBlock<T>::arena_bytes(const HybridBlockDims& dims, const StudentHybridWeights& init,
+                                               SignOptimizer sign_optimizer) {
+  return StudentArena<T>::bytes(checked_proj_dims(dims, init), gains_size(dims, init.full_attention), sign_optimizer,
+                                [&](Carver& state) { frozen_views(dims, init.full_attention, state); });
 }
 
 template <class T>
@@ -356,7 +366,7 @@ void StudentHybridBlock<T>::backward(CView<T> x, Tape& tape, CView<T> dy, float 
       fail("StudentHybridBlock backward: {} has shape {}, expected a contiguous [{}, {}]", name, v.shape.str(), n, d);
 
   Memory& mem = *be_->memory;
-  Scratch& s = scratch_;
+  Scratch& s = *scratch_;
   for (Buffer<T>* b : {&s.d_act, &s.d_gate, &s.d_up}) ensure_size(*b, mem, n * f);
   for (Buffer<T>* b : {&s.d_xn, &s.tmp, &s.d_h}) ensure_size(*b, mem, n * d);
 

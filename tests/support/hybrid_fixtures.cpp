@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include "bitrank/model/hybrid.hpp"
 
@@ -54,9 +55,9 @@ io::ModelConfig tiny_config(bool tied, bool next, json edits) {
   return io::parse_hf_config(j.dump(), "config.json");
 }
 
-HostWeights tiny_weights(bool tied, std::uint64_t seed) {
+HostWeights tiny_weights(bool tied, std::uint64_t seed, json edits) {
   HostWeights w;
-  w.config = tiny_config(tied, false);
+  w.config = tiny_config(tied, false, std::move(edits));
   w.source = "tiny";
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);

@@ -26,8 +26,9 @@ io::ModelConfig tiny_config(bool tied, bool next, nlohmann::json edits = nlohman
 
 // Random weights in transformers' meaning: matrices ~ U(±√(3/fan_in)),
 // zero-centred gains ~ U(±0.2) on a 2⁻¹² grid, the GDN norm gain around 1,
-// A_log of a decay rate in [0.5, 4.5], conv taps ~ U(±0.7).
-model::HostWeights tiny_weights(bool tied, std::uint64_t seed);
+// A_log of a decay rate in [0.5, 4.5], conv taps ~ U(±0.7). `edits` as
+// tiny_config's (Qwen3.5's config: the text part under "text_config").
+model::HostWeights tiny_weights(bool tied, std::uint64_t seed, nlohmann::json edits = nlohmann::json::object());
 
 std::vector<std::int32_t> tiny_tokens(index_t n, std::uint64_t seed);
 

@@ -14,8 +14,10 @@ namespace {
 
 template <class T>
 void put(std::vector<std::byte>& b, T v) {
-  const auto* p = reinterpret_cast<const std::byte*>(&v);
-  b.insert(b.end(), p, p + sizeof(T));
+  // resize + memcpy: GCC 12 takes an insert of sizeof(T) bytes here for an overflow (-Wstringop-overflow)
+  const std::size_t at = b.size();
+  b.resize(at + sizeof(T));
+  std::memcpy(b.data() + at, &v, sizeof(T));
 }
 
 void put_str(std::vector<std::byte>& b, const std::string& s) {
@@ -39,11 +41,17 @@ std::vector<std::byte> safetensors_image(const std::vector<NamedTensor>& tensors
   std::vector<std::byte> data;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const NamedTensor& t = tensors[i];
+    // Appended piece by piece: GCC 12 takes the temporaries of a chain of string + for overlapping copies (-Wrestrict).
     std::string shape;
-    for (index_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (index_t d : t.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
     const std::uint64_t end = offset + t.values.size() * 4;
-    header += (i ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"F32\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    if (i) header += ',';
+    header.append("\"").append(t.name).append("\":{\"dtype\":\"F32\",\"shape\":[").append(shape);
+    header.append("],\"data_offsets\":[").append(std::to_string(offset)).append(",").append(std::to_string(end));
+    header.append("]}");
     const auto* p = reinterpret_cast<const std::byte*>(t.values.data());
     data.insert(data.end(), p, p + t.values.size() * 4);
     offset = end;

@@ -2,7 +2,8 @@
 //
 // For W [m][n] (row-major f32) and rank r (a multiple of 32), one path is:
 //   1. W ≈ U·Σ·Vᵀ, truncated SVD at rank r (svd.hpp; padded with σ = 0
-//      past min(m, n));
+//      past min(m, n)) by opts.engine (the CPU one when empty, e.g. the
+//      CUDA one for compress --device cuda); steps 2–5 run on the host;
 //   2. U' = U·√Σ [m][r], V' = V·√Σ [n][r], so that U'·V'ᵀ is the rank-r SVD
 //      approximation;
 //   3. S_U = sign(U'), S_V = sign(V') with sign(0) = +1, packed into the
@@ -41,6 +42,7 @@ struct InitOptions {
   index_t rank = 0;          // r, a positive multiple of 32
   int paths = 1;             // 1, or 2 with residual compensation
   SvdOptions svd{};          // method (automatic/exact/randomized), oversampling, power iterations, seed
+  SvdEngine engine{};        // where the SVD runs (svd.hpp); empty: the CPU
   std::string name = "W";    // names the matrix in errors
 };
 

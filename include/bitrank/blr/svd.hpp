@@ -5,7 +5,9 @@
 // f32. When r > min(m, n) the ranks past min(m, n) are padded: S = 0 and
 // zero columns in U and V. Each pair (u_k, v_k) is signed so that the entry
 // of largest magnitude in u_k is positive (first such entry on ties), so
-// the output does not depend on LAPACK's arbitrary signs.
+// the output does not depend on LAPACK's arbitrary signs. SvdF64 is the
+// same factorisation before the rounding to f32 and the padding (the signs
+// are chosen on it), for callers and tests that compare engines in f64.
 //
 // Methods:
 //   exact       LAPACKE dgesdd (divide and conquer, thin 'S' vectors) on an
@@ -26,16 +28,25 @@
 //   automatic   exact when min(m, n) ≤ kExactSvdMaxDim or the sketch would
 //               be as wide as min(m, n); randomized otherwise.
 //
+// Engines: truncated_svd_f64 is the CPU engine above; make_cuda_svd_engine
+// (CUDA builds only, src/cuda/svd.cu) gives a GPU engine with the same
+// contract — cuSOLVER gesvd for exact, the same range finder on cuBLAS f64
+// GEMMs from the same Ω for randomized — so the caller picks one at run
+// time by device (an empty SvdEngine means the CPU one). No CUDA type
+// appears here: the CPU build and its callers do not change.
+//
 // Deterministic: Ω comes from XorShift(seed) (rng.hpp) by Box–Muller, so
 // the same A, r and options give the same bits on a given machine, OpenBLAS
-// build and thread count.
+// build and thread count (GPU: on a given GPU model and CUDA version).
 //
 // Errors (bitrank::Error, naming the matrix): a.size() ≠ m·n, m or n < 1,
 // r < 1, a non-finite entry (with its row and column), oversampling < 0,
-// power iterations < 0, a LAPACK failure.
+// power iterations < 0, a LAPACK (cuSOLVER, CUDA) failure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,11 +74,39 @@ struct Svd {
   SvdMethod method = SvdMethod::exact;  // the one that ran
 };
 
+// The factors in f64 before rounding: k = min(r, m, n) triplets, u [m][k],
+// s [k], v [n][k] row-major, signs already normalised; r is kept for the
+// padding to_svd adds.
+struct SvdF64 {
+  index_t m = 0, n = 0, r = 0, k = 0;
+  std::vector<double> u, s, v;
+  SvdMethod method = SvdMethod::exact;
+  std::size_t device_bytes = 0;  // the GPU engine's peak device memory for the call; 0 on the CPU
+};
+
+// A truncated-SVD engine: truncated_svd_f64's arguments, contract and
+// errors. `name` names A in errors.
+using SvdEngine = std::function<SvdF64(std::span<const float> a, index_t m, index_t n, index_t r,
+                                       const SvdOptions& opts, std::string_view name)>;
+
 // The method `automatic` resolves to for this shape and rank.
 SvdMethod svd_method_for(index_t m, index_t n, index_t r, const SvdOptions& opts);
 
-// `name` names A in errors.
+// The CPU engine (LAPACK / OpenBLAS).
+SvdF64 truncated_svd_f64(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts = {},
+                         std::string_view name = "matrix");
+
+// f64 factors → the f32 Svd, padded to rank f.r.
+Svd to_svd(const SvdF64& f);
+
+// to_svd(engine(...)), the CPU engine when `engine` is empty.
 Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts = {},
-                  std::string_view name = "matrix");
+                  std::string_view name = "matrix", const SvdEngine& engine = {});
+
+// The GPU engine on CUDA device `device` (defined only in builds with
+// BITRANK_HAS_CUDA; Error when the device is not visible). It owns a
+// stream and its cuBLAS / cuSOLVER handles; calls from several threads take
+// turns (one SVD at a time on the device).
+SvdEngine make_cuda_svd_engine(int device = 0);
 
 }  // namespace bitrank::blr

@@ -96,6 +96,10 @@ class DecoderModel {
 
   // Logits [n][V] on the host, for tokens cut into windows of `window`.
   std::vector<double> logits(std::span<const std::int32_t> tokens, index_t window) const;
+  // Logits [V] on the host of the last token of `tokens`, all of them one
+  // window: the next-token distribution after them (generation). The blocks
+  // run over every row (no KV cache); the head only over the last.
+  std::vector<double> last_logits(std::span<const std::int32_t> tokens) const;
   // Next-token NLL within each window (the last token of a window predicts nothing).
   Nll nll(std::span<const std::int32_t> tokens, index_t window) const;
 
@@ -110,9 +114,10 @@ class DecoderModel {
   ModelConfig config_;
 
  private:
-  // Calls fn(v0, vs, slice [n][vs] of logits on the host as T) for each vocabulary slice.
+  // Calls fn(v0, vs, slice [n − first_row][vs] of logits on the host as T)
+  // for each vocabulary slice: the head over rows first_row..n−1 only.
   template <class Fn>
-  void for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, Fn&& fn) const;
+  void for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, index_t first_row, Fn&& fn) const;
 
   std::vector<float> embed_host_;  // [V][d]
   Buffer<T> final_norm_, head_;

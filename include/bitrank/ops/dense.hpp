@@ -1,5 +1,6 @@
-// Small dense f32 layers of the trainer (seed 000): the few-output frozen
-// projections (GDN a/b) and the per-head [q | gate] layout of gated attention.
+// Dense f32 layers of the trainer (seed 000) and the models: the frozen
+// projections (GDN a/b; a teacher's dense projections), the logits head, and
+// the per-head [q | gate] layout of gated attention.
 //
 //   dense_forward   out[m][r] = x[m][k] · w[r][k]ᵀ        overwrites, or adds
 //                   into out with `accumulate`
@@ -14,7 +15,7 @@
 //                   gradients is the backward of split
 //
 // qg is passed as [m][2·heads·hd]. Numerics: the reference sums in f64, the
-// CPU backend in f32 (OpenBLAS); tolerance 1e-6. w is not trained here (no
+// CPU backend in f32 (OpenBLAS), CUDA in f32 (cuBLASLt, no TF32); tolerance 1e-6. w is not trained here (no
 // weight gradient).
 #pragma once
 

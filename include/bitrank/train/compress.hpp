@@ -1,7 +1,7 @@
 // `bitrank compress`: a pretrained model — dense Llama family, or a Qwen3.5 /
 // Qwen3-Next hybrid (GDN and gated attention blocks) — in, a trained BLR
 // model (the bitrank format) out, with its perplexity measured (DESIGN §6,
-// §7, §8, §9). Hybrids take the layer-wise objective only.
+// §7, §8, §9), by either objective.
 //
 // Steps, in order:
 //   1. teacher weights (GGUF or Hugging Face directory) and its tokenizer;
@@ -11,7 +11,8 @@
 //      (model::compressible_projections: every Llama projection; a hybrid's
 //      attention / GDN qkv, z, out and MLP projections, its GDN b and a
 //      staying dense) at the target bpw (honest bits, f16 scales); Dual-SVID
-//      initialisation of each (1 or 2 paths);
+//      initialisation of each (1 or 2 paths), one matrix per pool thread,
+//      the SVDs by `svd_engine` (the GPU's take turns on its stream);
 //   3. layer-wise training (objective "layer"): the training windows of
 //      the whole run are fixed up front (train::TrainWindows, seeded), and
 //      the teacher's hidden states at the current block's input are kept
@@ -25,10 +26,10 @@
 //      time, so device memory stays at one block plus one step's windows;
 //      Objective "e2e" instead trains every block at once from the
 //      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
-//      over vocabulary slices + λ·Σ block-output MSE), `steps` steps over
-//      the same windows; the final norm gain trains too (dense Llama family
-//      only: a hybrid with e2e is an Error). --resume is for the layer-wise
-//      objective only;
+//      over vocabulary slices + λ·Σ block-output MSE; E2eTrainer over
+//      StudentLlamaBlock, HybridE2eTrainer over StudentHybridBlock with its
+//      GDN b, a and core frozen), `steps` steps over the same windows; the
+//      final norm gain trains too;
 //   4. the compressed model is saved (scales f16, dense tensors f16), read
 //      back, and its perplexity measured from the file as a user gets it;
 //      teacher and initialisation perplexities are measured the same way;
@@ -40,8 +41,8 @@
 // Checkpoints (compress_checkpoint.hpp has the file's layout): every
 // `checkpoint_every` steps (counted over the whole run) and at the end of
 // every block, `<out>.ckpt` is written atomically. With `resume` the run
-// reads it, checks that the options and the training data are the
-// checkpoint's (Error naming the first difference), recomputes what is
+// reads it, checks that its objective, the options and the training data
+// are the checkpoint's (Error naming the first difference), recomputes what is
 // deterministic — the rank plan, the Dual-SVID initialisation of the blocks
 // still to train (checked against the stored fingerprints) and the
 // teacher's hidden states at the current block's input (the teacher blocks
@@ -50,6 +51,13 @@
 // applied-step count, grad scaler and the run's totals, cuts the step log
 // back to the checkpoint's step, and continues: the losses (and the saved
 // tensors) equal the uninterrupted run's bit for bit on the same backend.
+// The end-to-end objective is one block in this scheme: its checkpoint
+// holds the whole student's state (every block, the final gain, their
+// optimizer state) every `checkpoint_every` steps and the trained model at
+// the end; a resume recomputes the initialisation of every block (checked
+// against the fingerprints) and restores the student, its applied steps,
+// grad scaler and the totals — no teacher block runs again, as the e2e
+// step runs the teacher itself.
 // The teacher's and the initialisation's perplexities come from the
 // checkpoint. After the model file is saved the checkpoint is deleted. A
 // fresh run (no `resume`) that finds a checkpoint is an Error, so a
@@ -61,12 +69,16 @@
 // the teacher's weights alone exceed the cap) every model of the run — the
 // teacher, the initialisation and the trained student measured for
 // perplexity — keeps its blocks in host memory and moves them to two
-// device slots one at a time, and the e2e student streams its blocks' whole
-// training state the same way. The layer-wise objective then holds on the
-// device two teacher blocks, one student block, the head and one step's
-// windows; the results equal the resident run's bit for bit. The summary
-// records the cap, whether the run streamed and why, and the peak device
-// memory.
+// device slots one at a time, and the e2e student (either family) streams
+// its blocks' whole training state the same way — its checkpoints read and
+// write the blocks through the slots, so a streamed run stops and resumes
+// bit for bit as a resident one does. The layer-wise objective then holds
+// on the device two teacher blocks, one student block, the head and one
+// step's windows; the results equal the resident run's bit for bit. The
+// summary records the cap, whether the run streamed and why, and the peak
+// device memory. The cap and the peak are the backend's memory's: the GPU
+// SVD engine (`svd_engine`) has its own, used during the initialisation
+// only (before any model is on the device) and emptied after every SVD.
 //
 // Throughput is counted as block-tokens: each step pushes
 // windows_per_step·seq_len tokens through one block (forward, backward,
@@ -83,22 +95,28 @@
 #include <nlohmann/json.hpp>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/blr/svd.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
+#include "bitrank/train/e2e.hpp"
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/report.hpp"
 
 namespace bitrank::train {
 
-// Test hooks of the layer-wise objective, called with the global 0-based
-// step (block·steps + step in block). after_backward sees the step's
-// gradients before its update (a test may poison one); after_step runs once
-// the step is logged and its checkpoint, if one is due, written (a test may
-// read the state, or throw to stop the run as a kill would). Those two see a
-// Llama student and run for the dense family only; on_step runs after them
-// for either family (a test may throw there to stop a hybrid run).
+// Test hooks, called with the global 0-based step (layer-wise: block·steps
+// + step in block). after_backward sees the step's gradients before its
+// update (a test may poison one); after_step runs once the step is logged
+// and its checkpoint, if one is due, written (a test may read the state, or
+// throw to stop the run as a kill would). Those two see a Llama student
+// block and run for the dense family's layer-wise objective only; their
+// e2e_ twins see the whole e2e student and run for the dense family's e2e
+// objective only; on_step runs after them for either family and objective
+// (a test may throw there to stop a hybrid run).
 struct CompressHooks {
   std::function<void(StudentLlamaBlock<float>&, std::int64_t step)> after_backward;
   std::function<void(const StudentLlamaBlock<float>&, const StepRecord&)> after_step;
+  std::function<void(E2eTrainer<float>&, std::int64_t step)> e2e_after_backward;
+  std::function<void(const E2eTrainer<float>&, const StepRecord&)> e2e_after_step;
   std::function<void(const StepRecord&)> on_step;
 };
 
@@ -121,6 +139,7 @@ struct CompressOptions {
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
   double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms
   std::string device = "cpu";     // for the summary
+  blr::SvdEngine svd_engine{};    // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
   std::string stream = "auto";    // auto, on, off: blocks streamed from host memory (train/streaming.hpp)

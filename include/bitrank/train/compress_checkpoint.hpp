@@ -1,6 +1,6 @@
-// The checkpoint of a layer-wise `bitrank compress` run (DESIGN §7): what a
-// resumed run needs to continue with a loss sequence bit-identical to the
-// uninterrupted run's on the same backend.
+// The checkpoint of a `bitrank compress` run (DESIGN §7), layer-wise or end
+// to end: what a resumed run needs to continue with a loss sequence
+// bit-identical to the uninterrupted run's on the same backend.
 //
 // One safetensors file, `<out>.ckpt`, written atomically (temporary file,
 // fsync, rename, directory fsync: io/safetensors_writer.hpp), so a kill at
@@ -11,13 +11,15 @@
 //   N.p{p}.h, .l, .g       F32 [m], [r], [n]
 //   blk.{b}.attn_norm.weight, blk.{b}.ffn_norm.weight   F32 [hidden]   trained gains (blocks < block;
 //                          hybrid: attn_norm, post_attention_norm, and attn_q_norm, attn_k_norm [head_dim]
-//                          in full-attention blocks)
-//   student.state          U8 [bytes]        the student block's download_state (StudentLlamaBlock or
-//                                            StudentHybridBlock) of block `block`
-//                                            after `trainer.step` steps (absent when that is 0)
+//                          in full-attention blocks; e2e: output_norm.weight too)
+//   student.state          U8 [bytes]        layer-wise: the student block's download_state (StudentLlamaBlock
+//                                            or StudentHybridBlock) of block `block`; e2e: the whole
+//                                            student's (E2eTrainerOf::download_state) — after `trainer.step`
+//                                            steps (absent when that is 0)
 // Metadata (strings):
 //   bitrank.format         "bitrank.compress_checkpoint"
-//   bitrank.version        "1"
+//   bitrank.version        "2" (version 1, written before the e2e objective
+//                          had checkpoints, reads as objective "layer")
 //   bitrank.trainer_state  TrainerState JSON (state.hpp) of block `block`:
 //                          step and applied_steps within the block, its grad
 //                          scaler and schedule; tokens and seconds over the
@@ -25,7 +27,7 @@
 //                          after drawing every step's windows (its seed, T,
 //                          nb, window count and ids fingerprint identify the
 //                          training data)
-//   bitrank.compress       JSON: {"block": b, "options": {...},
+//   bitrank.compress       JSON: {"objective": "layer" | "e2e", "block": b, "options": {...},
 //                          "blocks": [{"losses": [...], "flips": F, "skipped": S}, ...]
 //                                   (blocks 0..b, block b's steps so far; a loss
 //                                   that was not finite is null),
@@ -35,6 +37,12 @@
 //                          "init_seconds": s,
 //                          "perplexity": {"teacher": {...}, "init": {...}},
 //                          "trained": ["N", ...] (the matrices stored)}
+//
+// The end-to-end objective trains every block at once, so its run counts as
+// one block: `block` is 0 while it trains (one block log, its losses so
+// far; student.state holds every block, the final gain and their optimizer
+// state) and 1 once it is done (trainer.step 0, every matrix and gain
+// stored as trained).
 //
 // `options` holds every option that shapes the training (compress_resume_options);
 // check_resume_options compares them with a resumed run's and names the first
@@ -59,7 +67,7 @@ namespace bitrank::train {
 struct CompressOptions;
 
 inline constexpr const char* kCompressCheckpointFormat = "bitrank.compress_checkpoint";
-inline constexpr int kCompressCheckpointVersion = 1;
+inline constexpr int kCompressCheckpointVersion = 2;  // reads 1 too (see above)
 
 // One block's training so far.
 struct CompressBlockLog {
@@ -77,7 +85,8 @@ struct CompressMatrixInit {
 };
 
 struct CompressCheckpoint {
-  std::int64_t block = 0;                // the block being trained; the number of blocks when training is done
+  std::string objective = "layer";       // CompressOptions::objective of the run
+  std::int64_t block = 0;                // the block being trained; the number of blocks when training is done (e2e: 0, 1)
   TrainerState trainer;                  // of block `block` (see above)
   nlohmann::ordered_json options;        // compress_resume_options of the run
   std::vector<CompressBlockLog> blocks;  // blocks 0..block (block `block` partial), at most

@@ -1,5 +1,11 @@
-// The end-to-end objective (DESIGN §7) for the dense Llama student, and its
-// training step.
+// The end-to-end objective (DESIGN §7) and its training step, for either
+// family: the dense Llama student (StudentLlamaBlock under a LlamaModel
+// teacher) and the Qwen3.5 / Qwen3-Next hybrid's (StudentHybridBlock under a
+// HybridModel). One step logic for both: the trainer is a template over the
+// student block, and E2eFamily<Student> names the rest — the teacher model,
+// the block weights, the teacher block's activations, the block dimensions
+// and the teacher block's forward. The head is DecoderModel's in both (the
+// final gain's style is the family's: w, or 1 + w).
 //
 //   loss  = KL + λ·Σ_b MSE_b                      λ = mse_weight (10: LittleBit's l2l_loss_scale)
 //   KL    = mean over the n tokens of KL(p_teacher ‖ p_student) of the
@@ -9,15 +15,15 @@
 //           block b output on the student's own input, ŷ_b the teacher's
 //           on the teacher's (the student runs free, as in LittleBit)
 //
-// The student: one StudentLlamaBlock per teacher block (BLR projections,
-// norm gains) and the final RMSNorm gain (trained: Adam with the gains'
-// options). The embedding and the head stay the teacher's (frozen; read
-// from the teacher model, no second copy).
+// The student: one student block per teacher block (BLR projections, norm
+// gains; a hybrid block's frozen GDN tensors) and the final RMSNorm gain
+// (trained: Adam with the gains' options). The embedding and the head stay
+// the teacher's (frozen; read from the teacher model, no second copy).
 //
 // A step (forward_backward, then finish_step):
 //   forward   x_0 = embed(tokens), shared by both models. For each block b:
-//             the teacher's block (no gradient; its activations reused block
-//             after block) gives ŷ_b, the student's y_b = x_{b+1};
+//             the teacher's block (no gradient, no GDN tape; its activations
+//             reused block after block) gives ŷ_b, the student's y_b = x_{b+1};
 //             squared_error gives MSE_b and g_b = ∂(λ·MSE_b)/∂y_b, kept. The
 //             student keeps only its block inputs x_0..x_L (its tape is
 //             reused block after block): DESIGN §7's streaming shape.
@@ -48,12 +54,13 @@
 // waiting costs no memory.
 //
 // Streaming (`stream`, train/streaming.hpp): every student block's arena —
-// parameters, optimizer state, gradients — lives in host memory (the
-// backend's staging memory) and is copied into one of two device slots
-// when the block runs (model/streamed_weights.hpp), the next block's copy
-// overlapping the current block's compute; a block written in its slot is
-// copied back before the slot is reused. The teacher streams its own
-// blocks (make_model(…, stream)). A step is then three sweeps:
+// parameters, optimizer state, gradients (a hybrid block's frozen GDN
+// tensors too) — lives in host memory (the backend's staging memory) and is
+// copied into one of two device slots when the block runs
+// (model/streamed_weights.hpp), the next block's copy overlapping the
+// current block's compute; a block written in its slot is copied back
+// before the slot is reused. The teacher streams its own blocks
+// (make_model(…, stream)). A step is then three sweeps:
 //   forward   blocks 0..L−1 in (read only), keeping x_b and g_b as above;
 //   backward  blocks L−1..0 in: recompute the forward, zero the block's
 //             gradients, backward, and the block's sums of squares, kept
@@ -65,7 +72,8 @@
 // the trained state equal it bit for bit on the same backend. Device
 // memory: two student slots, the teacher's two, the head and the step
 // buffers below. The block-boundary activations x_b and g_b stay on the
-// device.
+// device. Checkpoints (download_state / upload_state) pass every block
+// through the slots in order.
 //
 // Memory per step beyond the blocks: x_0..x_L and g_0..g_{L−1}
 // ((2L + 1)·n·d), the teacher's activations of one block, one student tape,
@@ -84,12 +92,52 @@
 #include <span>
 #include <vector>
 
+#include "bitrank/error.hpp"
+#include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/streamed_weights.hpp"
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/student_block.hpp"
+#include "bitrank/train/student_hybrid_block.hpp"
 
 namespace bitrank::train {
+
+// What the trainer needs of a family, by its student block type.
+template <class Student>
+struct E2eFamily;
+
+template <class T>
+struct E2eFamily<StudentLlamaBlock<T>> {
+  using Teacher = model::LlamaModel<T>;
+  using BlockWeights = StudentBlockWeights;
+  using TeacherActivations = model::BlockActivations<T>;
+  using Dims = model::LlamaBlockDims;
+  static Dims dims(const Teacher& teacher) { return model::LlamaBlockDims::of(teacher.config()); }
+  static void check_block(const Teacher&, index_t, const BlockWeights&) {}
+  static void teacher_block(const Teacher& teacher, index_t b, CView<T> x, index_t window, TeacherActivations& acts,
+                            View<T> y) {
+    teacher.block_forward(b, x, window, acts, y);
+  }
+};
+
+template <class T>
+struct E2eFamily<StudentHybridBlock<T>> {
+  using Teacher = model::HybridModel<T>;
+  using BlockWeights = StudentHybridWeights;
+  using TeacherActivations = model::HybridBlockActivations<T>;
+  using Dims = model::HybridBlockDims;
+  static Dims dims(const Teacher& teacher) { return teacher.block_dims(); }
+  // The student block's mixer must be the teacher block's.
+  static void check_block(const Teacher& teacher, index_t b, const BlockWeights& w) {
+    if (w.full_attention != teacher.is_full_attention(b))
+      fail("E2eTrainer: student block {} is a {} block, the teacher's a {} block", b,
+           w.full_attention ? "full-attention" : "GDN", teacher.is_full_attention(b) ? "full-attention" : "GDN");
+  }
+  static void teacher_block(const Teacher& teacher, index_t b, CView<T> x, index_t window, TeacherActivations& acts,
+                            View<T> y) {
+    teacher.block_forward(b, x, window, acts, y, /*record_tape=*/false);  // inference: no GDN tape
+  }
+};
 
 struct E2eOptions {
   LayerwiseOptions optim{};  // Adam on the BLR scales and gains (the final gain: `gains`), signs, clipping
@@ -97,10 +145,13 @@ struct E2eOptions {
 };
 
 // The student on the host: what initialisation gives, download returns.
-struct E2eStudentWeights {
-  std::vector<StudentBlockWeights> blocks;  // one per teacher block
-  std::vector<float> final_norm;            // [hidden]; empty at construction: the teacher's
+template <class BlockWeights>
+struct E2eStudentWeightsOf {
+  std::vector<BlockWeights> blocks;  // one per teacher block
+  std::vector<float> final_norm;     // [hidden], as the teacher stores it; empty at construction: the teacher's
 };
+using E2eStudentWeights = E2eStudentWeightsOf<StudentBlockWeights>;
+using HybridE2eStudentWeights = E2eStudentWeightsOf<StudentHybridWeights>;
 
 // The scaler's options for n tokens per step: init_log2 = max_log2 =
 // ⌊log2 n⌋ (at least 0), the rest GradScalerOptions' defaults.
@@ -118,19 +169,25 @@ struct E2eReport {
   StepReport step;  // step.loss = loss.total; skip, norms, clip, flips, grad scale
 };
 
-template <class T>
-class E2eTrainer {
+template <class Student>
+class E2eTrainerOf {
  public:
+  using T = typename Student::Real;
+  using Family = E2eFamily<Student>;
+  using Teacher = typename Family::Teacher;
+  using Weights = E2eStudentWeightsOf<typename Family::BlockWeights>;
+
   // `teacher` (kept by reference: it must outlive the trainer) gives the
   // embedding, the head, the targets and the backend; `init` one student
-  // block per teacher block (dimensions from the teacher's config). Sign
+  // block per teacher block (dimensions from the teacher: its config, and a
+  // hybrid's block_dims; a hybrid block's mixer the teacher block's). Sign
   // matrix ids run on from block to block (distinct stochastic flips).
   // stream: the student blocks streamed from host memory (above).
-  E2eTrainer(const model::LlamaModel<T>& teacher, const E2eStudentWeights& init, const GradScalerOptions& scaler,
-             const E2eOptions& options = {}, SignOptimizer sign_optimizer = SignOptimizer::factored_adam,
-             float tau = 0.25f, bool stream = false);
-  E2eTrainer(const E2eTrainer&) = delete;
-  E2eTrainer& operator=(const E2eTrainer&) = delete;
+  E2eTrainerOf(const Teacher& teacher, const Weights& init, const GradScalerOptions& scaler,
+               const E2eOptions& options = {}, SignOptimizer sign_optimizer = SignOptimizer::factored_adam,
+               float tau = 0.25f, bool stream = false);
+  E2eTrainerOf(const E2eTrainerOf&) = delete;
+  E2eTrainerOf& operator=(const E2eTrainerOf&) = delete;
 
   // One step on tokens cut into windows of `window`: forward_backward, then
   // finish_step.
@@ -144,7 +201,7 @@ class E2eTrainer {
   // The loss alone (forward and both head passes; no gradient is touched).
   E2eLoss evaluate(std::span<const std::int32_t> tokens, index_t window);
 
-  E2eStudentWeights download() const;
+  Weights download() const;
   // Every block's state region in order, then the final gain and its Adam
   // moments: a checkpoint's content, what a bit-exact comparison reads.
   std::vector<std::byte> download_state() const;
@@ -153,10 +210,10 @@ class E2eTrainer {
   // Applied steps and the scaler (a checkpoint's TrainerState holds them).
   LayerwiseState& state() { return state_; }
   E2eOptions& options() { return options_; }  // e.g. the schedule's lr of the next step
-  const model::LlamaModel<T>& teacher() const { return *teacher_; }
+  const Teacher& teacher() const { return *teacher_; }
   index_t blocks() const { return static_cast<index_t>(blocks_.size()); }
   // Block b (streamed: brought into a slot, and copied back before the slot is reused).
-  StudentLlamaBlock<T>& block(index_t b);
+  Student& block(index_t b);
   bool streamed() const { return slots_ != nullptr; }
   View<T> final_norm() const { return final_.view({dims_.hidden}); }
   View<T> final_norm_grad() const { return final_grad_.view({dims_.hidden}); }
@@ -171,15 +228,15 @@ class E2eTrainer {
   View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
   // Block b ready to run: streamed, in a slot (next: the block to prefetch,
   // −1: none; write: the block will change there).
-  StudentLlamaBlock<T>& use(index_t b, index_t next, bool write) const;
+  Student& use(index_t b, index_t next, bool write) const;
 
-  const model::LlamaModel<T>* teacher_;
+  const Teacher* teacher_;
   Backend<T>* be_;
-  model::LlamaBlockDims dims_;
+  typename Family::Dims dims_;
   E2eOptions options_;
   LayerwiseState state_;
   std::unique_ptr<model::BlockSlots> slots_;  // streamed: the blocks' arenas (declared first: destroyed last)
-  std::vector<std::unique_ptr<StudentLlamaBlock<T>>> blocks_;
+  std::vector<std::unique_ptr<Student>> blocks_;
   // Streamed: each block's sums of squares, taken in the backward (reset by
   // block(b), whose caller may write its gradients: finish_step reads them again).
   std::vector<std::optional<StudentGradSquares>> block_squares_;
@@ -188,13 +245,21 @@ class E2eTrainer {
   Buffer<T> xs_, mse_grads_;                 // [(L + 1)·n·d], [L·n·d]
   Buffer<T> teacher_a_, teacher_b_;          // the teacher's block outputs, alternating [n·d]
   const T* teacher_y_ = nullptr;             // ŷ_L after forward
-  model::BlockActivations<T> teacher_acts_;  // one block's, reused
-  StudentTape<T> tape_;                      // one block's, reused
+  typename Family::TeacherActivations teacher_acts_;  // one block's, reused
+  typename Student::Tape tape_;                       // one block's, reused
   Buffer<T> xn_, inv_, logits_, runs_;       // [2n·d], [2n], [2n·vs], [2][n][2]
   Buffer<T> dxn_, dh_, dy_, dx_, y_;         // [n·d]
 };
 
-extern template class E2eTrainer<float>;
-extern template class E2eTrainer<double>;
+// The dense Llama family's trainer and the hybrid's.
+template <class T>
+using E2eTrainer = E2eTrainerOf<StudentLlamaBlock<T>>;
+template <class T>
+using HybridE2eTrainer = E2eTrainerOf<StudentHybridBlock<T>>;
+
+extern template class E2eTrainerOf<StudentLlamaBlock<float>>;
+extern template class E2eTrainerOf<StudentLlamaBlock<double>>;
+extern template class E2eTrainerOf<StudentHybridBlock<float>>;
+extern template class E2eTrainerOf<StudentHybridBlock<double>>;
 
 }  // namespace bitrank::train

@@ -5,7 +5,7 @@
 // Streaming keeps every block's weights (and, for the e2e student, its
 // whole training state) in host memory and moves one block at a time to
 // the device (model/streamed_weights.hpp): the teacher through
-// make_model(…, stream), the e2e student through E2eTrainer's `stream`.
+// make_model(…, stream), the e2e student through E2eTrainerOf's `stream`.
 // The results equal the resident run's bit for bit on the same backend:
 // the same ops on the same bytes, only their addresses differ.
 //

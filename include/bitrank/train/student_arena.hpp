@@ -82,12 +82,9 @@ class StudentArena {
   void upload_state(std::span<const std::byte> bytes);
   std::size_t state_bytes() const { return arena_.state_bytes(); }  // what download_state returns
 
-  // The whole arena (state, grads, sign grads) as bytes in the backend's
-  // memory, and moving it: after rebind(base) every view reads the arena's
-  // bytes at `base`, where the caller copied them (streaming; an allocation
-  // of its own is freed).
-  std::byte* data() const { return arena_.state(); }
-  std::size_t bytes() const { return arena_.bytes(); }
+  // Moving the whole arena (state, grads, sign grads): after rebind(base)
+  // every view reads the arena's bytes at `base`, where the caller copied
+  // them (streaming; an allocation of its own is freed).
   void rebind(std::byte* base);
 
  private:

@@ -104,9 +104,8 @@ class StudentLlamaBlock {
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
   std::size_t state_bytes() const { return arena_.state_bytes(); }
-  // The whole arena (one copy streams the block; student_arena.hpp) and moving it.
-  std::byte* arena_data() const { return arena_.data(); }
-  std::size_t arena_size() const { return arena_.bytes(); }
+  // The arena's bytes are at `base` from now on (the caller copied them
+  // there: streaming; one copy moves the block, student_arena.hpp).
   void rebind(std::byte* base) { arena_.rebind(base); }
   // Backward scratch shared with `other` from now on (blocks that run one
   // after another need one scratch, not one each).

@@ -43,13 +43,16 @@
 // | A_log | dt_bias | ssm_norm] — so a checkpoint or a streamed block is
 // still one copy of the state region. Grads region: every BLR scale
 // gradient, then the gains' (one memset, one sum of squares). Sign
-// gradients: the sign_grads region. Backward scratch lives in the block and
-// only grows.
+// gradients: the sign_grads region. Backward scratch lives in the block (or
+// is shared between blocks: share_scratch) and only grows. A streamed block
+// (e2e.hpp) is placed in a caller's bytes and moved with rebind, as
+// StudentLlamaBlock's.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -125,9 +128,14 @@ class StudentHybridBlock {
   // (any rank, one or two paths; blr::check_blr, shapes per `dims`),
   // latents z = τ·s, optimizer state zero. Sign matrix ids start at
   // sign_id (two per path per BLR projection, in forward order).
+  // place: the block's arena at `place` (arena_bytes of the backend's
+  // memory, zeroed: a streamed block's slot) instead of an allocation of its own.
   StudentHybridBlock(Backend<T>& be, const HybridBlockDims& dims, const StudentHybridWeights& init,
                      SignOptimizer sign_optimizer = SignOptimizer::factored_adam, float tau = 0.25f,
-                     std::uint32_t sign_id = 0);
+                     std::uint32_t sign_id = 0, std::byte* place = nullptr);
+  // The bytes of the arena of a block made from `init`.
+  static std::size_t arena_bytes(const HybridBlockDims& dims, const StudentHybridWeights& init,
+                                 SignOptimizer sign_optimizer);
   StudentHybridBlock(const StudentHybridBlock&) = delete;
   StudentHybridBlock& operator=(const StudentHybridBlock&) = delete;
 
@@ -156,6 +164,12 @@ class StudentHybridBlock {
   // comparison reads.
   std::vector<std::byte> download_state() const;
   void upload_state(std::span<const std::byte> bytes);
+  std::size_t state_bytes() const { return arena_.state_bytes(); }
+  // The arena's bytes are at `base` from now on (the caller copied them there: streaming).
+  void rebind(std::byte* base) { arena_.rebind(base); }
+  // Backward scratch shared with `other` from now on (blocks that run one
+  // after another need one scratch, not one each).
+  void share_scratch(const StudentHybridBlock& other) { scratch_ = other.scratch_; }
 
   // Whether this block has p as a BLR layer; proj(p) is an Error otherwise.
   bool is_blr(HybridProj p) const;
@@ -195,8 +209,11 @@ class StudentHybridBlock {
   // Checks dims and init; the BLR projections' BlrDims in forward order.
   static std::vector<BlrDims> checked_proj_dims(const HybridBlockDims& dims, const StudentHybridWeights& init);
   static index_t gains_size(const HybridBlockDims& dims, bool full_attention);
-  // Takes the frozen GDN tensors from the state carver (StudentArena's extra).
-  void carve_frozen(Carver& state);
+  // The frozen GDN tensors of a block of the kind `full` taken from the
+  // state carver (none in an attention block); carve_frozen sets frozen_
+  // (StudentArena's extra).
+  static Frozen frozen_views(const HybridBlockDims& dims, bool full, Carver& state);
+  void carve_frozen(Carver& state) { frozen_ = frozen_views(dims_, full_, state); }
   model::HybridBlockParams<T> params() const;
   CView<T> table(index_t window);
 
@@ -206,7 +223,7 @@ class StudentHybridBlock {
   Frozen frozen_;  // (before arena_, whose constructor sets it)
   StudentArena<T> arena_;
   model::RopeTables<T> ropes_;
-  Scratch scratch_;
+  std::shared_ptr<Scratch> scratch_ = std::make_shared<Scratch>();
 };
 
 extern template class StudentHybridBlock<float>;
