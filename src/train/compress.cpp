@@ -298,32 +298,55 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
          data.windows, data.fingerprint, data.epoch, data.index, run.trainer.data.windows,
          run.trainer.data.fingerprint, run.trainer.data.epoch, run.trainer.data.index);
   Memory& mem = *be.memory;
-  std::vector<float> x_host(static_cast<std::size_t>(N * d)), y_host(x_host.size());
-  Buffer<float> x_dev(mem, static_cast<std::size_t>(rows * d)), y_dev(mem, static_cast<std::size_t>(rows * d));
-  for (std::int64_t s = 0; s < o.steps; ++s) {
+  // The hidden states of every training window at the current block's
+  // input (x) and the teacher block's output on them (y), [N][d] each. On
+  // the device when the run is neither streamed nor capped: a step reads
+  // its windows in place. Otherwise in host memory, one step's windows
+  // moved to x_dev / y_dev at a time. (e2e keeps none of this.)
+  const bool windows_on_device = !e2e && !streaming.stream && o.device_memory_cap == 0;
+  const std::size_t step_elems = static_cast<std::size_t>(rows * d);
+  const std::size_t dev_elems = e2e ? 0 : windows_on_device ? static_cast<std::size_t>(N * d) : step_elems;
+  std::vector<float> x_host(windows_on_device || e2e ? 0 : static_cast<std::size_t>(N * d)), y_host(x_host.size());
+  Buffer<float> x_dev(mem, dev_elems), y_dev(mem, dev_elems);
+  const auto window = [&](Buffer<float>& dev, std::int64_t s) {
+    return View<float>(dev.data() + (windows_on_device ? static_cast<std::size_t>(s) * step_elems : 0), Shape{rows, d});
+  };
+  // Step s's windows into x_dev / y_dev (nothing to move when they live there).
+  const auto load = [&](Buffer<float>& dev, const std::vector<float>& host, std::int64_t s) {
+    if (!windows_on_device) mem.upload(dev.data(), host.data() + s * rows * d, step_elems * sizeof(float));
+  };
+  const auto store = [&](std::vector<float>& host, const Buffer<float>& dev, std::int64_t s) {
+    if (!windows_on_device) mem.download(host.data() + s * rows * d, dev.data(), step_elems * sizeof(float));
+  };
+  // The next block's inputs are this block's teacher outputs.
+  const auto next_block = [&] {
+    std::swap(x_host, y_host);
+    std::swap(x_dev, y_dev);
+  };
+  for (std::int64_t s = 0; s < o.steps && !e2e; ++s) {
     teacher.embed(std::span<const std::int32_t>(step_ids).subspan(static_cast<std::size_t>(s * rows),
                                                                  static_cast<std::size_t>(rows)),
-                  x_dev.view({rows, d}));
-    mem.download(x_host.data() + s * rows * d, x_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
+                  window(x_dev, s));
+    store(x_host, x_dev, s);
   }
   model::BlockActivations<float> teacher_acts;
   model::HybridBlockActivations<float> hybrid_teacher_acts;
-  // y_host = teacher block b on x_host, step by step.
+  // y = teacher block b on x, step by step.
   const auto teacher_block = [&](index_t b) {
     for (std::int64_t s = 0; s < o.steps; ++s) {
-      mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
+      load(x_dev, x_host, s);
       if (hybrid)  // inference only: no GDN tape
-        hybrid_teacher->block_forward(b, x_dev.view({rows, d}), T, hybrid_teacher_acts, y_dev.view({rows, d}), false);
+        hybrid_teacher->block_forward(b, window(x_dev, s), T, hybrid_teacher_acts, window(y_dev, s), false);
       else
-        llama_teacher->block_forward(b, x_dev.view({rows, d}), T, teacher_acts, y_dev.view({rows, d}));
-      mem.download(y_host.data() + s * rows * d, y_dev.data(), static_cast<std::size_t>(rows * d) * sizeof(float));
+        llama_teacher->block_forward(b, window(x_dev, s), T, teacher_acts, window(y_dev, s));
+      store(y_host, y_dev, s);
     }
   };
   if (!e2e && first_block < L) {
     // Resume: the teacher's hidden states at block first_block's input, computed as the first run did.
     for (index_t b = 0; b < first_block; ++b) {
       teacher_block(b);
-      std::swap(x_host, y_host);
+      next_block();
     }
   }
 
@@ -386,14 +409,14 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     for (std::int64_t s = s0; s < o.steps; ++s) {
       const std::int64_t step = b * o.steps + s;
       const auto t_step = Clock::now();
-      mem.upload(x_dev.data(), x_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
-      mem.upload(y_dev.data(), y_host.data() + s * rows * d, static_cast<std::size_t>(rows * d) * sizeof(float));
+      load(x_dev, x_host, s);
+      load(y_dev, y_host, s);
       const double mult = schedule.lr(s);
       LayerwiseOptions opt = o.train;
       opt.scales.lr = static_cast<float>(o.train.scales.lr * mult);
       opt.gains.lr = static_cast<float>(o.train.gains.lr * mult);
       opt.signs.lr = static_cast<float>(o.train.signs.lr * mult);
-      const double loss = forward_backward(student, x_dev.view({rows, d}), y_dev.view({rows, d}), T, *buffers, state);
+      const double loss = forward_backward(student, window(x_dev, s), window(y_dev, s), T, *buffers, state);
       if constexpr (std::is_same_v<Student, StudentLlamaBlock<float>>)
         if (o.hooks.after_backward) o.hooks.after_backward(student, step);
       const StepReport r = finish_step(student, loss, state, opt);
@@ -465,7 +488,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       StudentLlamaBlock<float> student(be, dims, llama_init(b), o.train.signs.optimizer, o.tau, sign_id);
       train_block(b, student, [&](const StudentBlockWeights& w) { keep_llama(b, w); });
     }
-    std::swap(x_host, y_host);  // the teacher's outputs are the next block's inputs
+    next_block();  // the teacher's outputs are the next block's inputs
   }
   // End to end: every block at once from the initialisation, KL on the
   // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
