@@ -169,6 +169,48 @@ TEST(BlrSvd, AutomaticMethodChoice) {
   EXPECT_EQ(svd_method_for(5120, 17408, 64, {.method = SvdMethod::exact}), SvdMethod::exact);
 }
 
+// Sign rule on ties: u_0 has two entries of equal largest magnitude and
+// opposite signs (exact in f32); whichever the SVD's rounding makes a hair
+// larger, the pair is signed by the first of them, so u_0[0] > 0 always.
+TEST(BlrSvd, SignRuleBreaksTiesByTheFirstEntry) {
+  const index_t m = 6, n = 9;
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto v = gaussian(static_cast<std::size_t>(n), seed);
+    const float u[m] = {2.0f, -2.0f, 1.0f, 0.5f, -0.25f, 0.125f};
+    std::vector<float> w(static_cast<std::size_t>(m * n));
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) w[static_cast<std::size_t>(i * n + j)] = u[i] * v[static_cast<std::size_t>(j)];
+    const SvdF64 f = truncated_svd_f64(w, m, n, 1, {.method = SvdMethod::exact});
+    ASSERT_NEAR(std::abs(f.u[0]), std::abs(f.u[1]), 1e-12);  // the tie is there
+    EXPECT_GT(f.u[0], 0) << "seed " << seed;
+    EXPECT_LT(f.u[1], 0) << "seed " << seed;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 20);
+}
+
+// route_by_size: the large engine from min(m, n) ≥ min_dim, the CPU's below.
+TEST(BlrSvd, RouteBySizeSendsOnlyLargeMatricesToTheLargeEngine) {
+  std::vector<std::pair<index_t, index_t>> large_calls;
+  const SvdEngine large = [&](std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& o,
+                              std::string_view name) {
+    large_calls.emplace_back(m, n);
+    return truncated_svd_f64(a, m, n, r, o, name);
+  };
+  const SvdEngine routed = route_by_size(large, 40);
+  const auto w = gaussian(static_cast<std::size_t>(50 * 60), 3);
+  const SvdOptions o{.method = SvdMethod::exact};
+  const SvdF64 small = routed(std::span<const float>(w).first(39 * 60), 39, 60, 4, o, "small");
+  EXPECT_TRUE(large_calls.empty());
+  const SvdF64 big = routed(w, 50, 60, 4, o, "big");
+  ASSERT_EQ(large_calls.size(), 1u);
+  EXPECT_EQ(large_calls[0], (std::pair<index_t, index_t>{50, 60}));
+  EXPECT_EQ(small.s, truncated_svd_f64(std::span<const float>(w).first(39 * 60), 39, 60, 4, o).s);
+  EXPECT_EQ(big.s, truncated_svd_f64(w, 50, 60, 4, o).s);
+  EXPECT_THROW(route_by_size(SvdEngine{}, 40), Error);
+}
+
 TEST(BlrSvd, BadInputIsAnError) {
   std::vector<float> w(6 * 5, 1.0f);
   w[2 * 5 + 3] = std::numeric_limits<float>::quiet_NaN();

@@ -149,17 +149,30 @@ void check_svd_input(std::span<const float> a, index_t m, index_t n, index_t r, 
 }
 
 void normalize_signs(SvdF64& f) {
+  // Entries within kTie (relative) of the largest count as tied, so that two
+  // engines whose vectors differ by rounding pick the same entry: the first.
+  constexpr double kTie = 1e-9;
   const index_t m = f.m, n = f.n, k = f.k;
+  const auto at = [k](index_t i, index_t c) { return static_cast<std::size_t>(i * k + c); };
   for (index_t c = 0; c < k; ++c) {
+    double big = 0;
+    for (index_t i = 0; i < m; ++i) big = std::max(big, std::abs(f.u[at(i, c)]));
     index_t arg = 0;
-    for (index_t i = 1; i < m; ++i)
-      if (std::abs(f.u[static_cast<std::size_t>(i * k + c)]) > std::abs(f.u[static_cast<std::size_t>(arg * k + c)])) arg = i;
-    if (f.u[static_cast<std::size_t>(arg * k + c)] >= 0) continue;
-    for (index_t i = 0; i < m; ++i) f.u[static_cast<std::size_t>(i * k + c)] = -f.u[static_cast<std::size_t>(i * k + c)];
+    while (arg < m - 1 && std::abs(f.u[at(arg, c)]) < (1 - kTie) * big) ++arg;
+    if (f.u[at(arg, c)] >= 0) continue;
+    for (index_t i = 0; i < m; ++i) f.u[at(i, c)] = -f.u[at(i, c)];
     for (index_t j = 0; j < n; ++j) f.v[static_cast<std::size_t>(j * k + c)] = -f.v[static_cast<std::size_t>(j * k + c)];
   }
 }
 
 }  // namespace detail
+
+SvdEngine route_by_size(SvdEngine large, index_t min_dim) {
+  if (!large) fail("route_by_size: no engine for the large matrices");
+  return [large = std::move(large), min_dim](std::span<const float> a, index_t m, index_t n, index_t r,
+                                             const SvdOptions& opts, std::string_view name) {
+    return std::min(m, n) >= min_dim ? large(a, m, n, r, opts, name) : truncated_svd_f64(a, m, n, r, opts, name);
+  };
+}
 
 }  // namespace bitrank::blr

@@ -39,7 +39,8 @@ inline SvdF64 svd_frame(index_t m, index_t n, index_t r, const SvdOptions& opts)
 
 // f.u, f.s, f.v hold an engine's k triplets (u [m][k], v [n][k] row-major,
 // any signs): flips each pair (u_c, v_c) so that u_c's largest-magnitude
-// entry (the first on ties) is positive.
+// entry is positive — the first of those within 1e-9 (relative) of the
+// largest, so rounding differences between engines do not flip a pair.
 void normalize_signs(SvdF64& f);
 
 }  // namespace bitrank::blr::detail

@@ -25,6 +25,9 @@
 #include "cli/inputs.hpp"
 
 namespace bitrank::cli {
+namespace {
+constexpr bitrank::index_t kGpuSvdMinDim = 2048;  // blr::route_by_size's measured crossover, in round numbers
+}  // namespace
 
 int run_compress(CompressCliOptions o) {
   train::CompressOptions& job = o.job;
@@ -34,7 +37,9 @@ int run_compress(CompressCliOptions o) {
   const std::unique_ptr<Backend<float>> be = make_device_backend("compress", job.device);
   if (job.device == "cuda") {
 #ifdef BITRANK_HAS_CUDA
-    job.svd_engine = blr::make_cuda_svd_engine(0);  // Dual-SVID's SVDs on the GPU too
+    // Dual-SVID's large SVDs on the GPU, the many small ones on the CPU's threads (blr::route_by_size).
+    job.svd_engine = blr::route_by_size(blr::make_cuda_svd_engine(0), kGpuSvdMinDim);
+    job.svd_label = fmt::format("gpu from {} wide, cpu below", kGpuSvdMinDim);
 #endif
     // Larger default windows on the GPU; options given on the command line win.
     if (job.seq_len == 256 && job.windows_per_step == 4 && o.tokens == 0 && o.steps == 0) {

@@ -202,6 +202,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 
   // 2. Ranks and Dual-SVID initialisation (on resume, of the blocks still to train).
   const auto t_init = Clock::now();
+  const std::string svd_where = !o.svd_engine ? "cpu" : o.svd_label.empty() ? "gpu" : o.svd_label;
   std::vector<char> needed(plan.size(), resumed ? 0 : 1);
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (e2e ? first_block == 0 : plan_block[i] >= first_block) needed[i] = 1;
@@ -243,7 +244,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     });
     openblas_set_num_threads(blas_threads);
     progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s (SVDs on the {})", to_init, since(t_init),
-                                o.svd_engine ? "GPU" : "CPU"));
+                                svd_where));
   }
   model::BlrProjections init_blr;
   for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -265,8 +266,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   // Teacher and initialisation perplexity (a resumed run has them from the checkpoint).
   // The teacher as its family's model; the layer-wise loop reads its blocks
   // through llama_teacher or hybrid_teacher (exactly one is set).
-  const std::unique_ptr<model::DecoderModel<float>> teacher_model =
-      model::make_model(be, weights, {}, streaming.stream);
+  std::unique_ptr<model::DecoderModel<float>> teacher_model = model::make_model(be, weights, {}, streaming.stream);
   const model::DecoderModel<float>& teacher = *teacher_model;
   const auto* llama_teacher = dynamic_cast<const model::LlamaModel<float>*>(teacher_model.get());
   const auto* hybrid_teacher = dynamic_cast<const model::HybridModel<float>*>(teacher_model.get());
@@ -628,6 +628,13 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   cm.summary = summary;
   save_bitrank(o.out, cm);
 
+  // Training is over: the teacher and the training buffers give their device
+  // memory back before the student is read (under a cap both would not fit).
+  teacher_model.reset();
+  bufs = {};
+  hybrid_bufs = {};
+  x_dev = {};
+  y_dev = {};
   Perplexity ppl_student;
   {
     const io::CompressedModel saved = io::load_bitrank(o.out);
@@ -646,7 +653,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
                             {"sign_flips", flips_total},
                             {"skipped_steps", skipped_total}};
   cm.summary["init_seconds"] = run.init_seconds;
-  cm.summary["init_svd"] = o.svd_engine ? "gpu" : "cpu";  // where this run's Dual-SVID SVDs ran
+  cm.summary["init_svd"] = svd_where;  // where this run's Dual-SVID SVDs ran
   const std::size_t peak = be.memory->peak_bytes();
   cm.summary["peak_device_memory_bytes"] = peak ? nlohmann::ordered_json(peak) : nlohmann::ordered_json(nullptr);
   cm.summary["device_memory_cap_bytes"] =

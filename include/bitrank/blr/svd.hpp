@@ -4,7 +4,8 @@
 // Outputs: U [m][r], S [r] (non-increasing, ≥ 0), V [n][r], all row-major
 // f32. When r > min(m, n) the ranks past min(m, n) are padded: S = 0 and
 // zero columns in U and V. Each pair (u_k, v_k) is signed so that the entry
-// of largest magnitude in u_k is positive (first such entry on ties), so
+// of largest magnitude in u_k is positive (the first within 1e-9 of it:
+// engines that differ by rounding pick the same entry), so
 // the output does not depend on LAPACK's arbitrary signs. SvdF64 is the
 // same factorisation before the rounding to f32 and the padding (the signs
 // are chosen on it), for callers and tests that compare engines in f64.
@@ -108,5 +109,12 @@ Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, con
 // stream and its cuBLAS / cuSOLVER handles; calls from several threads take
 // turns (one SVD at a time on the device).
 SvdEngine make_cuda_svd_engine(int device = 0);
+
+// `large` for matrices with min(m, n) ≥ min_dim, the CPU engine below. A GPU
+// engine runs one SVD at a time while the CPU runs one per pool thread, so
+// many small matrices finish sooner on the CPU (SmolLM2-135M's 210, at most
+// 1536 × 576: 29.9 s on the H200's engine, 5.3 s on its 16 cores) and large
+// ones on the GPU (5120², r = 1024, randomized: 0.85 s vs 3.9 s).
+SvdEngine route_by_size(SvdEngine large, index_t min_dim);
 
 }  // namespace bitrank::blr

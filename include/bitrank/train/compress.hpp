@@ -140,6 +140,7 @@ struct CompressOptions {
   double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms
   std::string device = "cpu";     // for the summary
   blr::SvdEngine svd_engine{};    // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
+  std::string svd_label;          // where svd_engine runs, for the log and summary (empty: "GPU" when set)
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
   std::string stream = "auto";    // auto, on, off: blocks streamed from host memory (train/streaming.hpp)
