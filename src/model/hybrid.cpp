@@ -65,24 +65,7 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProje
     }
     return k;
   };
-  std::vector<std::size_t> bytes;
-  for (index_t b = 0; b < L; ++b) {
-    Carver measure;
-    place(b, *be.memory, measure);
-    bytes.push_back(measure.size());
-  }
-  if (stream) slots_ = std::make_unique<BlockSlots>(*be.memory, bytes);
-  for (index_t b = 0; b < L; ++b) {
-    std::byte* base;
-    if (stream) {
-      base = slots_->image(b);
-    } else {
-      storage_.emplace_back(*be.memory, bytes[static_cast<std::size_t>(b)]);
-      base = storage_.back().data();
-    }
-    Carver at(base);
-    blocks_.push_back(place(b, stream ? be.memory->staging_memory() : *be.memory, at));
-  }
+  blocks_ = carve_blocks<Block>(*be.memory, L, stream, place, slots_, storage_);
 }
 
 template <class T>

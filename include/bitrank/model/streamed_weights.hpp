@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "bitrank/memory.hpp"
@@ -82,5 +83,35 @@ class BlockSlots {
   std::uint64_t clock_ = 0;
   bool uploads_pending_ = false;  // copies queued since the compute queue last waited for them
 };
+
+// A model's blocks, carved: place(b, Memory&, Carver&) → Block lays block
+// b's tensors out from a Carver (writing through the Memory; nothing when
+// the Carver only measures). Each block is measured first; then, streamed,
+// the blocks live in `slots`' host images (written through the staging
+// memory), else in one device allocation each, appended to `storage`.
+template <class Block, class Place>
+std::vector<Block> carve_blocks(Memory& memory, index_t blocks, bool stream, const Place& place,
+                                std::unique_ptr<BlockSlots>& slots, std::vector<Buffer<std::byte>>& storage) {
+  std::vector<std::size_t> bytes;
+  for (index_t b = 0; b < blocks; ++b) {
+    Carver measure;
+    place(b, memory, measure);
+    bytes.push_back(measure.size());
+  }
+  if (stream) slots = std::make_unique<BlockSlots>(memory, bytes);
+  std::vector<Block> out;
+  for (index_t b = 0; b < blocks; ++b) {
+    std::byte* base;
+    if (stream) {
+      base = slots->image(b);
+    } else {
+      storage.emplace_back(memory, bytes[static_cast<std::size_t>(b)]);
+      base = storage.back().data();
+    }
+    Carver at(base);
+    out.push_back(place(b, stream ? memory.staging_memory() : memory, at));
+  }
+  return out;
+}
 
 }  // namespace bitrank::model
