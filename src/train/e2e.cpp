@@ -73,14 +73,31 @@ E2eTrainerOf<Student>::E2eTrainerOf(const Teacher& teacher, const Weights& init,
   final_.upload(gain);
 }
 
+// Streamed, the device holds x_b in slice b % 2 and one g; the host copies hold them all.
 template <class Student>
 auto E2eTrainerOf<Student>::x(index_t b, index_t n) const -> View<T> {
-  return View<T>(xs_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
+  return View<T>(xs_.data() + (slots_ ? b % 2 : b) * n * dims_.hidden, Shape{n, dims_.hidden});
 }
 
 template <class Student>
 auto E2eTrainerOf<Student>::mse_grad(index_t b, index_t n) const -> View<T> {
-  return View<T>(mse_grads_.data() + b * n * dims_.hidden, Shape{n, dims_.hidden});
+  return View<T>(mse_grads_.data() + (slots_ ? 0 : b) * n * dims_.hidden, Shape{n, dims_.hidden});
+}
+
+template <class Student>
+void E2eTrainerOf<Student>::keep_boundary(index_t b, index_t n, bool x_too, bool g_too) {
+  if (!slots_) return;
+  const std::size_t at = static_cast<std::size_t>(b * n * dims_.hidden), bytes = static_cast<std::size_t>(n * dims_.hidden) * sizeof(T);
+  if (x_too) be_->memory->download(xs_host_.data() + at, x(b, n).data, bytes);
+  if (g_too) be_->memory->download(mse_grads_host_.data() + at, mse_grad(b, n).data, bytes);
+}
+
+template <class Student>
+void E2eTrainerOf<Student>::bring_boundary(index_t b, index_t n) {
+  if (!slots_) return;
+  const std::size_t at = static_cast<std::size_t>(b * n * dims_.hidden), bytes = static_cast<std::size_t>(n * dims_.hidden) * sizeof(T);
+  be_->memory->upload(x(b, n).data, xs_host_.data() + at, bytes);
+  be_->memory->upload(mse_grad(b, n).data, mse_grads_host_.data() + at, bytes);
 }
 
 template <class Student>
@@ -105,12 +122,17 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
   model::check_tokens(tokens, window, teacher_->config().vocab_size, "e2e step");
   const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden, L = blocks();
   Memory& mem = *be_->memory;
-  ensure_size(xs_, mem, (L + 1) * n * d);
-  ensure_size(mse_grads_, mem, L * n * d);
+  ensure_size(xs_, mem, (slots_ ? 2 : L + 1) * n * d);
+  ensure_size(mse_grads_, mem, (slots_ ? 1 : L) * n * d);
+  if (slots_) {
+    ensure_size(xs_host_, mem.staging_memory(), (L + 1) * n * d);
+    ensure_size(mse_grads_host_, mem.staging_memory(), L * n * d);
+  }
   for (Buffer<T>* buf : {&teacher_a_, &teacher_b_}) ensure_size(*buf, mem, n * d);
 
   E2eLoss loss;
   teacher_->embed(tokens, x(0, n));
+  keep_boundary(0, n, true, false);
   const double elements = static_cast<double>(n * d);
   CView<T> teacher_in = x(0, n);  // both models start from the embedding
   for (index_t b = 0; b < L; ++b) {
@@ -119,6 +141,8 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
     use(b, b + 1 < L ? b + 1 : -1, false).forward(x(b, n), window, tape_, x(b + 1, n));
     const double sum =
         be_->reduce().squared_error(x(b + 1, n), out.view({n, d}), 2.0 * lambda / elements, mse_grad(b, n));
+    keep_boundary(b + 1, n, true, false);
+    keep_boundary(b, n, false, true);
     loss.block_mse.push_back(sum / elements);
     loss.mse += sum / elements;
     teacher_in = out.view({n, d});
@@ -198,6 +222,7 @@ E2eLoss E2eTrainerOf<Student>::forward_backward(std::span<const std::int32_t> to
   for (Buffer<T>* buf : {&dy_, &dx_, &y_}) ensure_size(*buf, mem, n * d);
   const float grad_scale = static_cast<float>(state_.scaler.scale());
   for (index_t b = blocks() - 1; b >= 0; --b) {
+    bring_boundary(b, n);
     be_->act().add(dh_.view({n * d}), mse_grad(b, n).flat(), dy_.view({n * d}));
     Student& block = use(b, b - 1, true);
     // The tape of block b; the last block's is still the forward's.

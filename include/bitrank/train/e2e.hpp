@@ -71,12 +71,16 @@
 // Every op sees the same bytes as in the resident run, so the losses and
 // the trained state equal it bit for bit on the same backend. Device
 // memory: two student slots, the teacher's two, the head and the step
-// buffers below. The block-boundary activations x_b and g_b stay on the
-// device. Checkpoints (download_state / upload_state) pass every block
-// through the slots in order.
+// buffers below. The block-boundary activations x_b and g_b live in host
+// (staging: page-locked on cuda) memory: the forward copies each out as it
+// is made, the backward copies x_b and g_b back before block b (plain
+// copies, not yet overlapped); the device holds x_b, x_{b+1} and one g.
+// Checkpoints (download_state / upload_state) pass every block through the
+// slots in order.
 //
 // Memory per step beyond the blocks: x_0..x_L and g_0..g_{L−1}
-// ((2L + 1)·n·d), the teacher's activations of one block, one student tape,
+// ((2L + 1)·n·d; streamed: 3·n·d on the device, the rest on the host), the
+// teacher's activations of one block, one student tape,
 // the logits of one slice for both models [2n][vs] and a few [n][d].
 //
 // Gradient scale: the blocks' backward stages dy⊙h into f16 under the
@@ -226,6 +230,10 @@ class E2eTrainerOf {
   void head(E2eLoss& loss, index_t n, bool backward);
   View<T> x(index_t b, index_t n) const;         // student block input b [n][d] (b = L: the output)
   View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
+  // Streamed (no-ops otherwise): x_b and/or g_b from the device to their
+  // host copies after the forward made them; both back before b's backward.
+  void keep_boundary(index_t b, index_t n, bool x_too, bool g_too);
+  void bring_boundary(index_t b, index_t n);
   // Block b ready to run: streamed, in a slot (next: the block to prefetch,
   // −1: none; write: the block will change there).
   Student& use(index_t b, index_t next, bool write) const;
@@ -242,7 +250,8 @@ class E2eTrainerOf {
   std::vector<std::optional<StudentGradSquares>> block_squares_;
   Buffer<T> final_, final_m_, final_v_, final_grad_;  // [hidden] each
   // Step buffers (grown to the step's tokens).
-  Buffer<T> xs_, mse_grads_;                 // [(L + 1)·n·d], [L·n·d]
+  Buffer<T> xs_, mse_grads_;                 // [(L + 1)·n·d], [L·n·d]; streamed: [2·n·d], [n·d]
+  Buffer<T> xs_host_, mse_grads_host_;       // streamed: all of them in host (staging) memory
   Buffer<T> teacher_a_, teacher_b_;          // the teacher's block outputs, alternating [n·d]
   const T* teacher_y_ = nullptr;             // ŷ_L after forward
   typename Family::TeacherActivations teacher_acts_;  // one block's, reused
