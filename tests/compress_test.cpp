@@ -363,6 +363,41 @@ train::CompressOptions resume_job(const fs::path& dir) {
 
 std::vector<train::StepRecord> step_log(const fs::path& out) { return train::read_step_log(out.string() + ".steps.jsonl"); }
 
+// The checkpoint written after step k, the one whose gradient was poisoned:
+// step k + 1 next, k applied steps, one skip on the scaler and in the log.
+void expect_checkpoint_after_skip(const fs::path& out, std::int64_t k) {
+  const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(out));
+  EXPECT_EQ(ck.trainer.step, k + 1);
+  EXPECT_EQ(ck.trainer.applied_steps, k) << "the skipped step is not counted for Adam's t";
+  EXPECT_EQ(ck.trainer.scaler.skipped_total, 1);
+  EXPECT_EQ(ck.trainer.scaler.consecutive_skips, 1);
+  EXPECT_EQ(ck.blocks.at(0).skipped, 1);
+}
+
+// The poisoned run `b` against the clean run `a` (step logs; student-state
+// fingerprints after each step): equal through step k, the state unchanged by
+// step k, only step k skipped, the scale halved after it, and the runs apart
+// from then on.
+void expect_only_step_skipped(const std::vector<train::StepRecord>& a, const std::vector<train::StepRecord>& b,
+                              const std::map<std::int64_t, std::uint64_t>& states_clean,
+                              const std::map<std::int64_t, std::uint64_t>& states, std::int64_t k) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(b.size(), static_cast<std::size_t>(k + 1));
+  ASSERT_GE(k, 2);
+  for (std::int64_t s = 0; s <= k; ++s) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss), std::bit_cast<std::uint64_t>(b[s].loss)) << "step " << s;
+    EXPECT_EQ(a[s].scale, b[s].scale) << "step " << s;
+  }
+  for (std::int64_t s = 0; s < k; ++s) EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
+  EXPECT_EQ(states.at(k), states.at(k - 1)) << "the state after the skipped step is the one before it";
+  EXPECT_NE(states.at(k - 1), states.at(k - 2)) << "a clean step changes the state";
+  for (const auto& r : b) EXPECT_EQ(r.skipped, r.step == k) << r.step;
+  EXPECT_EQ(b[k].flips, 0);
+  EXPECT_EQ(b[k + 1].scale, b[k].scale / 2) << "the skip halves the grad scale";
+  EXPECT_NE(a[k + 1].loss, b[k + 1].loss) << "step k's update is missing from the poisoned run";
+  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
+}
+
 // Same records, every field but the wall time; doubles compared by their bits.
 void expect_same_steps(const std::vector<train::StepRecord>& a, const std::vector<train::StepRecord>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -536,31 +571,15 @@ void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) 
     record(block, r);
     if (r.step != k) return;
     EXPECT_TRUE(block.download_state() == before) << "the skipped step changed the student's state";
-    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
-    EXPECT_EQ(ck.trainer.step, k + 1);
-    EXPECT_EQ(ck.trainer.applied_steps, k) << "the skipped step is not counted for Adam's t";
-    EXPECT_EQ(ck.trainer.scaler.skipped_total, 1);
-    EXPECT_EQ(ck.trainer.scaler.consecutive_skips, 1);
-    EXPECT_EQ(ck.blocks.at(0).skipped, 1);
+    expect_checkpoint_after_skip(o.out, k);
     checked = true;
   };
   const auto summary = train::compress(o, be);
   EXPECT_TRUE(checked);
   EXPECT_EQ(summary.at("training").at("skipped_steps").get<std::int64_t>(), 1);
 
-  const auto a = step_log(clean.out), b = step_log(o.out);
-  ASSERT_EQ(a.size(), b.size());
-  for (std::int64_t s = 0; s <= k; ++s) {
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss), std::bit_cast<std::uint64_t>(b[s].loss)) << "step " << s;
-    EXPECT_EQ(a[s].scale, b[s].scale) << "step " << s;
-  }
-  for (std::int64_t s = 0; s < k; ++s) EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
-  EXPECT_EQ(states.at(k), states.at(k - 1)) << "the state after the skipped step is the one before it";
-  for (const auto& r : b) EXPECT_EQ(r.skipped, r.step == k) << r.step;
-  EXPECT_EQ(b[k].flips, 0);
-  EXPECT_EQ(b[k + 1].scale, b[k].scale / 2) << "the skip halves the grad scale";
-  EXPECT_NE(a[k + 1].loss, b[k + 1].loss) << "step k's update is missing from the poisoned run";
-  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
+  const auto b = step_log(o.out);
+  expect_only_step_skipped(step_log(clean.out), b, states_clean, states, k);
 
   // The halved scale and the skip count survive a resume: the same poisoned
   // run stopped after step 7 (checkpoint at step 5) and resumed logs the same.
@@ -748,33 +767,16 @@ void e2e_nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& d
     record(trainer, r);
     if (r.step != k) return;
     EXPECT_TRUE(trainer.download_state() == before) << "the skipped step changed the student's state";
-    const train::CompressCheckpoint ck = train::read_compress_checkpoint(train::compress_checkpoint_path(o.out));
-    EXPECT_EQ(ck.trainer.step, k + 1);
-    EXPECT_EQ(ck.trainer.applied_steps, k) << "the skipped step is not counted for Adam's t";
-    EXPECT_EQ(ck.trainer.scaler.skipped_total, 1);
-    EXPECT_EQ(ck.trainer.scaler.consecutive_skips, 1);
-    EXPECT_EQ(ck.blocks.at(0).skipped, 1);
+    expect_checkpoint_after_skip(o.out, k);
     checked = true;
   };
   const auto summary = train::compress(o, be);
   EXPECT_TRUE(checked);
   EXPECT_EQ(summary.at("training").at("skipped_steps").get<std::int64_t>(), 1);
 
-  const auto a = step_log(clean.out), b = step_log(o.out);
-  ASSERT_EQ(a.size(), 12u);
-  ASSERT_EQ(a.size(), b.size());
-  for (std::int64_t s = 0; s <= k; ++s) {
-    EXPECT_EQ(std::bit_cast<std::uint64_t>(a[s].loss), std::bit_cast<std::uint64_t>(b[s].loss)) << "step " << s;
-    EXPECT_EQ(a[s].scale, b[s].scale) << "step " << s;
-  }
-  for (std::int64_t s = 0; s < k; ++s) EXPECT_EQ(states_clean.at(s), states.at(s)) << "step " << s;
-  EXPECT_EQ(states.at(k), states.at(k - 1)) << "the state after the skipped step is the one before it";
-  EXPECT_NE(states.at(k - 1), states.at(k - 2)) << "a clean step changes the state";
-  for (const auto& r : b) EXPECT_EQ(r.skipped, r.step == k) << r.step;
-  EXPECT_EQ(b[k].flips, 0);
-  EXPECT_EQ(b[k + 1].scale, b[k].scale / 2) << "the skip halves the grad scale";
-  EXPECT_NE(a[k + 1].loss, b[k + 1].loss) << "step k's update is missing from the poisoned run";
-  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_TRUE(std::isfinite(b[s].loss)) << s;
+  const auto b = step_log(o.out);
+  ASSERT_EQ(b.size(), 12u);
+  expect_only_step_skipped(step_log(clean.out), b, states_clean, states, k);
 
   // The halved scale and the skip count survive a resume: the same poisoned
   // run stopped after step 7 (checkpoint after 5 steps) and resumed logs the same.
