@@ -166,5 +166,36 @@ TEST(BlrAccounting, PlanRanksMeetsTheWholeBudget) {
   test::expect_error([&] { plan_ranks(in, -1.0, 2, 16); }, "target -1 bpw");
 }
 
+// Per-projection targets: the overridden matrices are planned at their own
+// bpw (as plan_ranks alone would plan them), the rest at the global one; the
+// first matching pattern wins; the input order is kept.
+TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
+  const std::vector<RankPlan> in{{"blk.0.attn_v", 192, 576, 0},   {"blk.0.ffn_down", 576, 1536, 0},
+                                 {"blk.1.attn_v", 192, 576, 0},   {"blk.1.ffn_down", 576, 1536, 0},
+                                 {"blk.0.attn_q", 576, 576, 0},   {"blk.1.attn_q", 576, 576, 0}};
+  const std::vector<BpwOverride> ov{{"attn_v", 3.0}, {"blk.1.", 2.0}};
+  const auto plan = plan_ranks(in, 1.0, ov, 2, 16);
+  ASSERT_EQ(plan.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(plan[i].name, in[i].name);
+  const auto alone = [](std::vector<RankPlan> part, double bpw) { return plan_ranks(std::move(part), bpw, 2, 16); };
+  const auto v = alone({in[0], in[2]}, 3.0);              // attn_v everywhere: the first pattern wins over blk.1.
+  const auto b1 = alone({in[3], in[5]}, 2.0);             // the rest of block 1
+  const auto rest = alone({in[1], in[4]}, 1.0);           // the global target
+  EXPECT_EQ(plan[0].rank, v[0].rank);
+  EXPECT_EQ(plan[2].rank, v[1].rank);
+  EXPECT_EQ(plan[3].rank, b1[0].rank);
+  EXPECT_EQ(plan[5].rank, b1[1].rank);
+  EXPECT_EQ(plan[1].rank, rest[0].rank);
+  EXPECT_EQ(plan[4].rank, rest[1].rank);
+  EXPECT_GT(plan[0].rank, plan_ranks(in, 1.0, 2, 16)[0].rank);  // the override made a difference
+  EXPECT_LE(blr_bpw(192, 576, plan[0].rank, 2, 16), 3.0);
+  // No overrides: plan_ranks itself.
+  const auto none = plan_ranks(in, 1.0, std::span<const BpwOverride>{}, 2, 16), plain = plan_ranks(in, 1.0, 2, 16);
+  for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(none[i].rank, plain[i].rank);
+  test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"", 2.0}}, 2, 16); }, "empty pattern");
+  test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_x", 2.0}}, 2, 16); }, "'attn_x'");
+  test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_v", -1.0}}, 2, 16); }, "positive bpw");
+}
+
 }  // namespace
 }  // namespace bitrank::blr

@@ -308,6 +308,47 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
   EXPECT_TRUE(cm.dense.contains("output_norm.weight"));
 }
 
+// --bpw-for: the overridden projections get their own target's rank; the
+// others the global one; a pattern that matches nothing is an Error.
+TEST(Compress, PerProjectionTargets) {
+  test::TempDir tmp;
+  train::CompressOptions o;
+  o.model = tiny_model(tmp.path());
+  o.out = tmp.path() / "tiny.bitrank";
+  o.text = tmp.path() / "train.txt";
+  o.eval_text = tmp.path() / "eval.txt";
+  write_file(o.text, some_text(1, 20));
+  write_file(o.eval_text, some_text(2, 4));
+  o.bpw = 4.0;  // 64-wide matrices: rank 32 (3.25 bpw with 2 paths); rank 64 needs 6.5
+  o.bpw_overrides = {{"attn_q", 7.0}};
+  o.steps = 2;
+  o.seq_len = 32;
+  o.windows_per_step = 1;
+  o.eval_windows = 1;
+  o.eval_seq_len = 64;
+  const auto summary = train::compress(o, test::cpu_backend());
+  // Each group meets its own whole budget (plan_ranks hands leftover bits back within a group).
+  double q_bits = 0, q_weights = 0, rest_bits = 0, rest_weights = 0;
+  for (const auto& [name, mat] : summary.at("accounting").at("matrices").items()) {
+    const double bits = mat.at("bits").get<double>(), weights = mat.at("m").get<double>() * mat.at("n").get<double>();
+    const bool q = name.find("attn_q") != std::string::npos;
+    (q ? q_bits : rest_bits) += bits;
+    (q ? q_weights : rest_weights) += weights;
+    if (q) EXPECT_GE(mat.at("rank").get<index_t>(), 64) << name;  // 32 is all 4.0 bpw affords a 64-wide matrix
+  }
+  ASSERT_GT(q_weights, 0);
+  ASSERT_GT(rest_weights, 0);
+  EXPECT_LE(q_bits / q_weights, 7.0);
+  EXPECT_GT(q_bits / q_weights, 4.0);
+  EXPECT_LE(rest_bits / rest_weights, 4.0);
+  EXPECT_EQ(summary.at("bpw_overrides").at(0).at("pattern").get<std::string>(), "attn_q");
+  EXPECT_GE(io::load_bitrank(o.out).blr.at("blk.1.attn_q").r, 64);
+
+  o.out = tmp.path() / "other.bitrank";
+  o.bpw_overrides = {{"attn_x", 7.0}};
+  test::expect_error([&] { train::compress(o, test::cpu_backend()); }, "no projection's name contains 'attn_x'");
+}
+
 TEST(Compress, BadOptionsAreErrors) {
   test::TempDir tmp;
   train::CompressOptions o;

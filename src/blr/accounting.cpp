@@ -174,6 +174,36 @@ std::vector<RankPlan> plan_ranks(std::vector<RankPlan> plan, double bpw, int pat
   }
 }
 
+std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std::span<const BpwOverride> overrides,
+                                 int paths, int scale_bits) {
+  if (overrides.empty()) return plan_ranks(std::move(matrices), bpw, paths, scale_bits);
+  // group[i]: the override matrix i takes, or overrides.size() for the global target.
+  std::vector<std::size_t> group(matrices.size(), overrides.size());
+  for (std::size_t o = 0; o < overrides.size(); ++o) {
+    const BpwOverride& ov = overrides[o];
+    if (ov.pattern.empty()) fail("plan_ranks: a per-projection target has an empty pattern");
+    if (!(std::isfinite(ov.bpw) && ov.bpw > 0))
+      fail("plan_ranks: the target for '{}' must be a positive bpw, got {}", ov.pattern, ov.bpw);
+    bool matched = false;
+    for (std::size_t i = 0; i < matrices.size(); ++i)
+      if (matrices[i].name.find(ov.pattern) != std::string::npos) {
+        matched = true;
+        if (group[i] == overrides.size()) group[i] = o;
+      }
+    if (!matched) fail("plan_ranks: no projection's name contains '{}' (e.g. {})", ov.pattern, matrices.front().name);
+  }
+  for (std::size_t g = 0; g <= overrides.size(); ++g) {
+    std::vector<RankPlan> part;
+    for (std::size_t i = 0; i < matrices.size(); ++i)
+      if (group[i] == g) part.push_back(matrices[i]);
+    if (part.empty()) continue;  // every matrix overridden, or an override shadowed by an earlier one
+    part = plan_ranks(std::move(part), g < overrides.size() ? overrides[g].bpw : bpw, paths, scale_bits);
+    for (std::size_t i = 0, k = 0; i < matrices.size(); ++i)
+      if (group[i] == g) matrices[i].rank = part[k++].rank;
+  }
+  return matrices;
+}
+
 ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
   std::vector<RankPlan> projections;
   for (const auto& [name, shape] : model::expected_tensors(config))

@@ -47,6 +47,19 @@ int run_compress(CompressCliOptions o) {
       job.windows_per_step = 8;
     }
   }
+  for (const std::string& spec : o.bpw_for) {
+    const auto eq = spec.rfind('=');
+    double bpw = 0;
+    std::size_t used = 0;
+    try {
+      if (eq != std::string::npos) bpw = std::stod(spec.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || used != spec.size() - eq - 1 || !(bpw > 0 && bpw <= 16))
+      fail("compress: --bpw-for takes PATTERN=BPW with a non-empty pattern and 0 < BPW ≤ 16, got '{}'", spec);
+    job.bpw_overrides.push_back({spec.substr(0, eq), bpw});
+  }
   if (o.tokens < 0) fail("compress: --tokens must be positive, got {}", o.tokens);
   if (o.steps < 0) fail("compress: --steps must be positive, got {}", o.steps);
   if (o.tokens > 0 && o.steps > 0) fail("compress: give --tokens or --steps, not both");

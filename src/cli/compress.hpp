@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bitrank/train/compress.hpp"
 
@@ -15,6 +16,7 @@ struct CompressCliOptions {
   long long steps = 0;       // instead of --tokens: steps per block
   std::string device_memory_cap;  // --device-memory-cap: bytes, or <n>GiB / <n>MiB; empty: none
   bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
+  std::vector<std::string> bpw_for;         // --bpw-for PATTERN=BPW, in the order given
 };
 
 int run_compress(CompressCliOptions options);

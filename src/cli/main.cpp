@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
   compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
       ->check(CLI::Range(0.01, 16.0));
+  compress_cmd->add_option("--bpw-for", compress.bpw_for,
+                           "PATTERN=BPW: projections whose name contains PATTERN (attn_v, ffn_down, blk.3., …) at "
+                           "their own target; repeatable, the first match wins")
+      ->take_all();
   compress_cmd->add_option("--paths", compress.job.paths, "BLR paths: 1, or 2 with the residual path (default 2)")
       ->check(CLI::IsMember({1, 2}));
   compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once)")

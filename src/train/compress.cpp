@@ -166,7 +166,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 
   // The compressible projections of the family (model/projection.hpp), their
   // ranks, and the block each belongs to (names blk.N.<proj>).
-  const std::vector<blr::RankPlan> plan = blr::plan_ranks(model::compressible_projections(cfg), o.bpw, o.paths, 16);
+  const std::vector<blr::RankPlan> plan = blr::plan_ranks(model::compressible_projections(cfg), o.bpw, o.bpw_overrides, o.paths, 16);
   std::vector<index_t> plan_block(plan.size());
   for (std::size_t i = 0; i < plan.size(); ++i) plan_block[i] = block_of(plan[i].name);
   const auto trained_matrices = [&](index_t blocks) {
@@ -612,6 +612,11 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   summary["device"] = o.device;
   summary["objective"] = o.objective;
   summary["target_bpw"] = o.bpw;
+  if (!o.bpw_overrides.empty()) {
+    nlohmann::ordered_json ov = nlohmann::ordered_json::array();
+    for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});
+    summary["bpw_overrides"] = ov;
+  }
   summary["paths"] = o.paths;
   summary["training_text"] = train_text.name;
   summary["steps_per_block"] = o.steps;

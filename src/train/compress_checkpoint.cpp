@@ -85,6 +85,11 @@ ordered_json compress_resume_options(const CompressOptions& o) {
   j["objective"] = o.objective;
   j["bpw"] = o.bpw;
   j["paths"] = o.paths;
+  if (!o.bpw_overrides.empty()) {  // only when given: checkpoints written before overrides existed still match
+    ordered_json ov = ordered_json::array();
+    for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});
+    j["bpw_overrides"] = ov;
+  }
   j["steps"] = o.steps;
   j["seq_len"] = o.seq_len;
   j["windows_per_step"] = o.windows_per_step;

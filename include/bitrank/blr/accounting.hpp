@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,22 @@ struct RankPlan {
 // whole-projection target (see above). Error for an empty list or a bad
 // target, paths or scale width.
 std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, int paths, int scale_bits);
+
+// A per-projection target: the matrices whose name contains `pattern`
+// ("attn_v", "ffn_down", "blk.3.", a full name) are planned at `bpw`
+// instead of the global target.
+struct BpwOverride {
+  std::string pattern;
+  double bpw = 0;
+};
+
+// plan_ranks with overrides: each matrix takes the first override whose
+// pattern its name contains; the matrices of each override are planned
+// together at its bpw (plan_ranks), the others together at `bpw`. The
+// result keeps the input's order. Error (naming it) for an empty pattern, a
+// pattern no matrix matches, or a bad target.
+std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std::span<const BpwOverride> overrides,
+                                 int paths, int scale_bits);
 
 // One tensor of a model's accounting: compressed (rank > 0) or dense.
 struct TensorBits {

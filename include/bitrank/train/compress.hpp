@@ -95,6 +95,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/svd.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/e2e.hpp"
@@ -128,6 +129,7 @@ struct CompressOptions {
   std::string objective = "layer";
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
+  std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
   std::int64_t steps = 16;        // training steps per block (layer); steps in all (e2e)
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
