@@ -5,10 +5,16 @@
 // the backward reads the forward part of the tape and rebuilds the full
 // state history S_0..S_T of each (window, v-head) from zero, so its results
 // cannot depend on ckpt_every.
+//
+// Built with a chunk size (make_gdn_ops(chunk), tests only) the op runs the
+// chunkwise form of the core instead (gdn_chunked.hpp): the same conv, l2
+// norms, gates and gated RMSNorm around it; its forward leaves the tape's
+// record part (kv, checkpoints) unwritten, which no ref backward reads.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ref/gdn_chunked.hpp"
 #include "ref/ops.hpp"
 
 namespace bitrank::ref {
@@ -45,6 +51,9 @@ double conv_pre(const Geometry& g, CView<double> qkv, CView<double> w, index_t t
 }
 
 class RefGdnOps final : public GdnOps<double> {
+ public:
+  explicit RefGdnOps(index_t chunk) : chunk_(chunk) {}
+
  protected:
   void gdn_forward_impl(const GdnConfig& cfg, const GdnParams<double>& prm, CView<double> qkv, CView<double> z,
                         CView<double> a, CView<double> b, View<double> out, View<double> tape,
@@ -94,8 +103,31 @@ class RefGdnOps final : public GdnOps<double> {
         beta[t * g.hv + h] = sigmoid(b[t * g.hv + h]);
       }
 
-    // Delta-rule recurrence per (window, v-head), then the gated RMSNorm.
+    // Gated RMSNorm of o at (t, h): inv_rms, o_pre and out.
+    auto norm = [&](index_t t, index_t h, const double* o) {
+      double ms = 0;
+      for (index_t j = 0; j < g.d; ++j) ms += o[j] * o[j];
+      const double inv = 1.0 / std::sqrt(ms / g.d + cfg.norm_eps);
+      inv_rms[t * g.hv + h] = inv;
+      for (index_t j = 0; j < g.d; ++j) {
+        const index_t e = t * g.hv * g.d + h * g.d + j;
+        o_pre[e] = o[j];
+        out[e] = o[j] * inv * prm.norm_gain[j] * silu(z[e]);
+      }
+    };
+
     std::vector<double> S(static_cast<std::size_t>(g.d * g.d)), kv(g.d), u(g.d), o(g.d);
+    if (chunk_ > 0) {
+      const std::vector<double> ell = log_decay(g, prm, gate_in);
+      gdn_chunked_forward(core_args(g, qh, kh_, cq, ell.data(), beta), chunk_, o_pre);
+      for (index_t t = 0; t < g.n; ++t)
+        for (index_t h = 0; h < g.hv; ++h) {
+          std::copy(o_pre + (t * g.hv + h) * g.d, o_pre + (t * g.hv + h + 1) * g.d, o.begin());
+          norm(t, h, o.data());
+        }
+      return;
+    }
+    // Delta-rule recurrence per (window, v-head), then the gated RMSNorm.
     for (index_t w = 0; w < g.nb; ++w)
       for (index_t h = 0; h < g.hv; ++h) {
         const index_t kh = h / g.group;
@@ -117,15 +149,7 @@ class RefGdnOps final : public GdnOps<double> {
             o[j] = 0;
             for (index_t i = 0; i < g.d; ++i) o[j] += S[i * g.d + j] * q[i];
           }
-          double ms = 0;
-          for (index_t j = 0; j < g.d; ++j) ms += o[j] * o[j];
-          const double inv = 1.0 / std::sqrt(ms / g.d + cfg.norm_eps);
-          inv_rms[t * g.hv + h] = inv;
-          for (index_t j = 0; j < g.d; ++j) {
-            const index_t e = t * g.hv * g.d + h * g.d + j;
-            o_pre[e] = o[j];
-            out[e] = o[j] * inv * prm.norm_gain[j] * silu(z[e]);
-          }
+          norm(t, h, o.data());
           if (record_tape) {
             for (index_t j = 0; j < g.d; ++j) kv_rec[(t * g.hv + h) * g.d + j] = kv[j];
             const index_t steps = p + 1;
@@ -153,13 +177,77 @@ class RefGdnOps final : public GdnOps<double> {
     const double* gate_in = tape.data + L.gates + 2 * g.n * g.hv;
     const double* o_pre = tape.data + L.o_pre;
     const double* inv_rms = tape.data + L.inv_rms;
-    const index_t dd = g.d * g.d;
 
     // Gradients of the normalised q̂, k̂ summed over the v-heads of a group,
     // and of the conv output cq.
     std::vector<double> dqh(static_cast<std::size_t>(g.n * g.hk * g.d), 0.0), dkh(dqh.size(), 0.0);
     std::vector<double> dcq(static_cast<std::size_t>(g.n * g.C), 0.0);
 
+    // Gated RMSNorm backward at (t, h), out = o·inv·w·silu(z): d_z, and dO.
+    auto norm_backward = [&](index_t t, index_t h, double* dO) {
+      const double inv = inv_rms[t * g.hv + h];
+      double aw = 0;  // Σ_j (w·silu(z)·dy)_j · o_j
+      for (index_t j = 0; j < g.d; ++j) {
+        const index_t e = t * g.hv * g.d + h * g.d + j;
+        aw += prm.norm_gain[j] * silu(z[e]) * d_out[e] * o_pre[e];
+      }
+      for (index_t j = 0; j < g.d; ++j) {
+        const index_t e = t * g.hv * g.d + h * g.d + j;
+        const double wj = prm.norm_gain[j];
+        d_z[e] = d_out[e] * o_pre[e] * inv * wj * silu_grad(z[e]);
+        dO[j] = inv * wj * silu(z[e]) * d_out[e] - o_pre[e] * aw / g.d * inv * inv * inv;
+      }
+    };
+
+    if (chunk_ > 0) {
+      std::vector<double> dO_all(static_cast<std::size_t>(g.n * g.hv * g.d)), dell(static_cast<std::size_t>(g.n * g.hv)),
+          dbeta(dell.size());
+      for (index_t t = 0; t < g.n; ++t)
+        for (index_t h = 0; h < g.hv; ++h) norm_backward(t, h, dO_all.data() + (t * g.hv + h) * g.d);
+      const std::vector<double> ell = log_decay(g, prm, gate_in);
+      gdn_chunked_backward(core_args(g, qh, kh_, cq, ell.data(), beta), chunk_, dO_all.data(), dqh.data(),
+                           dkh.data(), dcq.data() + g.v_col(0, 0), g.C, dell.data(), dbeta.data());
+      // ℓ = −e^{a_log}·softplus(x): ∂ℓ/∂x = −e^{a_log}·σ(x).
+      for (index_t t = 0; t < g.n; ++t)
+        for (index_t h = 0; h < g.hv; ++h) {
+          const index_t th = t * g.hv + h;
+          d_a[th] = dell[th] * (-std::exp(prm.a_log[h])) * sigmoid(gate_in[th]);
+          d_b[th] = dbeta[th] * beta[th] * (1.0 - beta[th]);
+        }
+    } else {
+      backward_sequential(g, prm, cq, qh, kh_, decay, beta, gate_in, norm_backward, dqh, dkh, dcq, d_a, d_b);
+    }
+    l2_conv_backward(g, prm, qkv, cq, sq, sk, dqh, dkh, dcq, d_qkv);
+  }
+
+ private:
+  index_t chunk_;
+
+  // ℓ = log γ = −e^{a_log}·softplus(a + dt_bias) per (token, v-head).
+  static std::vector<double> log_decay(const Geometry& g, const GdnParams<double>& prm, const double* gate_in) {
+    std::vector<double> ell(static_cast<std::size_t>(g.n * g.hv));
+    for (index_t t = 0; t < g.n; ++t)
+      for (index_t h = 0; h < g.hv; ++h)
+        ell[t * g.hv + h] = -std::exp(prm.a_log[h]) * softplus(gate_in[t * g.hv + h]);
+    return ell;
+  }
+
+  static GdnCoreArgs core_args(const Geometry& g, const double* qh, const double* kh, const double* cq,
+                               const double* ell, const double* beta) {
+    GdnCoreArgs c;
+    c.nb = g.nb, c.T = g.T, c.hk = g.hk, c.hv = g.hv, c.d = g.d;
+    c.q = qh, c.k = kh, c.v = cq + g.v_col(0, 0), c.v_stride = g.C, c.log_decay = ell, c.beta = beta;
+    return c;
+  }
+
+  // The token-by-token core backward: dq̂, dk̂ accumulated, dv into dcq, d_a, d_b.
+  template <class NormBackward>
+  static void backward_sequential(const Geometry& g, const GdnParams<double>& prm, const double* cq,
+                                  const double* qh, const double* kh_, const double* decay, const double* beta,
+                                  const double* gate_in, NormBackward& norm_backward, std::vector<double>& dqh,
+                                  std::vector<double>& dkh, std::vector<double>& dcq, View<double> d_a,
+                                  View<double> d_b) {
+    const index_t dd = g.d * g.d;
     std::vector<double> hist(static_cast<std::size_t>((g.T + 1) * dd));  // S_0 .. S_T
     std::vector<double> dS(static_cast<std::size_t>(dd)), dO(g.d), du(g.d), kv(g.d), u(g.d);
     for (index_t w = 0; w < g.nb; ++w)
@@ -193,20 +281,8 @@ class RefGdnOps final : public GdnOps<double> {
           const double* Sp = hist.data() + p * dd;
           const double* St = hist.data() + (p + 1) * dd;
           const double gam = decay[t * g.hv + h], bet = beta[t * g.hv + h];
-          const double inv = inv_rms[t * g.hv + h];
 
-          // Gated RMSNorm: out = o·inv·w·silu(z).
-          double aw = 0;  // Σ_j (w·silu(z)·dy)_j · o_j
-          for (index_t j = 0; j < g.d; ++j) {
-            const index_t e = t * g.hv * g.d + h * g.d + j;
-            aw += prm.norm_gain[j] * silu(z[e]) * d_out[e] * o_pre[e];
-          }
-          for (index_t j = 0; j < g.d; ++j) {
-            const index_t e = t * g.hv * g.d + h * g.d + j;
-            const double wj = prm.norm_gain[j];
-            d_z[e] = d_out[e] * o_pre[e] * inv * wj * silu_grad(z[e]);
-            dO[j] = inv * wj * silu(z[e]) * d_out[e] - o_pre[e] * aw / g.d * inv * inv * inv;
-          }
+          norm_backward(t, h, dO.data());
 
           // o = S_tᵀ q̂.
           for (index_t i = 0; i < g.d; ++i) {
@@ -248,6 +324,12 @@ class RefGdnOps final : public GdnOps<double> {
         }
       }
 
+  }
+
+  // l2-norm backward of dq̂, dk̂ into dcq's q/k columns, then SiLU and the conv into d_qkv.
+  static void l2_conv_backward(const Geometry& g, const GdnParams<double>& prm, CView<double> qkv, const double* cq,
+                               const double* sq, const double* sk, const std::vector<double>& dqh,
+                               const std::vector<double>& dkh, std::vector<double>& dcq, View<double> d_qkv) {
     // l2 norms: x̂ = x·c/√(Σx² + ε) → dx = c/√s·dx̂ − x·(dx̂·x)·c/s^{3/2}.
     for (index_t t = 0; t < g.n; ++t)
       for (index_t kh = 0; kh < g.hk; ++kh) {
@@ -286,6 +368,6 @@ class RefGdnOps final : public GdnOps<double> {
 
 }  // namespace
 
-std::unique_ptr<GdnOps<double>> make_gdn_ops() { return std::make_unique<RefGdnOps>(); }
+std::unique_ptr<GdnOps<double>> make_gdn_ops(index_t chunk) { return std::make_unique<RefGdnOps>(chunk); }
 
 }  // namespace bitrank::ref

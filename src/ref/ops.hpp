@@ -18,7 +18,9 @@ std::unique_ptr<NormOps<double>> make_norm_ops();
 std::unique_ptr<ActOps<double>> make_act_ops();
 std::unique_ptr<RopeOps<double>> make_rope_ops();
 std::unique_ptr<AttentionOps<double>> make_attention_ops();
-std::unique_ptr<GdnOps<double>> make_gdn_ops();
+// chunk 0: the token-by-token core; chunk ≥ 1: the chunkwise core with
+// chunks of that many tokens (gdn_chunked.hpp; tests only).
+std::unique_ptr<GdnOps<double>> make_gdn_ops(index_t chunk = 0);
 std::unique_ptr<KlOps<double>> make_kl_ops();
 
 }  // namespace bitrank::ref
