@@ -5,8 +5,9 @@
 #   BITRANK_MODEL=<gguf> TRAIN_TEXT=<training part> EVAL_TEXT=<evaluation part> tools/gpu_streaming.sh
 # Budget: STEPS (20) steps per block (layer-wise) or in all (e2e), 2
 # evaluation windows; CAP (480MiB: under SmolLM2-135M's 513 MiB of f32
-# weights), the capped runs with 2 (layer-wise) / 1 (e2e) windows per step
-# so that a step's activations fit beside the head and the block slots.
+# weights), the capped runs with 2 (layer-wise) / 1 (e2e) windows of 256
+# tokens per step so that a step's activations fit beside the head and the
+# block slots.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -27,8 +28,8 @@ for objective in layer e2e; do
     extra=(--no-stream)
     [ $mode = stream ] && extra=(--stream)
     if [ $mode = cap ]; then
-      extra=(--device-memory-cap "$cap" --windows 2)
-      [ $objective = e2e ] && extra=(--device-memory-cap "$cap" --windows 1)
+      extra=(--device-memory-cap "$cap" --windows 2 --seq-len 256)
+      [ $objective = e2e ] && extra=(--device-memory-cap "$cap" --windows 1 --seq-len 256)
     fi
     "$bin" compress "${common[@]}" --objective $objective "${extra[@]}" -o "$out/$name.bitrank" \
       > "$out/$name.json" 2> "$out/$name.log" || { echo "$name failed:"; tail -3 "$out/$name.log"; }
