@@ -63,18 +63,6 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
 // A model directory with random weights (unit-variance projections, gains near 1).
 std::filesystem::path tiny_model(const std::filesystem::path& dir) { return test::random_llama_dir(dir, kConfig, 3); }
 
-std::string some_text(int seed, int paragraphs) {
-  static const char* words[] = {"the", "module", "function", "returns", "a", "list", "of", "values", "when",
-                                "called", "with", "arguments", "Python", "file", "object", "is", "used", "to"};
-  std::mt19937 rng(static_cast<unsigned>(seed));
-  std::string s;
-  for (int p = 0; p < paragraphs; ++p) {
-    for (int i = 0; i < 60; ++i) s += std::string(words[rng() % std::size(words)]) + (i % 12 == 11 ? ".\n" : " ");
-    s += "\n";
-  }
-  return s;
-}
-
 TEST(Compress, TinyLlamaEndToEnd) {
   test::TempDir tmp;
   train::CompressOptions o;
@@ -82,8 +70,8 @@ TEST(Compress, TinyLlamaEndToEnd) {
   o.out = tmp.path() / "tiny.bitrank";
   o.text = tmp.path() / "train.txt";
   o.eval_text = tmp.path() / "eval.txt";
-  write_file(o.text, some_text(1, 40));
-  write_file(o.eval_text, some_text(2, 10));
+  write_file(o.text, test::word_text(1, 40));
+  write_file(o.eval_text, test::word_text(2, 10));
   o.bpw = 4.0;  // 64-wide matrices: rank 32 with 2 paths costs 3.25 bpw
   o.paths = 2;
   o.steps = 24;
@@ -110,11 +98,11 @@ TEST(Compress, TinyLlamaEndToEnd) {
   const auto& ppl = summary.at("perplexity");
   for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
   const io::Tokenizer tok(*cm.tokenizer);
-  const auto ids = tok.encode(some_text(2, 10));
+  const auto ids = tok.encode(test::word_text(2, 10));
   // As `bitrank eval --model tiny.bitrank` loads it (and its tokenizer):
   const model::LoadedWeights loaded = model::load_any(o.out);
   EXPECT_EQ(loaded.blr.size(), 14u);
-  EXPECT_EQ(io::load_model_tokenizer(o.out).encode(some_text(2, 10)), ids);
+  EXPECT_EQ(io::load_model_tokenizer(o.out).encode(test::word_text(2, 10)), ids);
   const auto student = model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
   const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
   EXPECT_NEAR(std::exp(nll.sum / static_cast<double>(nll.count)), ppl.at("student").at("ppl").get<double>(), 1e-9);
@@ -164,8 +152,8 @@ train::CompressOptions tiny_hybrid_options(const std::filesystem::path& dir) {
   o.out = dir / "hybrid.bitrank";
   o.text = dir / "train.txt";
   o.eval_text = dir / "eval.txt";
-  write_file(o.text, some_text(1, 20));
-  write_file(o.eval_text, some_text(2, 10));
+  write_file(o.text, test::word_text(1, 20));
+  write_file(o.eval_text, test::word_text(2, 10));
   o.bpw = 4.0;
   o.steps = 6;
   o.seq_len = 32;
@@ -208,7 +196,7 @@ TEST(Compress, TinyHybridEndToEnd) {
 
     const auto& ppl = summary.at("perplexity");
     for (const char* k : {"teacher", "init", "student"}) EXPECT_TRUE(std::isfinite(ppl.at(k).at("ppl").get<double>())) << k;
-    const auto ids = io::load_model_tokenizer(o.out).encode(some_text(2, 10));
+    const auto ids = io::load_model_tokenizer(o.out).encode(test::word_text(2, 10));
     const auto student = model::make_model(be, loaded.weights, loaded.blr);
     const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
     const double student_ppl = std::exp(nll.sum / static_cast<double>(nll.count));
@@ -264,7 +252,7 @@ TEST(Compress, TinyHybridEndToEndObjective) {
     const model::HostWeights teacher = model::load_weights(o.model);
     EXPECT_NE(cm.dense.at("output_norm.weight").values, teacher.at("output_norm.weight").values)
         << "the final gain is trained";
-    const auto ids = io::load_model_tokenizer(o.out).encode(some_text(2, 10));
+    const auto ids = io::load_model_tokenizer(o.out).encode(test::word_text(2, 10));
     const auto student = model::make_model(be, loaded.weights, loaded.blr);
     const auto nll = student->nll(std::span<const std::int32_t>(ids).first(2 * 64), 64);
     EXPECT_NEAR(std::exp(nll.sum / static_cast<double>(nll.count)), ppl.at("student").at("ppl").get<double>(), 1e-9);
@@ -280,8 +268,8 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
   o.out = tmp.path() / "tiny_e2e.bitrank";
   o.text = tmp.path() / "train.txt";
   o.eval_text = tmp.path() / "eval.txt";
-  write_file(o.text, some_text(1, 40));
-  write_file(o.eval_text, some_text(2, 10));
+  write_file(o.text, test::word_text(1, 40));
+  write_file(o.eval_text, test::word_text(2, 10));
   o.objective = "e2e";
   o.bpw = 4.0;
   o.steps = 30;
@@ -317,8 +305,8 @@ TEST(Compress, PerProjectionTargets) {
   o.out = tmp.path() / "tiny.bitrank";
   o.text = tmp.path() / "train.txt";
   o.eval_text = tmp.path() / "eval.txt";
-  write_file(o.text, some_text(1, 20));
-  write_file(o.eval_text, some_text(2, 4));
+  write_file(o.text, test::word_text(1, 20));
+  write_file(o.eval_text, test::word_text(2, 4));
   o.bpw = 4.0;  // 64-wide matrices: rank 32 (3.25 bpw with 2 paths); rank 64 needs 6.5
   o.bpw_overrides = {{"attn_q", 7.0}};
   o.steps = 2;
@@ -385,8 +373,8 @@ train::CompressOptions resume_job(const fs::path& dir) {
   if (!fs::exists(o.model)) {
     fs::create_directories(o.model);  // and dir
     tiny_model(o.model);
-    write_file(dir / "train.txt", some_text(1, 40));
-    write_file(dir / "eval.txt", some_text(2, 4));
+    write_file(dir / "train.txt", test::word_text(1, 40));
+    write_file(dir / "eval.txt", test::word_text(2, 4));
   }
   o.text = dir / "train.txt";
   o.eval_text = dir / "eval.txt";
@@ -572,8 +560,8 @@ TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
   test::expect_error([&] { train::compress(changed([](auto& c) { c.bpw = 3.5; }), be); }, "bpw");
   test::expect_error([&] { train::compress(changed([](auto& c) { c.seed = 9; }), be); }, "seed");
   // Same file name, other text: the ids' fingerprint differs.
-  const std::string text = some_text(1, 40);
-  write_file(o.text, some_text(5, 40));
+  const std::string text = test::word_text(1, 40);
+  write_file(o.text, test::word_text(5, 40));
   test::expect_error([&] { train::compress(o, be); }, "training data differs");
   write_file(o.text, text);
 

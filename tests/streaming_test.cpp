@@ -288,18 +288,6 @@ constexpr const char* kConfig12 = R"({"model_type": "llama", "hidden_size": 128,
     "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 3001,
     "rms_norm_eps": 1e-5, "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": true})";
 
-std::string words_text(int seed, int paragraphs) {
-  static const char* words[] = {"the", "module", "function", "returns", "a", "list", "of", "values", "when",
-                                "called", "with", "arguments", "Python", "file", "object", "is", "used", "to"};
-  std::mt19937 rng(static_cast<unsigned>(seed));
-  std::string s;
-  for (int p = 0; p < paragraphs; ++p) {
-    for (int i = 0; i < 60; ++i) s += std::string(words[rng() % std::size(words)]) + (i % 12 == 11 ? ".\n" : " ");
-    s += "\n";
-  }
-  return s;
-}
-
 void same_files(const std::filesystem::path& a, const std::filesystem::path& b, const std::string& what) {
   const auto la = train::read_step_log(a.string() + ".steps.jsonl"), lb = train::read_step_log(b.string() + ".steps.jsonl");
   ASSERT_EQ(la.size(), lb.size()) << what;
@@ -330,8 +318,8 @@ void compress_streams_under_a_cap(Backend<float>& be, const std::string& objecti
   o.model = test::random_llama_dir(tmp.path(), kConfig12, 17);
   o.text = tmp.path() / "train.txt";
   o.eval_text = tmp.path() / "eval.txt";
-  std::ofstream(o.text) << words_text(1, 20);
-  std::ofstream(o.eval_text) << words_text(2, 6);
+  std::ofstream(o.text) << test::word_text(1, 20);
+  std::ofstream(o.eval_text) << test::word_text(2, 6);
   o.objective = objective;
   o.bpw = 1.0;
   o.paths = 2;

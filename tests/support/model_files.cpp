@@ -176,4 +176,16 @@ std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w) {
   return safetensors_image(tensors);
 }
 
+std::string word_text(int seed, int paragraphs) {
+  static const char* words[] = {"the", "module", "function", "returns", "a", "list", "of", "values", "when",
+                                "called", "with", "arguments", "Python", "file", "object", "is", "used", "to"};
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  std::string s;
+  for (int p = 0; p < paragraphs; ++p) {
+    for (int i = 0; i < 60; ++i) s += std::string(words[rng() % std::size(words)]) + (i % 12 == 11 ? ".\n" : " ");
+    s += "\n";
+  }
+  return s;
+}
+
 }  // namespace bitrank::test

@@ -53,4 +53,9 @@ std::vector<std::byte> llama_hf_safetensors(const model::HostWeights& w);
 std::filesystem::path random_llama_dir(const std::filesystem::path& dir, const std::string& config_json,
                                        std::uint64_t seed);
 
+// English-looking training text for such models: `paragraphs` paragraphs of
+// 60 words from a small fixed list (the test tokenizer's vocabulary covers
+// them), drawn from `seed`.
+std::string word_text(int seed, int paragraphs);
+
 }  // namespace bitrank::test
