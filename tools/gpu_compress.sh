@@ -15,6 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
+mkdir -p "$out"
 args=(--device cuda)
 [ -n "${BITRANK_MODEL:-}" ] && args+=(--model "$BITRANK_MODEL")
 [ -n "${TRAIN_TEXT:-}" ] && args+=(--text "$TRAIN_TEXT")
