@@ -6,7 +6,8 @@
 // rounded up to whole steps; --steps sets the step count directly.
 // Checkpoints go to <out>.ckpt every --checkpoint-every steps; --resume
 // continues from it (the same command line, --resume added). With --device
-// cuda the Dual-SVID SVDs run on the GPU as well (blr::make_cuda_svd_engine).
+// cuda the Dual-SVID SVDs of matrices ≥ 2048 wide run on the GPU, the rest on
+// the CPU's threads (blr::route_by_size).
 // --device-memory-cap caps the backend's memory; --stream / --no-stream
 // choose whether the blocks stream from host memory (default: when the
 // teacher's weights exceed the cap; train/streaming.hpp).

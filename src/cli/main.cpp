@@ -14,6 +14,21 @@
 #include "cli/info.hpp"
 #include "cli/tokenize.hpp"
 
+namespace {
+
+// --device-memory-cap, --stream and --no-stream (compress and eval); `whose`
+// names the weights that decide the automatic choice.
+void add_memory_options(CLI::App* cmd, std::string& cap, bool& stream, bool& no_stream, const std::string& whose) {
+  cmd->add_option("--device-memory-cap", cap,
+                  "most bytes the device memory may hold: 1073741824, 512MiB, 4GiB (default: no cap)");
+  cmd->add_flag("--stream", stream,
+                "keep the blocks in host memory, two at a time on the device (default: when the " + whose +
+                    " weights exceed --device-memory-cap)");
+  cmd->add_flag("--no-stream", no_stream, "keep every block on the device");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"bitrank: compress LLMs to about one bit per weight with binary low-rank layers"};
   app.set_version_flag("--version", "bitrank 0.1.0");
@@ -71,12 +86,7 @@ int main(int argc, char** argv) {
                           ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  compress_cmd->add_option("--device-memory-cap", compress.device_memory_cap,
-                           "most bytes the device memory may hold: 1073741824, 512MiB, 4GiB (default: no cap)");
-  compress_cmd->add_flag("--stream", compress.stream,
-                         "keep the blocks in host memory, two at a time on the device (default: when the teacher's "
-                         "weights exceed --device-memory-cap)");
-  compress_cmd->add_flag("--no-stream", compress.no_stream, "keep every block on the device");
+  add_memory_options(compress_cmd, compress.device_memory_cap, compress.stream, compress.no_stream, "teacher's");
 
   bitrank::cli::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand("eval", "perplexity over non-overlapping windows of T tokens");
@@ -87,12 +97,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--max-windows", eval.max_windows, "evaluate only the first N windows (0: all)")
       ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--device", eval.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  eval_cmd->add_option("--device-memory-cap", eval.device_memory_cap,
-                       "most bytes the device memory may hold: 1073741824, 512MiB, 4GiB (default: no cap)");
-  eval_cmd->add_flag("--stream", eval.stream,
-                     "keep the blocks in host memory, two at a time on the device (default: when the model's "
-                     "weights exceed --device-memory-cap)");
-  eval_cmd->add_flag("--no-stream", eval.no_stream, "keep every block on the device");
+  add_memory_options(eval_cmd, eval.device_memory_cap, eval.stream, eval.no_stream, "model's");
 
   bitrank::cli::GenerateCliOptions gen;
   auto* gen_cmd = app.add_subcommand("generate", "text after a prompt, streamed to stdout (greedy or sampled)");
