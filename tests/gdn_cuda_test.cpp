@@ -1,5 +1,5 @@
 // Gated DeltaNet core on the CUDA backend (skipped where no GPU is visible):
-// both recurrence designs (BITRANK_GDN_KERNEL=1, 2) against the f64
+// the three recurrence designs (BITRANK_GDN_KERNEL=1, 2, 3) against the f64
 // reference, results bit-identical for every checkpoint interval, the
 // forward without the record part, and a repeated backward. The parity
 // cases (tests/parity/gdn_cases.cpp) cover the default design.
@@ -130,7 +130,8 @@ bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-// Relative L2 errors of both designs against the reference. Tolerance 2e-4:
+// Relative L2 errors of every design against the reference (design 3: the
+// chunkwise form, forward and backward). Tolerance 2e-4:
 // the parity cases' (a T-step f32 recurrence, then norms whose backward
 // subtracts nearly equal terms).
 TEST(GdnCuda, BothDesignsMatchReference) {
@@ -142,11 +143,13 @@ TEST(GdnCuda, BothDesignsMatchReference) {
       {config(1, 3, 64, 4, 37, 64), 1},  // one segment longer than a staging chunk
       {config(1, 2, 100, 3, 40, 19), 1}, // d 100: a cluster of 4, the last block partly empty
       {config(1, 2, 8, 4, 2, 8), 3},     // windows shorter than the conv
+      {config(2, 6, 128, 4, 150, 8), 2}, // design 3: two full chunks of 64 and a short one
+      {config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
   };
   for (const auto& [cfg, windows] : shapes) {
     const Inputs in(cfg, windows, 7);
     const auto want = run(test::ref_backend(), in);
-    for (int design : {1, 2}) {
+    for (int design : {1, 2, 3}) {
       DesignGuard guard(design);
       const auto got = run(cu, in);
       const std::string tag = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
@@ -170,7 +173,7 @@ TEST(GdnCuda, BothDesignsMatchReference) {
 TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
   if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
-  for (int design : {1, 2}) {
+  for (int design : {1, 2, 3}) {
     DesignGuard guard(design);
     const auto shape = [](index_t cs) { return config(2, 6, 128, 4, 45, cs); };
     const auto base = run(cu, Inputs(shape(8), 2, 31));
@@ -190,7 +193,7 @@ TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
   if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   const Inputs in(config(2, 4, 128, 4, 19, 4), 2, 41);
-  for (int design : {1, 2}) {
+  for (int design : {1, 2, 3}) {
     DesignGuard guard(design);
     const auto rec = run(cu, in, true, 0), plain = run(cu, in, false, 0);
     EXPECT_TRUE(bit_equal(rec.out, plain.out)) << "design " << design;
@@ -203,7 +206,7 @@ TEST(GdnCuda, BackwardRepeatable) {
   if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   const Inputs in(config(1, 3, 128, 4, 21, 5), 2, 51);
-  for (int design : {1, 2}) {
+  for (int design : {1, 2, 3}) {
     DesignGuard guard(design);
     const auto once = run(cu, in, true, 1), twice = run(cu, in, true, 2);
     EXPECT_TRUE(bit_equal(once.d_qkv, twice.d_qkv)) << "design " << design;
@@ -218,7 +221,7 @@ TEST(GdnCuda, UnsupportedIsAnError) {
   if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   {
-    DesignGuard guard(std::string("3"));
+    DesignGuard guard(std::string("4"));
     EXPECT_THROW(run(cu, Inputs(config(1, 1, 8, 4, 4, 2), 1, 61)), Error);
   }
   try {

@@ -14,10 +14,13 @@
 // in ascending tokens (token t's gradient reads rows t..t+K−1, which are
 // still unmodified).
 //
-// Two recurrence designs (gdn_rec1.cu, gdn_rec2.cu), chosen per call by the
-// environment variable BITRANK_GDN_KERNEL: 2 (default) splits the state's
+// Three designs of the core, chosen per call by the environment variable
+// BITRANK_GDN_KERNEL: 3 (gdn_chunk.cu) is the chunkwise form on the tensor
+// cores, with a workspace from the device pool for its per-chunk matrices
+// and nothing on the record part of the tape; 2 (gdn_rec2.cu) and 1
+// (gdn_rec1.cu) run the recurrence token by token — 2 splits the state's
 // columns over warps and keeps it in registers, 1 keeps it in shared
-// memory, a block per (window, v-head). Both replay a segment with the
+// memory, a block per (window, v-head). Those two replay a segment with the
 // recorded kv and the forward's explicit roundings (__fmul_rn for the
 // decay, __fmaf_rn for the rank-1 update), so replayed states equal the
 // forward's bit for bit and the results do not depend on ckpt_every.
@@ -251,12 +254,13 @@ Tape make_tape(float* base, const GdnConfig& cfg, const Dims& g) {
   return tp;
 }
 
-// BITRANK_GDN_KERNEL: 1 or 2 (default 2).
+// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 2).
 int recurrence_design(std::string_view op) {
   const char* env = std::getenv("BITRANK_GDN_KERNEL");
   if (!env || !*env || std::strcmp(env, "2") == 0) return 2;
   if (std::strcmp(env, "1") == 0) return 1;
-  fail("{}: BITRANK_GDN_KERNEL must be 1 or 2, got '{}'", op, env);
+  if (std::strcmp(env, "3") == 0) return 3;
+  fail("{}: BITRANK_GDN_KERNEL must be 1, 2 or 3, got '{}'", op, env);
 }
 
 // The sizes every kernel indexes with 32-bit ints, and the head_dim limit.
@@ -301,10 +305,14 @@ class CudaGdnOps final : public GdnOps<float> {
     ra.tp = tp;
     ra.a_log = prm.a_log.data;
     ra.record = record_tape;
-    if (design == 1)
+    if (design == 3) {
+      Buffer<float> ws(ctx_.memory, gdn::chunk_workspace_floats(g, false));
+      gdn::chunk_forward(ra, gdn::chunk_workspace(ws.data(), g, false), s);
+    } else if (design == 1) {
       gdn::rec1_forward(ra, s);
-    else
+    } else {
       gdn::rec2_forward(ra, s);
+    }
 
     norm_fwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hv) * 32, 256), 256, 0, s>>>(
         g, tp, z.data, prm.norm_gain.data, out.data);
@@ -333,10 +341,14 @@ class CudaGdnOps final : public GdnOps<float> {
     ra.d_a = d_a.data;
     ra.d_b = d_b.data;
     ra.record = true;
-    if (design == 1)
+    if (design == 3) {
+      Buffer<float> ws(ctx_.memory, gdn::chunk_workspace_floats(g, true));
+      gdn::chunk_backward(ra, gdn::chunk_workspace(ws.data(), g, true), s);
+    } else if (design == 1) {
       gdn::rec1_backward(ra, s);
-    else
+    } else {
       gdn::rec2_backward(ra, s);
+    }
 
     qk_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
                                                                                              d_qkv.data);

@@ -1,7 +1,8 @@
 // Internal interface of the CUDA Gated DeltaNet core (contract:
 // include/bitrank/ops/gdn.hpp): the geometry and tape pointers every kernel
 // takes by value, the small math helpers, and the launchers of the two
-// recurrence designs (gdn_rec1.cu, gdn_rec2.cu).
+// recurrence designs (gdn_rec1.cu, gdn_rec2.cu) and the chunkwise form
+// (gdn_chunk.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,5 +63,19 @@ void rec1_backward(const RecArgs& a, cudaStream_t stream);
 // a cluster of ceil(d/32) blocks per (window, v-head).
 void rec2_forward(const RecArgs& a, cudaStream_t stream);
 void rec2_backward(const RecArgs& a, cudaStream_t stream);
+
+// Design 3: the chunkwise form (chunks of 64 tokens) on the tensor cores.
+// Its per-chunk matrices live in a workspace the caller allocates
+// (chunk_workspace_floats) and carves (chunk_workspace); the forward writes
+// o_pre, the backward recomputes what it needs from the forward part of the
+// tape (the record part is not used) and writes what rec2_backward writes.
+struct ChunkWs {
+  float *W, *U, *S;                       // forward: [chunk][Hv][64][128] (S [128][128])
+  float *T, *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward
+};
+std::size_t chunk_workspace_floats(const Dims& g, bool backward);
+ChunkWs chunk_workspace(float* base, const Dims& g, bool backward);
+void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
 
 }  // namespace bitrank::cuda::gdn

@@ -1,0 +1,685 @@
+// Design 3 of the CUDA Gated DeltaNet core: the chunkwise form, forward and
+// backward, on the tensor cores (3xTF32, f32-accurate: tile_mma.cuh). The
+// derivation, the names (c, M, A, T, Ũ, W, U, P, S₀, dS_L) and the
+// backward's steps (a)–(f) are those of src/ref/gdn_chunked.hpp, whose f64
+// host code this file follows kernel by kernel.
+//
+// Chunks of kC = 64 tokens; head_dim is padded to kD = 128 with zeros (so
+// every product has fixed tile shapes), a short last chunk to 64 rows with
+// zero keys, queries, values and β (their rows then contribute nothing).
+// Two kinds of kernels:
+//   · chunk-parallel, one block per (chunk, v-head), everything in shared
+//     memory: prep (c, A, T = (I+A)⁻¹ by forward substitution, W, Ũ), out
+//     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO, state
+//     grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
+//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂);
+//   · state passes, one block per (32 state columns, v-head, window)
+//     walking its window's chunks in order (forward: S₀ of each chunk, U =
+//     Ũ − W S₀, S ← e^{c_last} S + K̃ᵀU) or in reverse (backward: dS_L of
+//     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
+// The intermediate per-chunk matrices live in a workspace (ChunkWs) laid out
+// [chunk][v-head][64][128] (states [128][128], T [64][64]); the backward
+// recomputes W, T, U and S₀ with the forward's own kernels, so this design
+// keeps nothing on the tape beyond its forward part (the record part that
+// designs 1 and 2 fill goes unused).
+//
+// Numerics: the products in 3xTF32 with f32 accumulation; decays e^{c_r−c_s}
+// from differences of log sums, never a quotient of underflowed products.
+// Expected error against the f64 reference: ~1e-6 relative, the same order
+// as the token-by-token designs.
+#include "cuda/gdn.cuh"
+#include "cuda/ops.hpp"
+#include "cuda/tile_mma.cuh"
+
+namespace bitrank::cuda::gdn {
+namespace {
+
+using tile::Col;
+using tile::Row;
+using tile::gemm;
+
+constexpr int kC = 64;        // chunk
+constexpr int kD = 128;       // padded head_dim
+constexpr int kTV = 32;       // state columns per state-pass block
+constexpr int kThreads = 256;
+constexpr int kLdD = kD + 4;  // padded shared row strides
+constexpr int kLdC = kC + 4;
+constexpr int kLdV = kTV + 4;
+constexpr index_t kRowTile = static_cast<index_t>(kC) * kD;  // a 64×128 workspace tile
+constexpr index_t kStateTile = static_cast<index_t>(kD) * kD;
+constexpr index_t kSqTile = static_cast<index_t>(kC) * kC;
+
+__device__ __forceinline__ float softplusf_(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+
+// Where a (chunk, v-head) block works.
+struct Pos {
+  int h, kh, L;  // v-head, k-head, valid rows
+  index_t t0;    // first token
+  index_t idx;   // (chunk, v-head) index into the workspace
+};
+
+__device__ __forceinline__ Pos pos_of(const Dims& g, index_t chunk, int h) {
+  const int nch = (g.T + kC - 1) / kC;
+  const index_t w = chunk / nch;
+  const int p0 = static_cast<int>(chunk % nch) * kC;
+  Pos p;
+  p.h = h;
+  p.kh = h / g.group;
+  p.L = min(kC, g.T - p0);
+  p.t0 = w * g.T + p0;
+  p.idx = chunk * g.hv + h;
+  return p;
+}
+
+// c = cumulative log decay within the chunk (rows ≥ L repeat c[L−1]) and β
+// (0 for rows ≥ L), into shared memory; ends with a barrier.
+__device__ void chunk_scalars(const Dims& g, const Tape& tp, float ea, const Pos& p, float* c, float* b) {
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    float v[2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int r = 2 * tid + m;
+      const index_t th = (p.t0 + r) * g.hv + p.h;
+      v[m] = r < p.L ? -ea * softplusf_(tp.gate_in[th]) : 0.0f;
+      b[r] = r < p.L ? tp.beta[th] : 0.0f;
+    }
+    v[1] += v[0];
+    float run = v[1];  // inclusive scan of the pair sums over the lanes
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, run, o);
+      if (tid >= o) run += y;
+    }
+    const float before = run - v[1];
+    c[2 * tid] = before + v[0];
+    c[2 * tid + 1] = before + v[1];
+  }
+  __syncthreads();
+}
+
+// dst[r][i] (r < 64, i < 128, stride ld) = src[r·stride + i]·scale(r) for
+// r < L, i < d; zero elsewhere.
+template <class Scale>
+__device__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d, Scale scale) {
+  for (int e = threadIdx.x; e < kC * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    dst[r * ld + i] = (r < L && i < d) ? src[r * stride + i] * scale(r) : 0.0f;
+  }
+}
+struct One {
+  __device__ float operator()(int) const { return 1.0f; }
+};
+
+// Dense copies between a workspace tile (row stride lds) and shared memory
+// (row stride ldd), ROWS×COLS floats, 16-byte aligned rows.
+template <int ROWS, int COLS>
+__device__ void copy_tile(float* dst, int ldd, const float* src, int lds) {
+  static_assert(COLS % 4 == 0, "float4 rows");
+  constexpr int kQ = COLS / 4;
+  for (int e = threadIdx.x; e < ROWS * kQ; e += kThreads) {
+    const int r = e / kQ, q = e % kQ;
+    *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = *reinterpret_cast<const float4*>(src + r * lds + 4 * q);
+  }
+}
+
+// Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
+// the conv output's v part / of dO (in d_qkv's v columns).
+__device__ __forceinline__ const float* k_rows(const Dims& g, const Tape& tp, const Pos& p) {
+  return tp.k_hat + (p.t0 * g.hk + p.kh) * g.d;
+}
+__device__ __forceinline__ const float* q_rows(const Dims& g, const Tape& tp, const Pos& p) {
+  return tp.q_hat + (p.t0 * g.hk + p.kh) * g.d;
+}
+__device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
+  return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
+}
+
+// P = M ⊙ QKᵀ on s ≤ r < L (0 elsewhere), from Q, K in shared memory.
+__device__ void attention_scores(const float* Qs, const float* Ks, float* P, const float* c, int L) {
+  gemm<kC, kC, kD, Row, Col>(P, kLdC, Qs, kLdD, Ks, kLdD, 1.0f, false);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    P[r * kLdC + s] = (s <= r && r < L) ? P[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+  }
+  __syncthreads();
+}
+
+// Block sum of one value per thread (every thread gets the total).
+__device__ float block_sum(float x, float* red) {
+  for (int m = 16; m >= 1; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) t += red[w];
+  return t;
+}
+
+// ---- forward ----------------------------------------------------------------
+
+// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V; T kept when asked.
+__global__ void __launch_bounds__(kThreads) prep_kernel(RecArgs a, ChunkWs ws, bool keep_t) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  extern __shared__ __align__(128) float smem[];
+  float* Ks = smem;               // [64][132]
+  float* Vs = Ks + kC * kLdD;     // [64][132]
+  float* As = Vs + kC * kLdD;     // [64][68]
+  float* Ts = As + kC * kLdC;     // [64][68]
+  float* c = Ts + kC * kLdC;      // [64]
+  float* b = c + kC;              // [64]
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  load_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  load_rows(Vs, kLdD, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d, One{});
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(As, kLdC, Ks, kLdD, Ks, kLdD, 1.0f, false);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    As[r * kLdC + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdC + s] : 0.0f;
+    Ts[r * kLdC + s] = r == s ? 1.0f : 0.0f;
+  }
+  __syncthreads();
+  // Forward substitution, a row at a time: T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj;
+  // four threads per column j, each a quarter of the s range.
+  {
+    const int j = threadIdx.x / 4, part = threadIdx.x % 4;
+    for (int r = 1; r < kC; ++r) {
+      float v = 0.0f;
+      if (j < r)
+        for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdC + s], Ts[s * kLdC + j], v);
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      if (j < r && part == 0) Ts[r * kLdC + j] = -As[r * kLdC + j] - v;
+      __syncthreads();
+    }
+  }
+  for (int e = threadIdx.x; e < kC * kD; e += kThreads) {
+    const int r = e / kD, i = e % kD;
+    Ks[r * kLdD + i] *= b[r] * expf(c[r]);
+    Vs[r * kLdD + i] *= b[r];
+  }
+  __syncthreads();
+  gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, Ts, kLdC, Ks, kLdD, 1.0f, false);
+  gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, Ts, kLdC, Vs, kLdD, 1.0f, false);
+  if (keep_t) copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
+}
+
+// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ← e^{c_last}S + K̃ᵀU.
+__global__ void __launch_bounds__(kThreads) state_fwd_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
+  extern __shared__ __align__(128) float smem[];
+  float* S = smem;               // [128][36]
+  float* Xs = S + kD * kLdV;     // [64][132]: W, then K̃
+  float* Us = Xs + kC * kLdD;    // [64][36]
+  float* c = Us + kC * kLdV;     // [64]
+  float* b = c + kC;
+  const float ea = expf(a.a_log[h]);
+  for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] = 0.0f;
+  for (int ci = 0; ci < nch; ++ci) {
+    const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
+    chunk_scalars(g, a.tp, ea, p, c, b);  // (its barrier also orders the previous chunk's S update)
+    copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, S, kLdV);
+    copy_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
+    copy_tile<kC, kTV>(Us, kLdV, ws.U + p.idx * kRowTile + j0, kD);
+    __syncthreads();
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xs, kLdD, S, kLdV, -1.0f, true);
+    __syncthreads();
+    copy_tile<kC, kTV>(ws.U + p.idx * kRowTile + j0, kD, Us, kLdV);
+    const float cl = c[p.L - 1], gl = expf(cl);
+    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] *= gl;
+    load_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
+              [&](int r) { return expf(cl - c[r]); });
+    __syncthreads();
+    gemm<kD, kTV, kC, Col, Row>(S, kLdV, Xs, kLdD, Us, kLdV, 1.0f, true);
+  }
+}
+
+// out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z).
+__global__ void __launch_bounds__(kThreads) out_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const int j0 = blockIdx.z * 64;
+  extern __shared__ __align__(128) float smem[];
+  float* Qs = smem;                // [64][132]
+  float* KS = Qs + kC * kLdD;      // K [64][132], then S₀'s columns [128][68]
+  float* Ps = KS + kD * kLdC;      // [64][68]
+  float* Us = Ps + kC * kLdC;      // [64][68]
+  float* Os = Us + kC * kLdC;      // [64][68]
+  float* c = Os + kC * kLdC;
+  float* b = c + kC;
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  load_rows(Qs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  load_rows(KS, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  attention_scores(Qs, KS, Ps, c, p.L);
+  for (int e = threadIdx.x; e < kC * kD; e += kThreads) Qs[(e / kD) * kLdD + e % kD] *= expf(c[e / kD]);
+  copy_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
+  copy_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
+  __syncthreads();
+  gemm<kC, 64, kD, Row, Row>(Os, kLdC, Qs, kLdD, KS, kLdC, 1.0f, false);
+  __syncthreads();
+  gemm<kC, 64, kC, Row, Row>(Os, kLdC, Ps, kLdC, Us, kLdC, 1.0f, true);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * 64; e += kThreads) {
+    const int r = e / 64, jj = e % 64;
+    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = Os[r * kLdC + jj];
+  }
+}
+
+// ---- backward ---------------------------------------------------------------
+
+// dU_local = Pᵀ dO (into ws.dU).
+__global__ void __launch_bounds__(kThreads) du_local_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  extern __shared__ __align__(128) float smem[];
+  float* Qs = smem;             // [64][132]
+  float* Ks = Qs + kC * kLdD;   // [64][132]: K, then dO
+  float* Ps = Ks + kC * kLdD;   // [64][68]
+  float* c = Ps + kC * kLdC;
+  float* b = c + kC;
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  load_rows(Qs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  load_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  attention_scores(Qs, Ks, Ps, c, p.L);
+  load_rows(Ks, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
+  __syncthreads();
+  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Ps, kLdC, Ks, kLdD, 1.0f, false);
+}
+
+// Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L,
+// dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO − Wᵀ dU.
+__global__ void __launch_bounds__(kThreads) state_bwd_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
+  extern __shared__ __align__(128) float smem[];
+  float* dS = smem;              // [128][36]
+  float* Xs = dS + kD * kLdV;    // [64][132]: K̃, e^cQ, W
+  float* Us = Xs + kC * kLdD;    // [64][36]: dU
+  float* Ds = Us + kC * kLdV;    // [64][36]: dO
+  float* c = Ds + kC * kLdV;
+  float* b = c + kC;
+  const float ea = expf(a.a_log[h]);
+  for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] = 0.0f;
+  for (int ci = nch - 1; ci >= 0; --ci) {
+    const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
+    chunk_scalars(g, a.tp, ea, p, c, b);
+    const float cl = c[p.L - 1];
+    copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, dS, kLdV);
+    load_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
+              [&](int r) { return expf(cl - c[r]); });
+    copy_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
+    __syncthreads();
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xs, kLdD, dS, kLdV, 1.0f, true);
+    __syncthreads();
+    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
+    const float gl = expf(cl);
+    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
+    load_rows(Xs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
+              [&](int r) { return expf(c[r]); });
+    for (int e = threadIdx.x; e < kC * kTV; e += kThreads) {
+      const int r = e / kTV, jj = e % kTV;
+      Ds[r * kLdV + jj] = (r < p.L && j0 + jj < g.d) ? a.d_qkv[v_col(g, p) + r * g.C + j0 + jj] : 0.0f;
+    }
+    __syncthreads();
+    gemm<kD, kTV, kC, Col, Row>(dS, kLdV, Xs, kLdD, Ds, kLdV, 1.0f, true);
+    __syncthreads();
+    copy_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
+    __syncthreads();
+    gemm<kD, kTV, kC, Col, Row>(dS, kLdV, Xs, kLdD, Us, kLdV, -1.0f, true);
+    __syncthreads();
+  }
+}
+
+// State grads (steps (a), (b) first part, (c)): dW = −dU S₀ᵀ; Y = dO S₀ᵀ:
+// dQ = e^c Y, dc_r = e^{c_r} q_r·Y_r; Z = U dS_Lᵀ: dK = e^{c_last−c} Z,
+// τ_r = e^{c_last−c_r} k_r·Z_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
+// Writes (not accumulates) ws.dW, ws.dQ, ws.dK, ws.dc.
+__global__ void __launch_bounds__(kThreads) grads_state_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  extern __shared__ __align__(128) float smem[];
+  float* Sb = smem;               // [128][132]: S₀, then dS_L
+  float* X1 = Sb + kD * kLdD;     // [64][132]: dU, then Q, then K
+  float* X2 = X1 + kC * kLdD;     // [64][132]: dO, then U
+  float* X3 = X2 + kC * kLdD;     // [64][132]: Y, then Z
+  float* c = X3 + kC * kLdD;
+  float* b = c + kC;
+  float* dc = b + kC;             // [64]
+  float* red = dc + kC;           // [8]
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  const float cl = c[p.L - 1];
+  copy_tile<kD, kD>(Sb, kLdD, ws.S + p.idx * kStateTile, kD);
+  copy_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
+  __syncthreads();
+  gemm<kC, kD, kD, Row, Col>(ws.dW + p.idx * kRowTile, kD, X1, kLdD, Sb, kLdD, -1.0f, false);
+  gemm<kC, kD, kD, Row, Col>(X3, kLdD, X2, kLdD, Sb, kLdD, 1.0f, false);
+  // ⟨S₀, dS_L⟩ while S₀ is here.
+  float part = 0.0f;
+  for (int e = threadIdx.x; e < kD * kD; e += kThreads)
+    part = fmaf(Sb[(e / kD) * kLdD + e % kD], ws.dh[p.idx * kStateTile + e], part);
+  const float s0dh = block_sum(part, red);  // (its barriers also end the products above)
+  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < kC; r += kThreads / 32) {
+      const float ec = expf(c[r]);
+      float qy = 0.0f;
+      for (int i = lane; i < kD; i += 32) {
+        const float y = X3[r * kLdD + i];
+        qy = fmaf(X1[r * kLdD + i], y, qy);
+        ws.dQ[p.idx * kRowTile + r * kD + i] = ec * y;
+      }
+      for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
+      if (lane == 0) dc[r] = r < p.L ? ec * qy : 0.0f;
+    }
+  }
+  __syncthreads();
+  copy_tile<kD, kD>(Sb, kLdD, ws.dh + p.idx * kStateTile, kD);
+  copy_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
+  __syncthreads();
+  gemm<kC, kD, kD, Row, Col>(X3, kLdD, X2, kLdD, Sb, kLdD, 1.0f, false);
+  load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
+  {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < kC; r += kThreads / 32) {
+      const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
+      float kz = 0.0f;
+      for (int i = lane; i < kD; i += 32) {
+        const float z = X3[r * kLdD + i];
+        kz = fmaf(X1[r * kLdD + i], z, kz);
+        ws.dK[p.idx * kRowTile + r * kD + i] = f * z;
+      }
+      for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
+      if (lane == 0) {
+        dc[r] -= f * kz;
+        tau_sum += f * kz;
+      }
+    }
+  }
+  const float tau_total = block_sum(threadIdx.x % 32 == 0 ? tau_sum : 0.0f, red);
+  if (threadIdx.x == 0) dc[p.L - 1] += tau_total + expf(cl) * s0dh;
+  __syncthreads();
+  if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] = dc[threadIdx.x];
+}
+
+// Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r += Σ_s dP⊙P,
+// dc_s −= Σ_r dP⊙P; dQ += (dP⊙M) K; dK += (dP⊙M)ᵀ Q. Accumulates.
+__global__ void __launch_bounds__(kThreads) grads_attn_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  extern __shared__ __align__(128) float smem[];
+  float* X1 = smem;               // [64][132]: dO, then Q
+  float* X2 = X1 + kC * kLdD;     // [64][132]: U, then K
+  float* dP = X2 + kC * kLdD;     // [64][68]
+  float* Ps = dP + kC * kLdC;     // [64][68]
+  float* c = Ps + kC * kLdC;
+  float* b = c + kC;
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  load_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
+  copy_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
+  __syncthreads();
+  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  load_rows(X2, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  attention_scores(X1, X2, Ps, c, p.L);
+  if (threadIdx.x < kC) {
+    const int r = threadIdx.x;
+    float acc = 0.0f;
+    // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
+    for (int s = 0; s < r; ++s) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);       // row r
+    for (int q = r + 1; q < kC; ++q) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
+    ws.dc[p.idx * kC + r] += acc;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    dP[r * kLdC + s] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+  }
+  __syncthreads();
+  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, true);
+  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, true);
+}
+
+// WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;
+// dT = dU (βV)ᵀ + dW (βe^cK)ᵀ; dBk = TᵀdW → dK += βe^c dBk, dβ += e^c k·dBk,
+// dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
+// dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
+// Writes dV (into d_qkv's v columns) and ws.db; accumulates ws.dK, ws.dc.
+__global__ void __launch_bounds__(kThreads) grads_wy_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  extern __shared__ __align__(128) float smem[];
+  float* Ts = smem;               // [64][68]
+  float* X1 = Ts + kC * kLdC;     // [64][132]: dU, then dW, then K
+  float* X2 = X1 + kC * kLdD;     // [64][132]: dBv, βV, βe^cK, dBk
+  float* Y1 = X2 + kC * kLdD;     // [64][68]: dT, then dA, then E
+  float* Y2 = Y1 + kC * kLdC;     // [64][68]: dT Tᵀ, then G
+  float* c = Y2 + kC * kLdC;
+  float* b = c + kC;
+  float* dc = b + kC;             // [64]
+  float* db = dc + kC;            // [64]
+  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float* vsrc = a.tp.conv_out + v_col(g, p);
+  const float* ksrc = k_rows(g, a.tp, p);
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  copy_tile<kC, kC>(Ts, kLdC, ws.T + p.idx * kSqTile, kC);
+  copy_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  __syncthreads();
+  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
+  __syncthreads();
+  for (int r = warp; r < kC; r += kThreads / 32) {
+    float vb = 0.0f;
+    for (int i = lane; i < kD; i += 32) {
+      const float x = X2[r * kLdD + i];
+      if (r < p.L && i < g.d) {
+        vb = fmaf(vsrc[r * g.C + i], x, vb);
+        a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
+      }
+    }
+    for (int m = 16; m >= 1; m >>= 1) vb += __shfl_xor_sync(0xffffffffu, vb, m);
+    if (lane == 0) db[r] = vb;
+  }
+  __syncthreads();
+  load_rows(X2, kLdD, vsrc, g.C, p.L, g.d, [&](int r) { return b[r]; });
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);  // dU (βV)ᵀ
+  __syncthreads();
+  copy_tile<kC, kD>(X1, kLdD, ws.dW + p.idx * kRowTile, kD);
+  load_rows(X2, kLdD, ksrc, kstride, p.L, g.d, [&](int r) { return b[r] * expf(c[r]); });
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, true);  // + dW (βe^cK)ᵀ
+  __syncthreads();
+  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBk
+  __syncthreads();
+  for (int r = warp; r < kC; r += kThreads / 32) {
+    const float f = b[r] * expf(c[r]);
+    float kb = 0.0f;
+    for (int i = lane; i < kD; i += 32) {
+      const float x = X2[r * kLdD + i];
+      if (r < p.L && i < g.d) kb = fmaf(ksrc[r * kstride + i], x, kb);
+      ws.dK[p.idx * kRowTile + r * kD + i] += f * x;
+    }
+    for (int m = 16; m >= 1; m >>= 1) kb += __shfl_xor_sync(0xffffffffu, kb, m);
+    if (lane == 0) {
+      db[r] += expf(c[r]) * kb;
+      dc[r] = f * kb;
+    }
+  }
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    if (s > r) Y1[r * kLdC + s] = 0.0f;
+  }
+  __syncthreads();
+  gemm<kC, kC, kC, Row, Col>(Y2, kLdC, Y1, kLdC, Ts, kLdC, 1.0f, false);   // X = dT Tᵀ
+  __syncthreads();
+  gemm<kC, kC, kC, Col, Row>(Y1, kLdC, Ts, kLdC, Y2, kLdC, -1.0f, false);  // dA = −Tᵀ X
+  load_rows(X1, kLdD, ksrc, kstride, p.L, g.d, One{});
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(Y2, kLdC, X1, kLdD, X1, kLdD, 1.0f, false);  // G = KKᵀ
+  __syncthreads();
+  if (threadIdx.x < kC) {  // row sums: dβ_r, dc_r
+    const int r = threadIdx.x;
+    float dbr = 0.0f, dcr = 0.0f;
+    for (int s = 0; s < r && r < p.L; ++s) {
+      const float m = expf(c[r] - c[s]), da = Y1[r * kLdC + s], gg = Y2[r * kLdC + s];
+      dbr = fmaf(da, m * gg, dbr);
+      dcr = fmaf(da, b[r] * m * gg, dcr);
+    }
+    db[r] += dbr;
+    dc[r] += dcr;
+  }
+  __syncthreads();
+  if (threadIdx.x < kC) {  // column sums: dc_s
+    const int s = threadIdx.x;
+    float dcs = 0.0f;
+    for (int r = s + 1; r < p.L; ++r) {
+      const float m = expf(c[r] - c[s]);
+      dcs = fmaf(Y1[r * kLdC + s], b[r] * m * Y2[r * kLdC + s], dcs);
+    }
+    dc[s] -= dcs;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    Y1[r * kLdC + s] = (s < r && r < p.L) ? Y1[r * kLdC + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
+  }
+  __syncthreads();
+  gemm<kC, kD, kC, Row, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + E K
+  __syncthreads();
+  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + EᵀK
+  if (threadIdx.x < kC) {
+    ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
+    ws.db[p.idx * kC + threadIdx.x] = db[threadIdx.x];
+  }
+}
+
+// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b; dq̂, dk̂ per v-head.
+__global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws) {
+  const Dims& g = a.g;
+  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  __shared__ float dl[kC];
+  if (threadIdx.x == 0) {
+    float run = 0.0f;
+    for (int r = kC - 1; r >= 0; --r) {
+      run += ws.dc[p.idx * kC + r];
+      dl[r] = run;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < p.L) {
+    const int r = threadIdx.x;
+    const index_t th = (p.t0 + r) * g.hv + p.h;
+    const float bet = a.tp.beta[th];
+    a.d_b[th] = ws.db[p.idx * kC + r] * bet * (1.0f - bet);
+    a.d_a[th] = dl[r] * -expf(a.a_log[p.h]) * sigmoidf_(a.tp.gate_in[th]);
+  }
+  for (int e = threadIdx.x; e < p.L * g.d; e += kThreads) {
+    const int r = e / g.d, i = e % g.d;
+    const index_t th = (p.t0 + r) * g.hv + p.h;
+    a.tp.dq_hat[th * g.d + i] = ws.dQ[p.idx * kRowTile + r * kD + i];
+    a.tp.dk_hat[th * g.d + i] = ws.dK[p.idx * kRowTile + r * kD + i];
+  }
+}
+
+// Shared-memory bytes of each kernel (floats × 4).
+constexpr std::size_t kScal = 2 * kC;
+constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
+constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + kC * kLdD + kC * kLdV + kScal);
+constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 3 * kC * kLdC + kScal);
+constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + kC * kLdD + 2 * kC * kLdV + kScal);
+constexpr std::size_t kGradStateSmem = 4 * (kD * kLdD + 3 * kC * kLdD + kScal + kC + 8);
+constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
+constexpr std::size_t kGradWySmem = 4 * (3 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
+static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
+
+template <class Kernel>
+void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs& a, const ChunkWs& ws) {
+  BR_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  k<<<grid, kThreads, smem, s>>>(a, ws);
+  BR_CUDA_LAUNCHED();
+}
+
+dim3 chunk_grid(const Dims& g) {
+  return dim3(static_cast<unsigned>(g.nb * ((g.T + kC - 1) / kC)), static_cast<unsigned>(g.hv));
+}
+// All kD columns, also past head_dim: the later kernels read whole 128×128
+// states, so the padding must hold zeros, not stale pool memory.
+dim3 state_grid(const Dims& g) {
+  return dim3(static_cast<unsigned>(kD / kTV), static_cast<unsigned>(g.hv), static_cast<unsigned>(g.nb));
+}
+
+// prep + the forward state pass: W, U, S₀ (and T) in the workspace.
+void forward_states(const RecArgs& a, const ChunkWs& ws, bool keep_t, cudaStream_t s) {
+  BR_CUDA_CHECK(cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kPrepSmem)));
+  prep_kernel<<<chunk_grid(a.g), kThreads, kPrepSmem, s>>>(a, ws, keep_t);
+  BR_CUDA_LAUNCHED();
+  launch(state_fwd_kernel, state_grid(a.g), kStateFwdSmem, s, a, ws);
+}
+
+index_t chunk_count(const Dims& g) { return g.nb * ((g.T + kC - 1) / kC) * g.hv; }
+
+}  // namespace
+
+std::size_t chunk_workspace_floats(const Dims& g, bool backward) {
+  const auto nc = static_cast<std::size_t>(chunk_count(g));
+  std::size_t per = 2 * kRowTile + kStateTile;  // W, U, S
+  if (backward) per += kSqTile + 4 * kRowTile + kStateTile + 2 * kC;  // T, dU dW dQ dK, dh, dc db
+  return nc * per;
+}
+
+ChunkWs chunk_workspace(float* base, const Dims& g, bool backward) {
+  const auto nc = static_cast<std::size_t>(chunk_count(g));
+  ChunkWs ws{};
+  float* at = base;
+  auto take = [&](float*& p, index_t per) {
+    p = at;
+    at += nc * static_cast<std::size_t>(per);
+  };
+  take(ws.W, kRowTile);
+  take(ws.U, kRowTile);
+  take(ws.S, kStateTile);
+  if (backward) {
+    take(ws.T, kSqTile);
+    take(ws.dU, kRowTile);
+    take(ws.dW, kRowTile);
+    take(ws.dQ, kRowTile);
+    take(ws.dK, kRowTile);
+    take(ws.dh, kStateTile);
+    take(ws.dc, kC);
+    take(ws.db, kC);
+  }
+  return ws;
+}
+
+void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
+  forward_states(a, ws, false, s);
+  const dim3 cg = chunk_grid(a.g);
+  launch(out_kernel, dim3(cg.x, cg.y, static_cast<unsigned>((a.g.d + 63) / 64)), kOutSmem, s, a, ws);
+}
+
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
+  forward_states(a, ws, true, s);
+  const dim3 cg = chunk_grid(a.g);
+  launch(du_local_kernel, cg, kDuSmem, s, a, ws);
+  launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
+  launch(grads_state_kernel, cg, kGradStateSmem, s, a, ws);
+  launch(grads_attn_kernel, cg, kGradAttnSmem, s, a, ws);
+  launch(grads_wy_kernel, cg, kGradWySmem, s, a, ws);
+  launch(finish_kernel, cg, 0, s, a, ws);
+}
+
+}  // namespace bitrank::cuda::gdn
