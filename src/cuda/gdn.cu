@@ -24,6 +24,7 @@
 // recorded kv and the forward's explicit roundings (__fmul_rn for the
 // decay, __fmaf_rn for the rank-1 update), so replayed states equal the
 // forward's bit for bit and the results do not depend on ckpt_every.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -254,13 +255,26 @@ Tape make_tape(float* base, const GdnConfig& cfg, const Dims& g) {
   return tp;
 }
 
-// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 2).
+// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 2); a backward must run the design
+// of the forward that recorded its tape.
 int recurrence_design(std::string_view op) {
   const char* env = std::getenv("BITRANK_GDN_KERNEL");
   if (!env || !*env || std::strcmp(env, "2") == 0) return 2;
   if (std::strcmp(env, "1") == 0) return 1;
   if (std::strcmp(env, "3") == 0) return 3;
   fail("{}: BITRANK_GDN_KERNEL must be 1, 2 or 3, got '{}'", op, env);
+}
+
+// Design 3's forward part (W, U, S₀, T of every chunk) in the tape's record
+// part (kv and ckpt, which design 3 does not otherwise use), 32-byte
+// aligned for the tensor-core tiles; null where it does not fit (short
+// windows, ckpt_every > 32 or so), and the backward then recomputes it.
+float* chunk_record_area(View<float> tape, const GdnConfig& cfg, const Dims& g) {
+  const GdnTapeLayout L = gdn_tape_layout(cfg, g.n);
+  const auto addr = reinterpret_cast<std::uintptr_t>(tape.data + L.kv);
+  float* at = reinterpret_cast<float*>((addr + 31) & ~std::uintptr_t{31});
+  const std::size_t need = gdn::chunk_forward_floats(g);
+  return at + need <= tape.data + L.replay ? at : nullptr;
 }
 
 // The sizes every kernel indexes with 32-bit ints, and the head_dim limit.
@@ -306,8 +320,9 @@ class CudaGdnOps final : public GdnOps<float> {
     ra.a_log = prm.a_log.data;
     ra.record = record_tape;
     if (design == 3) {
-      Buffer<float> ws(ctx_.memory, gdn::chunk_workspace_floats(g, false));
-      gdn::chunk_forward(ra, gdn::chunk_workspace(ws.data(), g, false), s);
+      float* kept = record_tape ? chunk_record_area(tape, cfg, g) : nullptr;
+      Buffer<float> fwd(ctx_.memory, kept ? 0 : gdn::chunk_forward_floats(g));
+      gdn::chunk_forward(ra, gdn::chunk_workspace(kept ? kept : fwd.data(), nullptr, g), s);
     } else if (design == 1) {
       gdn::rec1_forward(ra, s);
     } else {
@@ -342,8 +357,10 @@ class CudaGdnOps final : public GdnOps<float> {
     ra.d_b = d_b.data;
     ra.record = true;
     if (design == 3) {
-      Buffer<float> ws(ctx_.memory, gdn::chunk_workspace_floats(g, true));
-      gdn::chunk_backward(ra, gdn::chunk_workspace(ws.data(), g, true), s);
+      float* kept = chunk_record_area(tape, cfg, g);
+      Buffer<float> fwd(ctx_.memory, kept ? 0 : gdn::chunk_forward_floats(g));
+      Buffer<float> bwd(ctx_.memory, gdn::chunk_backward_floats(g));
+      gdn::chunk_backward(ra, gdn::chunk_workspace(kept ? kept : fwd.data(), bwd.data(), g), !kept, s);
     } else if (design == 1) {
       gdn::rec1_backward(ra, s);
     } else {

@@ -65,17 +65,20 @@ void rec2_forward(const RecArgs& a, cudaStream_t stream);
 void rec2_backward(const RecArgs& a, cudaStream_t stream);
 
 // Design 3: the chunkwise form (chunks of 64 tokens) on the tensor cores.
-// Its per-chunk matrices live in a workspace the caller allocates
-// (chunk_workspace_floats) and carves (chunk_workspace); the forward writes
-// o_pre, the backward recomputes what it needs from the forward part of the
-// tape (the record part is not used) and writes what rec2_backward writes.
+// Its per-chunk matrices: a forward part (W, U, S₀, T: what the backward
+// reads) and a backward part. The forward part lives in the tape's record
+// part when that is large enough (chunk_record_area in gdn.cu) — then a
+// recording forward leaves it there and the backward reads it — and
+// otherwise in the device pool, the backward recomputing it. The forward
+// writes o_pre; the backward writes what rec2_backward writes.
 struct ChunkWs {
-  float *W, *U, *S;                       // forward: [chunk][Hv][64][128] (S [128][128])
-  float *T, *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward
+  float *W, *U, *S, *T;                    // forward part: [chunk][Hv][64][128] (S [128][128], T [64][64])
+  float *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward part
 };
-std::size_t chunk_workspace_floats(const Dims& g, bool backward);
-ChunkWs chunk_workspace(float* base, const Dims& g, bool backward);
+std::size_t chunk_forward_floats(const Dims& g);
+std::size_t chunk_backward_floats(const Dims& g);
+ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g);  // bwd may be null (forward only)
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t stream);
 
 }  // namespace bitrank::cuda::gdn

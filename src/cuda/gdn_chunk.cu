@@ -158,8 +158,8 @@ __device__ float block_sum(float x, float* red) {
 
 // ---- forward ----------------------------------------------------------------
 
-// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V; T kept when asked.
-__global__ void __launch_bounds__(kThreads) prep_kernel(RecArgs a, ChunkWs ws, bool keep_t) {
+// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the workspace).
+__global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
@@ -203,11 +203,11 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(RecArgs a, ChunkWs ws, b
   __syncthreads();
   gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, Ts, kLdC, Ks, kLdD, 1.0f, false);
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, Ts, kLdC, Vs, kLdD, 1.0f, false);
-  if (keep_t) copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
+  copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
 }
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ← e^{c_last}S + K̃ᵀU.
-__global__ void __launch_bounds__(kThreads) state_fwd_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
@@ -237,18 +237,18 @@ __global__ void __launch_bounds__(kThreads) state_fwd_kernel(RecArgs a, ChunkWs 
   }
 }
 
-// out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z).
-__global__ void __launch_bounds__(kThreads) out_kernel(RecArgs a, ChunkWs ws) {
+// out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z); both
+// products accumulate in registers and O goes through Q's buffer.
+__global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   const int j0 = blockIdx.z * 64;
   extern __shared__ __align__(128) float smem[];
-  float* Qs = smem;                // [64][132]
+  float* Qs = smem;                // [64][132], then O [64][68]
   float* KS = Qs + kC * kLdD;      // K [64][132], then S₀'s columns [128][68]
   float* Ps = KS + kD * kLdC;      // [64][68]
   float* Us = Ps + kC * kLdC;      // [64][68]
-  float* Os = Us + kC * kLdC;      // [64][68]
-  float* c = Os + kC * kLdC;
+  float* c = Us + kC * kLdC;
   float* b = c + kC;
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   load_rows(Qs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
@@ -259,20 +259,22 @@ __global__ void __launch_bounds__(kThreads) out_kernel(RecArgs a, ChunkWs ws) {
   copy_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
   copy_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
   __syncthreads();
-  gemm<kC, 64, kD, Row, Row>(Os, kLdC, Qs, kLdD, KS, kLdC, 1.0f, false);
+  tile::Acc<kC, 64> o;
+  o.mma<kD, Row, Row>(Qs, kLdD, KS, kLdC);
+  o.mma<kC, Row, Row>(Ps, kLdC, Us, kLdC);
   __syncthreads();
-  gemm<kC, 64, kC, Row, Row>(Os, kLdC, Ps, kLdC, Us, kLdC, 1.0f, true);
+  o.store(Qs, kLdC, 1.0f, false);
   __syncthreads();
   for (int e = threadIdx.x; e < kC * 64; e += kThreads) {
     const int r = e / 64, jj = e % 64;
-    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = Os[r * kLdC + jj];
+    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = Qs[r * kLdC + jj];
   }
 }
 
 // ---- backward ---------------------------------------------------------------
 
 // dU_local = Pᵀ dO (into ws.dU).
-__global__ void __launch_bounds__(kThreads) du_local_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
@@ -293,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) du_local_kernel(RecArgs a, ChunkWs w
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L,
 // dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO − Wᵀ dU.
-__global__ void __launch_bounds__(kThreads) state_bwd_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
@@ -335,74 +337,86 @@ __global__ void __launch_bounds__(kThreads) state_bwd_kernel(RecArgs a, ChunkWs 
   }
 }
 
-// State grads (steps (a), (b) first part, (c)): dW = −dU S₀ᵀ; Y = dO S₀ᵀ:
-// dQ = e^c Y, dc_r = e^{c_r} q_r·Y_r; Z = U dS_Lᵀ: dK = e^{c_last−c} Z,
-// τ_r = e^{c_last−c_r} k_r·Z_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
+// State grads (steps (a), (b) first part, (c)), the states taken in two
+// halves of 64 columns (the contraction index): dW = −dU S₀ᵀ;
+// dQ = (e^c dO) S₀ᵀ, dc_r = q_r·dQ_r; dK = (e^{c_last−c} U) dS_Lᵀ,
+// τ_r = k_r·dK_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
 // Writes (not accumulates) ws.dW, ws.dQ, ws.dK, ws.dc.
-__global__ void __launch_bounds__(kThreads) grads_state_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Sb = smem;               // [128][132]: S₀, then dS_L
-  float* X1 = Sb + kD * kLdD;     // [64][132]: dU, then Q, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: dO, then U
-  float* X3 = X2 + kC * kLdD;     // [64][132]: Y, then Z
-  float* c = X3 + kC * kLdD;
+  float* Sh = smem;               // [128][68]: half of S₀, then of dS_L
+  float* X1 = Sh + kD * kLdC;     // [64][132]: dU, then e^{c_last−c} U
+  float* X2 = X1 + kC * kLdD;     // [64][132]: e^c dO
+  float* c = X2 + kC * kLdD;
   float* b = c + kC;
   float* dc = b + kC;             // [64]
   float* red = dc + kC;           // [8]
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   const float cl = c[p.L - 1];
-  copy_tile<kD, kD>(Sb, kLdD, ws.S + p.idx * kStateTile, kD);
+  const float* S0 = ws.S + p.idx * kStateTile;
+  const float* dh = ws.dh + p.idx * kStateTile;
+  float* dQ = ws.dQ + p.idx * kRowTile;
+  float* dK = ws.dK + p.idx * kRowTile;
   copy_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
-  load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
-  __syncthreads();
-  gemm<kC, kD, kD, Row, Col>(ws.dW + p.idx * kRowTile, kD, X1, kLdD, Sb, kLdD, -1.0f, false);
-  gemm<kC, kD, kD, Row, Col>(X3, kLdD, X2, kLdD, Sb, kLdD, 1.0f, false);
-  // ⟨S₀, dS_L⟩ while S₀ is here.
-  float part = 0.0f;
-  for (int e = threadIdx.x; e < kD * kD; e += kThreads)
-    part = fmaf(Sb[(e / kD) * kLdD + e % kD], ws.dh[p.idx * kStateTile + e], part);
-  const float s0dh = block_sum(part, red);  // (its barriers also end the products above)
-  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
+  load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, [&](int r) { return expf(c[r]); });
+  float part = 0.0f;  // ⟨S₀, dS_L⟩
   {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < kC; r += kThreads / 32) {
-      const float ec = expf(c[r]);
-      float qy = 0.0f;
-      for (int i = lane; i < kD; i += 32) {
-        const float y = X3[r * kLdD + i];
-        qy = fmaf(X1[r * kLdD + i], y, qy);
-        ws.dQ[p.idx * kRowTile + r * kD + i] = ec * y;
-      }
-      for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
-      if (lane == 0) dc[r] = r < p.L ? ec * qy : 0.0f;
+    tile::Acc<kC, kD> acc;
+    for (int j0 = 0; j0 < kD; j0 += 64) {
+      copy_tile<kD, 64>(Sh, kLdC, S0 + j0, kD);
+      __syncthreads();
+      acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
+      for (int e = threadIdx.x; e < kD * 64; e += kThreads)
+        part = fmaf(Sh[(e / 64) * kLdC + e % 64], dh[(e / 64) * kD + j0 + e % 64], part);
+      __syncthreads();
     }
+    acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
+  }
+  {
+    tile::Acc<kC, kD> acc;
+    for (int j0 = 0; j0 < kD; j0 += 64) {
+      copy_tile<kD, 64>(Sh, kLdC, S0 + j0, kD);
+      __syncthreads();
+      acc.mma<64, Row, Col>(X2 + j0, kLdD, Sh, kLdC);
+      __syncthreads();
+    }
+    acc.store(dQ, kD, 1.0f, false);
+  }
+  const float s0dh = block_sum(part, red);  // (its barriers also publish dQ)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float* q = q_rows(g, a.tp, p);
+  const float* k = k_rows(g, a.tp, p);
+  const index_t qk_stride = static_cast<index_t>(g.hk) * g.d;
+  for (int r = warp; r < kC; r += kThreads / 32) {
+    float qy = 0.0f;
+    if (r < p.L)
+      for (int i = lane; i < g.d; i += 32) qy = fmaf(q[r * qk_stride + i], dQ[r * kD + i], qy);
+    for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
+    if (lane == 0) dc[r] = qy;
+  }
+  load_rows(X1, kLdD, ws.U + p.idx * kRowTile, kD, kC, kD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+  {
+    tile::Acc<kC, kD> acc;
+    for (int j0 = 0; j0 < kD; j0 += 64) {
+      __syncthreads();
+      copy_tile<kD, 64>(Sh, kLdC, dh + j0, kD);
+      __syncthreads();
+      acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
+    }
+    acc.store(dK, kD, 1.0f, false);
   }
   __syncthreads();
-  copy_tile<kD, kD>(Sb, kLdD, ws.dh + p.idx * kStateTile, kD);
-  copy_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
-  __syncthreads();
-  gemm<kC, kD, kD, Row, Col>(X3, kLdD, X2, kLdD, Sb, kLdD, 1.0f, false);
-  load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
   float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
-  {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < kC; r += kThreads / 32) {
-      const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
-      float kz = 0.0f;
-      for (int i = lane; i < kD; i += 32) {
-        const float z = X3[r * kLdD + i];
-        kz = fmaf(X1[r * kLdD + i], z, kz);
-        ws.dK[p.idx * kRowTile + r * kD + i] = f * z;
-      }
-      for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
-      if (lane == 0) {
-        dc[r] -= f * kz;
-        tau_sum += f * kz;
-      }
+  for (int r = warp; r < kC; r += kThreads / 32) {
+    float kz = 0.0f;
+    if (r < p.L)
+      for (int i = lane; i < g.d; i += 32) kz = fmaf(k[r * qk_stride + i], dK[r * kD + i], kz);
+    for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
+    if (lane == 0) {
+      dc[r] -= kz;
+      tau_sum += kz;
     }
   }
   const float tau_total = block_sum(threadIdx.x % 32 == 0 ? tau_sum : 0.0f, red);
@@ -413,7 +427,7 @@ __global__ void __launch_bounds__(kThreads) grads_state_kernel(RecArgs a, ChunkW
 
 // Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r += Σ_s dP⊙P,
 // dc_s −= Σ_r dP⊙P; dQ += (dP⊙M) K; dK += (dP⊙M)ᵀ Q. Accumulates.
-__global__ void __launch_bounds__(kThreads) grads_attn_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
@@ -597,10 +611,10 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + kC * kLdD + kC * kLdV + kScal);
-constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 3 * kC * kLdC + kScal);
+constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
 constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
 constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + kC * kLdD + 2 * kC * kLdV + kScal);
-constexpr std::size_t kGradStateSmem = 4 * (kD * kLdD + 3 * kC * kLdD + kScal + kC + 8);
+constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kGradWySmem = 4 * (3 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
 static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
@@ -621,12 +635,9 @@ dim3 state_grid(const Dims& g) {
   return dim3(static_cast<unsigned>(kD / kTV), static_cast<unsigned>(g.hv), static_cast<unsigned>(g.nb));
 }
 
-// prep + the forward state pass: W, U, S₀ (and T) in the workspace.
-void forward_states(const RecArgs& a, const ChunkWs& ws, bool keep_t, cudaStream_t s) {
-  BR_CUDA_CHECK(cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kPrepSmem)));
-  prep_kernel<<<chunk_grid(a.g), kThreads, kPrepSmem, s>>>(a, ws, keep_t);
-  BR_CUDA_LAUNCHED();
+// prep + the forward state pass: W, U, S₀ and T in the workspace.
+void forward_states(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
+  launch(prep_kernel, chunk_grid(a.g), kPrepSmem, s, a, ws);
   launch(state_fwd_kernel, state_grid(a.g), kStateFwdSmem, s, a, ws);
 }
 
@@ -634,45 +645,45 @@ index_t chunk_count(const Dims& g) { return g.nb * ((g.T + kC - 1) / kC) * g.hv;
 
 }  // namespace
 
-std::size_t chunk_workspace_floats(const Dims& g, bool backward) {
-  const auto nc = static_cast<std::size_t>(chunk_count(g));
-  std::size_t per = 2 * kRowTile + kStateTile;  // W, U, S
-  if (backward) per += kSqTile + 4 * kRowTile + kStateTile + 2 * kC;  // T, dU dW dQ dK, dh, dc db
-  return nc * per;
+std::size_t chunk_forward_floats(const Dims& g) {
+  return static_cast<std::size_t>(chunk_count(g)) * (2 * kRowTile + kStateTile + kSqTile);
 }
 
-ChunkWs chunk_workspace(float* base, const Dims& g, bool backward) {
+std::size_t chunk_backward_floats(const Dims& g) {
+  return static_cast<std::size_t>(chunk_count(g)) * (4 * kRowTile + kStateTile + 2 * kC);
+}
+
+ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
   const auto nc = static_cast<std::size_t>(chunk_count(g));
   ChunkWs ws{};
-  float* at = base;
-  auto take = [&](float*& p, index_t per) {
+  auto take = [nc](float*& at, float*& p, index_t per) {
     p = at;
     at += nc * static_cast<std::size_t>(per);
   };
-  take(ws.W, kRowTile);
-  take(ws.U, kRowTile);
-  take(ws.S, kStateTile);
-  if (backward) {
-    take(ws.T, kSqTile);
-    take(ws.dU, kRowTile);
-    take(ws.dW, kRowTile);
-    take(ws.dQ, kRowTile);
-    take(ws.dK, kRowTile);
-    take(ws.dh, kStateTile);
-    take(ws.dc, kC);
-    take(ws.db, kC);
+  take(fwd, ws.W, kRowTile);
+  take(fwd, ws.U, kRowTile);
+  take(fwd, ws.S, kStateTile);
+  take(fwd, ws.T, kSqTile);
+  if (bwd) {
+    take(bwd, ws.dU, kRowTile);
+    take(bwd, ws.dW, kRowTile);
+    take(bwd, ws.dQ, kRowTile);
+    take(bwd, ws.dK, kRowTile);
+    take(bwd, ws.dh, kStateTile);
+    take(bwd, ws.dc, kC);
+    take(bwd, ws.db, kC);
   }
   return ws;
 }
 
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
-  forward_states(a, ws, false, s);
+  forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g);
   launch(out_kernel, dim3(cg.x, cg.y, static_cast<unsigned>((a.g.d + 63) / 64)), kOutSmem, s, a, ws);
 }
 
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
-  forward_states(a, ws, true, s);
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s) {
+  if (recompute) forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g);
   launch(du_local_kernel, cg, kDuSmem, s, a, ws);
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
