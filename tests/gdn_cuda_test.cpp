@@ -2,7 +2,7 @@
 // the three recurrence designs (BITRANK_GDN_KERNEL=1, 2, 3) against the f64
 // reference, results bit-identical for every checkpoint interval, the
 // forward without the record part, and a repeated backward. The parity
-// cases (tests/parity/gdn_cases.cpp) cover the default design.
+// cases (tests/parity/gdn_cases.cpp) cover the default design (3).
 #include <gtest/gtest.h>
 
 #include <cstdio>

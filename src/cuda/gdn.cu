@@ -15,9 +15,9 @@
 // still unmodified).
 //
 // Three designs of the core, chosen per call by the environment variable
-// BITRANK_GDN_KERNEL: 3 (gdn_chunk.cu) is the chunkwise form on the tensor
-// cores, with a workspace from the device pool for its per-chunk matrices
-// and nothing on the record part of the tape; 2 (gdn_rec2.cu) and 1
+// BITRANK_GDN_KERNEL: 3 (the default; gdn_chunk.cu) is the chunkwise form
+// on the tensor cores, its per-chunk matrices in the tape's record part
+// where they fit and otherwise in the device pool; 2 (gdn_rec2.cu) and 1
 // (gdn_rec1.cu) run the recurrence token by token — 2 splits the state's
 // columns over warps and keeps it in registers, 1 keeps it in shared
 // memory, a block per (window, v-head). Those two replay a segment with the
@@ -255,13 +255,13 @@ Tape make_tape(float* base, const GdnConfig& cfg, const Dims& g) {
   return tp;
 }
 
-// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 2); a backward must run the design
+// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 3); a backward must run the design
 // of the forward that recorded its tape.
 int recurrence_design(std::string_view op) {
   const char* env = std::getenv("BITRANK_GDN_KERNEL");
-  if (!env || !*env || std::strcmp(env, "2") == 0) return 2;
+  if (!env || !*env || std::strcmp(env, "3") == 0) return 3;
   if (std::strcmp(env, "1") == 0) return 1;
-  if (std::strcmp(env, "3") == 0) return 3;
+  if (std::strcmp(env, "2") == 0) return 2;
   fail("{}: BITRANK_GDN_KERNEL must be 1, 2 or 3, got '{}'", op, env);
 }
 

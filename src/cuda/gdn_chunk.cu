@@ -229,9 +229,12 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
     __syncthreads();
     copy_tile<kC, kTV>(ws.U + p.idx * kRowTile + j0, kD, Us, kLdV);
     const float cl = c[p.L - 1], gl = expf(cl);
+    float* f = b;  // this pass does not use β: its slot takes the row factors e^{c_last − c}
+    if (threadIdx.x < kC) f[threadIdx.x] = expf(cl - c[threadIdx.x]);
     for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] *= gl;
+    __syncthreads();
     load_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
-              [&](int r) { return expf(cl - c[r]); });
+              [&](int r) { return f[r]; });
     __syncthreads();
     gemm<kD, kTV, kC, Col, Row>(S, kLdV, Xs, kLdD, Us, kLdV, 1.0f, true);
   }
@@ -294,45 +297,53 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
 }
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L,
-// dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO − Wᵀ dU.
+// dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO − Wᵀ dU (the last two in one register
+// accumulation). Two load phases per chunk.
 __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
   float* dS = smem;              // [128][36]
-  float* Xs = dS + kD * kLdV;    // [64][132]: K̃, e^cQ, W
-  float* Us = Xs + kC * kLdD;    // [64][36]: dU
+  float* X1 = dS + kD * kLdV;    // [64][132]: K̃, then −W
+  float* X2 = X1 + kC * kLdD;    // [64][132]: e^cQ
+  float* Us = X2 + kC * kLdD;    // [64][36]: dU
   float* Ds = Us + kC * kLdV;    // [64][36]: dO
   float* c = Ds + kC * kLdV;
   float* b = c + kC;
+  float* fk = b + kC;            // [64] e^{c_last − c} (0 past L)
+  float* fq = fk + kC;           // [64] e^{c}
   const float ea = expf(a.a_log[h]);
   for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] = 0.0f;
   for (int ci = nch - 1; ci >= 0; --ci) {
     const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
     chunk_scalars(g, a.tp, ea, p, c, b);
     const float cl = c[p.L - 1];
+    if (threadIdx.x < kC) {
+      const int r = threadIdx.x;
+      fk[r] = r < p.L ? expf(cl - c[r]) : 0.0f;
+      fq[r] = expf(c[r]);
+    }
+    __syncthreads();
     copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, dS, kLdV);
-    load_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
-              [&](int r) { return expf(cl - c[r]); });
+    load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fk[r]; });
+    load_rows(X2, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fq[r]; });
     copy_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
-    __syncthreads();
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xs, kLdD, dS, kLdV, 1.0f, true);
-    __syncthreads();
-    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
-    const float gl = expf(cl);
-    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
-    load_rows(Xs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
-              [&](int r) { return expf(c[r]); });
     for (int e = threadIdx.x; e < kC * kTV; e += kThreads) {
       const int r = e / kTV, jj = e % kTV;
       Ds[r * kLdV + jj] = (r < p.L && j0 + jj < g.d) ? a.d_qkv[v_col(g, p) + r * g.C + j0 + jj] : 0.0f;
     }
     __syncthreads();
-    gemm<kD, kTV, kC, Col, Row>(dS, kLdV, Xs, kLdD, Ds, kLdV, 1.0f, true);
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, X1, kLdD, dS, kLdV, 1.0f, true);
     __syncthreads();
-    copy_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
+    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
+    const float gl = expf(cl);
+    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
+    load_rows(X1, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD, [](int) { return -1.0f; });
     __syncthreads();
-    gemm<kD, kTV, kC, Col, Row>(dS, kLdV, Xs, kLdD, Us, kLdV, -1.0f, true);
+    tile::Acc<kD, kTV> acc;
+    acc.mma<kC, Col, Row>(X2, kLdD, Ds, kLdV);
+    acc.mma<kC, Col, Row>(X1, kLdD, Us, kLdV);
+    acc.store(dS, kLdV, 1.0f, true);
     __syncthreads();
   }
 }
@@ -470,16 +481,16 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
 // dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
 // Writes dV (into d_qkv's v columns) and ws.db; accumulates ws.dK, ws.dc.
-__global__ void __launch_bounds__(kThreads) grads_wy_kernel(RecArgs a, ChunkWs ws) {
+__global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
   float* Ts = smem;               // [64][68]
   float* X1 = Ts + kC * kLdC;     // [64][132]: dU, then dW, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: dBv, βV, βe^cK, dBk
-  float* Y1 = X2 + kC * kLdD;     // [64][68]: dT, then dA, then E
-  float* Y2 = Y1 + kC * kLdC;     // [64][68]: dT Tᵀ, then G
-  float* c = Y2 + kC * kLdC;
+  float* X2 = X1 + kC * kLdD;     // [64][132]: dBv, βV, βe^cK, dBk, then G [64][68]
+  float* Y1 = X2 + kC * kLdD;     // [64][68]: dT, then dT Tᵀ, then dA, then E
+  float* Y2 = X2;                 // G
+  float* c = Y1 + kC * kLdC;
   float* b = c + kC;
   float* dc = b + kC;             // [64]
   float* db = dc + kC;            // [64]
@@ -536,11 +547,18 @@ __global__ void __launch_bounds__(kThreads) grads_wy_kernel(RecArgs a, ChunkWs w
     if (s > r) Y1[r * kLdC + s] = 0.0f;
   }
   __syncthreads();
-  gemm<kC, kC, kC, Row, Col>(Y2, kLdC, Y1, kLdC, Ts, kLdC, 1.0f, false);   // X = dT Tᵀ
-  __syncthreads();
-  gemm<kC, kC, kC, Col, Row>(Y1, kLdC, Ts, kLdC, Y2, kLdC, -1.0f, false);  // dA = −Tᵀ X
-  load_rows(X1, kLdD, ksrc, kstride, p.L, g.d, One{});
-  __syncthreads();
+  {  // X = dT Tᵀ, then dA = −Tᵀ X, each over its input in Y1
+    tile::Acc<kC, kC> x;
+    x.mma<kC, Row, Col>(Y1, kLdC, Ts, kLdC);
+    __syncthreads();
+    x.store(Y1, kLdC, 1.0f, false);
+    __syncthreads();
+    tile::Acc<kC, kC> da;
+    da.mma<kC, Col, Row>(Ts, kLdC, Y1, kLdC);
+    load_rows(X1, kLdD, ksrc, kstride, p.L, g.d, One{});
+    __syncthreads();
+    da.store(Y1, kLdC, -1.0f, false);
+  }
   gemm<kC, kC, kD, Row, Col>(Y2, kLdC, X1, kLdD, X1, kLdD, 1.0f, false);  // G = KKᵀ
   __syncthreads();
   if (threadIdx.x < kC) {  // row sums: dβ_r, dc_r
@@ -613,10 +631,10 @@ constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + kC * kLdD + kC * kLdV + kScal);
 constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
 constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + kC * kLdD + 2 * kC * kLdV + kScal);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + kScal + 2 * kC);
 constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
-constexpr std::size_t kGradWySmem = 4 * (3 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
+constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
 static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
 
 template <class Kernel>
