@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build, check the Gated DeltaNet designs against the f64
-# reference (GdnCuda.*, the gdn parity cases under design 3), time
+# reference (GdnCuda.*, the gdn parity cases under design 3) and the hybrid
+# model's tests (which run the default design), time
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
 # at 8×512 under ncu. Prints a short table last.
 #   tools/gpu_gdn.sh [--kernels]
@@ -10,11 +11,11 @@ export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
 log=${OUT:-/tmp}/gpu_gdn.log
-./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*' > "$log" 2>&1; rc=$?
+./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*:*Hybrid*:*hybrid*' > "$log" 2>&1; rc=$?
 BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank_tests --gtest_filter='Parity/gdn*' >> "$log" 2>&1 || rc=1
 echo "== design 3 against the f64 reference (largest relative L2 error per output) =="
-grep -E "design 3|\[parity\].* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  %-6s %s\n", k, m[k]}'
-echo "== failures =="; grep -E "^\[  FAILED  \]" "$log" | sort -u
+grep -E "design 3|\[parity\] gdn.* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  %-6s %s\n", k, m[k]}'
+echo "== tests =="; grep -E "^\[  PASSED  \]|^\[  FAILED  \]" "$log" | sort -u
 for k in 2 3; do
   echo "== design $k =="
   BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" | head -2

@@ -97,14 +97,43 @@ __device__ void chunk_scalars(const Dims& g, const Tape& tp, float ea, const Pos
   __syncthreads();
 }
 
+// Visits every (r, i) of an R×C grid, the block's threads in row-major
+// order, in batches: each batch's loads (load(r, i) → T) are all issued
+// before its stores (store(r, i, value)). A plain strided loop would wait
+// for each global load in turn — the compiler cannot move a load above a
+// store that may alias it — which made the load phases of these kernels,
+// not their products, the larger part of their time.
+template <int R, int C, class T, class Load, class Store>
+__device__ __forceinline__ void tile_pass(Load load, Store store) {
+  static_assert((R * C) % kThreads == 0, "whole passes of the block");
+  // About 16 registers of values in flight per thread (a product's
+  // accumulators may be live around a copy).
+  constexpr int kWant = sizeof(T) >= 16 ? 4 : 8;
+  constexpr int kIt = R * C / kThreads, kBatch = kIt < kWant ? kIt : kWant;
+  static_assert(kIt % kBatch == 0, "whole batches");
+#pragma unroll 1
+  for (int i0 = 0; i0 < kIt; i0 += kBatch) {
+    T v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int e = (i0 + j) * kThreads + static_cast<int>(threadIdx.x);
+      v[j] = load(e / C, e % C);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int e = (i0 + j) * kThreads + static_cast<int>(threadIdx.x);
+      store(e / C, e % C, v[j]);
+    }
+  }
+}
+
 // dst[r][i] (r < 64, i < 128, stride ld) = src[r·stride + i]·scale(r) for
 // r < L, i < d; zero elsewhere.
 template <class Scale>
-__device__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d, Scale scale) {
-  for (int e = threadIdx.x; e < kC * kD; e += kThreads) {
-    const int r = e / kD, i = e % kD;
-    dst[r * ld + i] = (r < L && i < d) ? src[r * stride + i] * scale(r) : 0.0f;
-  }
+__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d,
+                                          Scale scale) {
+  tile_pass<kC, kD, float>([&](int r, int i) { return (r < L && i < d) ? src[r * stride + i] : 0.0f; },
+                           [&](int r, int i, float v) { dst[r * ld + i] = v * scale(r); });
 }
 struct One {
   __device__ float operator()(int) const { return 1.0f; }
@@ -113,13 +142,11 @@ struct One {
 // Dense copies between a workspace tile (row stride lds) and shared memory
 // (row stride ldd), ROWS×COLS floats, 16-byte aligned rows.
 template <int ROWS, int COLS>
-__device__ void copy_tile(float* dst, int ldd, const float* src, int lds) {
+__device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src, int lds) {
   static_assert(COLS % 4 == 0, "float4 rows");
-  constexpr int kQ = COLS / 4;
-  for (int e = threadIdx.x; e < ROWS * kQ; e += kThreads) {
-    const int r = e / kQ, q = e % kQ;
-    *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = *reinterpret_cast<const float4*>(src + r * lds + 4 * q);
-  }
+  tile_pass<ROWS, COLS / 4, float4>(
+      [&](int r, int q) { return *reinterpret_cast<const float4*>(src + r * lds + 4 * q); },
+      [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
 }
 
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
@@ -328,10 +355,9 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
     load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fk[r]; });
     load_rows(X2, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fq[r]; });
     copy_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
-    for (int e = threadIdx.x; e < kC * kTV; e += kThreads) {
-      const int r = e / kTV, jj = e % kTV;
-      Ds[r * kLdV + jj] = (r < p.L && j0 + jj < g.d) ? a.d_qkv[v_col(g, p) + r * g.C + j0 + jj] : 0.0f;
-    }
+    tile_pass<kC, kTV, float>(
+        [&](int r, int jj) { return (r < p.L && j0 + jj < g.d) ? a.d_qkv[v_col(g, p) + r * g.C + j0 + jj] : 0.0f; },
+        [&](int r, int jj, float v) { Ds[r * kLdV + jj] = v; });
     __syncthreads();
     gemm<kC, kTV, kD, Row, Row>(Us, kLdV, X1, kLdD, dS, kLdV, 1.0f, true);
     __syncthreads();
@@ -358,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
   float* Sh = smem;               // [128][68]: half of S₀, then of dS_L
-  float* X1 = Sh + kD * kLdC;     // [64][132]: dU, then e^{c_last−c} U
-  float* X2 = X1 + kC * kLdD;     // [64][132]: e^c dO
+  float* X1 = Sh + kD * kLdC;     // [64][132]: dU, then Q, then e^{c_last−c} U, then K
+  float* X2 = X1 + kC * kLdD;     // [64][132]: e^c dO, then dQ, then dK
   float* c = X2 + kC * kLdD;
   float* b = c + kC;
   float* dc = b + kC;             // [64]
@@ -379,8 +405,6 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
       copy_tile<kD, 64>(Sh, kLdC, S0 + j0, kD);
       __syncthreads();
       acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
-      for (int e = threadIdx.x; e < kD * 64; e += kThreads)
-        part = fmaf(Sh[(e / 64) * kLdC + e % 64], dh[(e / 64) * kD + j0 + e % 64], part);
       __syncthreads();
     }
     acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
@@ -393,20 +417,22 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
       acc.mma<64, Row, Col>(X2 + j0, kLdD, Sh, kLdC);
       __syncthreads();
     }
-    acc.store(dQ, kD, 1.0f, false);
+    acc.store(X2, kLdD, 1.0f, false);  // dQ, over e^c dO (read for the last time before the barrier above)
   }
-  const float s0dh = block_sum(part, red);  // (its barriers also publish dQ)
+  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  tile_pass<kD, kD, float2>([&](int i, int j) { return make_float2(S0[i * kD + j], dh[i * kD + j]); },
+                            [&](int, int, float2 v) { part = fmaf(v.x, v.y, part); });
+  const float s0dh = block_sum(part, red);  // (its barriers also publish dQ and Q)
+  copy_tile<kC, kD>(dQ, kD, X2, kLdD);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float* q = q_rows(g, a.tp, p);
-  const float* k = k_rows(g, a.tp, p);
-  const index_t qk_stride = static_cast<index_t>(g.hk) * g.d;
-  for (int r = warp; r < kC; r += kThreads / 32) {
+  for (int r = warp; r < kC; r += kThreads / 32) {  // dc_r = q_r·dQ_r (Q is zero past L and d)
     float qy = 0.0f;
-    if (r < p.L)
-      for (int i = lane; i < g.d; i += 32) qy = fmaf(q[r * qk_stride + i], dQ[r * kD + i], qy);
+#pragma unroll
+    for (int i = lane; i < kD; i += 32) qy = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], qy);
     for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
     if (lane == 0) dc[r] = qy;
   }
+  __syncthreads();
   load_rows(X1, kLdD, ws.U + p.idx * kRowTile, kD, kC, kD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
   {
     tile::Acc<kC, kD> acc;
@@ -416,14 +442,17 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
       __syncthreads();
       acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
     }
-    acc.store(dK, kD, 1.0f, false);
+    acc.store(X2, kLdD, 1.0f, false);  // dK (X2's last readers are behind the barriers above)
   }
+  __syncthreads();
+  copy_tile<kC, kD>(dK, kD, X2, kLdD);
+  load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
   __syncthreads();
   float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
   for (int r = warp; r < kC; r += kThreads / 32) {
     float kz = 0.0f;
-    if (r < p.L)
-      for (int i = lane; i < g.d; i += 32) kz = fmaf(k[r * qk_stride + i], dK[r * kD + i], kz);
+#pragma unroll
+    for (int i = lane; i < kD; i += 32) kz = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], kz);
     for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
     if (lane == 0) {
       dc[r] -= kz;
@@ -504,17 +533,33 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
   __syncthreads();
-  for (int r = warp; r < kC; r += kThreads / 32) {
-    float vb = 0.0f;
-    for (int i = lane; i < kD; i += 32) {
-      const float x = X2[r * kLdD + i];
-      if (r < p.L && i < g.d) {
-        vb = fmaf(vsrc[r * g.C + i], x, vb);
-        a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
+  // Row loops over global memory take two rows of a warp at a time and load
+  // everything first (a store may alias a later load, so loads interleaved
+  // with stores would each wait in turn).
+  constexpr int kPer = kD / 32;
+  for (int r0 = warp; r0 < kC; r0 += 2 * (kThreads / 32)) {
+    float v[2][kPer];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int k4 = 0; k4 < kPer; ++k4) {
+        const int r = r0 + h2 * (kThreads / 32), i = lane + 32 * k4;
+        v[h2][k4] = (r < p.L && i < g.d) ? vsrc[r * g.C + i] : 0.0f;
       }
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int r = r0 + h2 * (kThreads / 32);
+      float vb = 0.0f;
+#pragma unroll
+      for (int k4 = 0; k4 < kPer; ++k4) {
+        const int i = lane + 32 * k4;
+        const float x = X2[r * kLdD + i];
+        vb = fmaf(v[h2][k4], x, vb);
+        if (r < p.L && i < g.d) a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
+      }
+      for (int m = 16; m >= 1; m >>= 1) vb += __shfl_xor_sync(0xffffffffu, vb, m);
+      if (lane == 0) db[r] = vb;
     }
-    for (int m = 16; m >= 1; m >>= 1) vb += __shfl_xor_sync(0xffffffffu, vb, m);
-    if (lane == 0) db[r] = vb;
   }
   __syncthreads();
   load_rows(X2, kLdD, vsrc, g.C, p.L, g.d, [&](int r) { return b[r]; });
@@ -528,18 +573,33 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBk
   __syncthreads();
-  for (int r = warp; r < kC; r += kThreads / 32) {
-    const float f = b[r] * expf(c[r]);
-    float kb = 0.0f;
-    for (int i = lane; i < kD; i += 32) {
-      const float x = X2[r * kLdD + i];
-      if (r < p.L && i < g.d) kb = fmaf(ksrc[r * kstride + i], x, kb);
-      ws.dK[p.idx * kRowTile + r * kD + i] += f * x;
-    }
-    for (int m = 16; m >= 1; m >>= 1) kb += __shfl_xor_sync(0xffffffffu, kb, m);
-    if (lane == 0) {
-      db[r] += expf(c[r]) * kb;
-      dc[r] = f * kb;
+  for (int r0 = warp; r0 < kC; r0 += 2 * (kThreads / 32)) {
+    float kv[2][kPer], dk[2][kPer];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int k4 = 0; k4 < kPer; ++k4) {
+        const int r = r0 + h2 * (kThreads / 32), i = lane + 32 * k4;
+        kv[h2][k4] = (r < p.L && i < g.d) ? ksrc[r * kstride + i] : 0.0f;
+        dk[h2][k4] = ws.dK[p.idx * kRowTile + r * kD + i];
+      }
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int r = r0 + h2 * (kThreads / 32);
+      const float f = b[r] * expf(c[r]);
+      float kb = 0.0f;
+#pragma unroll
+      for (int k4 = 0; k4 < kPer; ++k4) {
+        const int i = lane + 32 * k4;
+        const float x = X2[r * kLdD + i];
+        kb = fmaf(kv[h2][k4], x, kb);
+        ws.dK[p.idx * kRowTile + r * kD + i] = fmaf(f, x, dk[h2][k4]);
+      }
+      for (int m = 16; m >= 1; m >>= 1) kb += __shfl_xor_sync(0xffffffffu, kb, m);
+      if (lane == 0) {
+        db[r] += expf(c[r]) * kb;
+        dc[r] = f * kb;
+      }
     }
   }
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
@@ -602,10 +662,12 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   __shared__ float dl[kC];
+  if (threadIdx.x < kC) dl[threadIdx.x] = ws.dc[p.idx * kC + threadIdx.x];
+  __syncthreads();
   if (threadIdx.x == 0) {
     float run = 0.0f;
     for (int r = kC - 1; r >= 0; --r) {
-      run += ws.dc[p.idx * kC + r];
+      run += dl[r];
       dl[r] = run;
     }
   }
@@ -617,12 +679,15 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
     a.d_b[th] = ws.db[p.idx * kC + r] * bet * (1.0f - bet);
     a.d_a[th] = dl[r] * -expf(a.a_log[p.h]) * sigmoidf_(a.tp.gate_in[th]);
   }
-  for (int e = threadIdx.x; e < p.L * g.d; e += kThreads) {
-    const int r = e / g.d, i = e % g.d;
-    const index_t th = (p.t0 + r) * g.hv + p.h;
-    a.tp.dq_hat[th * g.d + i] = ws.dQ[p.idx * kRowTile + r * kD + i];
-    a.tp.dk_hat[th * g.d + i] = ws.dK[p.idx * kRowTile + r * kD + i];
-  }
+  const float* dQ = ws.dQ + p.idx * kRowTile;
+  const float* dK = ws.dK + p.idx * kRowTile;
+  tile_pass<kC, kD, float2>([&](int r, int i) { return make_float2(dQ[r * kD + i], dK[r * kD + i]); },
+                            [&](int r, int i, float2 v) {
+                              if (r >= p.L || i >= g.d) return;
+                              const index_t th = (p.t0 + r) * g.hv + p.h;
+                              a.tp.dq_hat[th * g.d + i] = v.x;
+                              a.tp.dk_hat[th * g.d + i] = v.y;
+                            });
 }
 
 // Shared-memory bytes of each kernel (floats × 4).
