@@ -122,6 +122,7 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
   }
   if (be.attention_ops) cases.push_back(attention_case(be, 1, T, 9, 3, 64));  // SmolLM2-135M's attention
   if (be.gdn_ops) cases.push_back(gdn_case(be, 1, 256, 4, 12, 128));         // a quarter of Qwen3.5-27B's GDN heads
+  cases.push_back(layerwise_step_case(be, 1, 256));
   return cases;
 }
 

@@ -1,6 +1,7 @@
 // CUDA benchmark cases at Qwen3.5-27B's shapes (DESIGN §11): the BLR layer
 // next to the six cuBLASLt f16 GEMMs it contains, attention and Gated
-// DeltaNet (their PyTorch SDPA and FLA anchors run from bench/anchors/).
+// DeltaNet (their PyTorch SDPA and FLA anchors run from bench/anchors/);
+// and one layer-wise training step of a SmolLM2-135M block.
 #ifdef BITRANK_HAS_CUDA
 #include <fmt/format.h>
 
@@ -54,6 +55,7 @@ std::vector<BenchCase> cuda_bench_cases(Backend<float>& be) {
     cases.push_back(gdn_case(be, 8, 512, 16, 48, 128));
     cases.push_back(gdn_case(be, 1, 32768, 16, 48, 128));
   }
+  cases.push_back(layerwise_step_case(be, 8, 512));  // compress's step on cuda
   return cases;
 }
 

@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
+#include "bitrank/blr/accounting.hpp"
+#include "bitrank/train/layerwise.hpp"
+#include "bitrank/train/random_weights.hpp"
+
 namespace bitrank::cli {
 
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
@@ -140,6 +146,48 @@ BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_hea
   c.memory_note = fmt::format("tape by design (gdn_tape_size, ckpt every {}): {} floats = {:.3f} GB",
                               cfg.ckpt_every, tape_floats, static_cast<double>(tape_floats) * sizeof(float) / 1e9);
   return c;
+}
+
+BenchCase layerwise_step_case(Backend<float>& be, index_t windows, index_t T) {
+  using Block = train::StudentLlamaBlock<float>;
+  const model::LlamaBlockDims dims{
+      .hidden = 576, .heads = 9, .kv_heads = 3, .head_dim = 64, .ffn = 1536, .eps = 1e-5f, .rope_theta = 1e5};
+  constexpr int kPaths = 2;
+  const index_t n = windows * T;
+  std::vector<blr::RankPlan> plan;
+  for (model::LlamaProj p : model::kAllLlamaProjs)
+    plan.push_back({model::llama_proj_name(p), dims.out_features(p), dims.in_features(p), 0});
+  plan = blr::plan_ranks(std::move(plan), 1.0, kPaths, 16);
+  std::array<index_t, model::kLlamaProjs> ranks{};
+  double flops = 0;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    ranks[i] = plan[i].rank;
+    flops += blr_fwd_bwd_flops(plan[i].m, plan[i].n, plan[i].rank, n, kPaths) +
+             blr_sign_flops(plan[i].m, plan[i].n, plan[i].rank, n, kPaths);
+  }
+  std::string rank_list;
+  for (index_t r : ranks) {
+    if (!rank_list.empty()) rank_list += '/';
+    rank_list += std::to_string(r);
+  }
+  struct State {
+    State(Backend<float>& be, const model::LlamaBlockDims& dims, const std::array<index_t, model::kLlamaProjs>& ranks,
+          index_t n)
+        : block(be, dims, train::random_student(dims, ranks, kPaths, 7)),
+          state(train::layerwise_scaler_options(n * dims.hidden)),
+          x(random_buffer<float>(*be.memory, static_cast<std::size_t>(n * dims.hidden), 400, 1.7f)),
+          target(random_buffer<float>(*be.memory, static_cast<std::size_t>(n * dims.hidden), 401, 1.0f)) {}
+    Block block;
+    train::LayerwiseBuffersOf<Block> buf;
+    train::LayerwiseState state;
+    train::LayerwiseOptions opt;
+    std::shared_ptr<Buffer<float>> x, target;
+  };
+  auto st = std::make_shared<State>(be, dims, ranks, n);
+  return {"layer-wise step", fmt::format("SmolLM2-135M block, {}x{}, ranks {} (1.0 bpw, P=2)", windows, T, rank_list), flops,
+          0, "", [st, n, T, d = dims.hidden] {
+            train::train_step(st->block, st->x->view({n, d}), st->target->view({n, d}), T, st->buf, st->state, st->opt);
+          }};
 }
 
 }  // namespace bitrank::cli

@@ -73,4 +73,11 @@ GdnConfig gdn_bench_config(index_t T, index_t k_heads, index_t v_heads, index_t 
 // memory: the buffers it holds, next to the tape gdn_tape_size implies.
 BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_heads, index_t v_heads, index_t d);
 
+// One layer-wise training step (train::train_step: forward, loss, backward,
+// the scaler's decision, Adam and the sign optimizer) of a student block of
+// SmolLM2-135M's dimensions at the ranks blr::plan_ranks gives 1.0 bpw with
+// 2 paths, on `windows` windows of T random rows towards a random target.
+// Its FLOPs are those of the BLR GEMMs (six per path and projection).
+BenchCase layerwise_step_case(Backend<float>& be, index_t windows, index_t T);
+
 }  // namespace bitrank::cli

@@ -1,5 +1,5 @@
 // Test fixtures of the trainable BLR layer and the student blocks: random
-// BLR matrices, random student blocks and a one-block dense teacher built
+// BLR matrices and student blocks (from the library), a one-block dense teacher built
 // from them (Ŵ by blr::reconstruct); a hybrid teacher holding a student
 // hybrid block's expansion.
 #pragma once
@@ -9,6 +9,7 @@
 
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/train/random_weights.hpp"
 #include "bitrank/train/student_block.hpp"
 #include "bitrank/train/student_hybrid_block.hpp"
 
@@ -17,15 +18,10 @@ namespace bitrank::test {
 // hidden 64, 2 heads / 1 kv head of 32, MLP 96, eps 1e-5, θ 10⁴.
 model::LlamaBlockDims tiny_block_dims();
 
-// Random signs; scales sized so that Ŵx has entries of about out_scale·|x|
-// for unit-variance x: h, g ∈ (0.5, 1.5), ℓ ∈ (0.5, 1.5)·out_scale/√(n·r·P).
-blr::HostBlrMatrix random_blr(index_t m, index_t n, index_t r, index_t paths, std::uint64_t seed,
-                              double out_scale = 1.0);
+// Random BLR matrices and student blocks (the library's: benchmarks use them too).
+using train::random_blr;
+using train::random_student;
 
-// A student block of random BLR projections (rank r, `paths` paths; the
-// residual branches of about half the input's size) and gains in (0.8, 1.2).
-train::StudentBlockWeights random_student(const model::LlamaBlockDims& dims, index_t r, index_t paths,
-                                          std::uint64_t seed);
 // A one-block dense model whose block has the student's expanded weights
 // and gains (embeddings and head random: the block is all a test uses).
 model::HostWeights teacher_of(const model::LlamaBlockDims& dims, const train::StudentBlockWeights& w);

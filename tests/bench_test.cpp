@@ -1,0 +1,36 @@
+// `bitrank bench` from the command line: a case runs and reports its time
+// and rate; a filter that matches nothing and an unknown device are errors.
+// (The timings themselves are benchmarks, kept in docs/perf.md, not tested.)
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "support/command.hpp"
+
+namespace bitrank {
+namespace {
+
+TEST(BenchCli, LayerwiseStepRunsAndReportsItsRate) {
+  const auto [status, out] =
+      test::run_command("'" BITRANK_CLI "' bench --device cpu --op 'layer-wise step' --min-time 0.01 2>&1");
+  ASSERT_EQ(status, 0) << out;
+  // "layer-wise step   SmolLM2-135M block, 1x256, ranks …   <ms>   <rate> GFLOP/s"
+  const std::regex line(R"(layer-wise step +SmolLM2-135M block, 1x256, ranks [0-9/]+ \(1\.0 bpw, P=2\) +([0-9.]+) +([0-9.]+) GFLOP/s)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, line)) << out;
+  EXPECT_GT(std::stod(m[1].str()), 0.0);
+  EXPECT_GT(std::stod(m[2].str()), 0.0);
+}
+
+TEST(BenchCli, BadOptionsAreErrors) {
+  const auto none = test::run_command("'" BITRANK_CLI "' bench --device cpu --op 'no such case' 2>&1");
+  EXPECT_NE(none.first, 0);
+  EXPECT_NE(none.second.find("no case matches"), std::string::npos) << none.second;
+  const auto device = test::run_command("'" BITRANK_CLI "' bench --device tpu 2>&1");
+  EXPECT_NE(device.first, 0);
+  EXPECT_NE(device.second.find("tpu"), std::string::npos) << device.second;
+}
+
+}  // namespace
+}  // namespace bitrank
