@@ -25,23 +25,6 @@ if [ "${1:-}" = "--kernels" ]; then
   BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 11 --csv \
     --log-file /tmp/gdn_ncu.csv --metrics gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
     ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 >/dev/null 2>&1
-  python3 - /tmp/gdn_ncu.csv <<'PY'
-import csv, re, sys
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-h = rows[0]; K, M, U, V, I = (h.index(x) for x in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value", "ID"))
-out = {}
-for r in rows[1:]:
-    name = re.sub(r"\(.*", "", r[K]).split("::")[-1]
-    out.setdefault(r[I], [name, 0.0, 0.0])
-    if r[M] == "gpu__time_duration.sum":
-        out[r[I]][1] = float(r[V].replace(",", "")) * (1e-3 if r[U] == "ns" else 1e3 if r[U] == "ms" else 1.0)
-    else:
-        out[r[I]][2] = float(r[V].replace(",", ""))
-total = 0.0
-for name, us, warps in out.values():
-    total += us
-    print(f"  {name:22s} {us:9.1f} us   active warps {warps:5.1f}%")
-print(f"  {'total':22s} {total:9.1f} us")
-PY
+  python3 tools/ncu_table.py /tmp/gdn_ncu.csv
 fi
 exit $rc

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Summarise an ncu CSV log (ncu --csv --log-file F --metrics gpu__time_duration.sum[,
+sm__warps_active.avg.pct_of_peak_sustained_active] ...) as a short table.
+
+  tools/ncu_table.py F            one line per launch, in launch order, and the total
+  tools/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
+                                  largest total first
+"""
+import csv
+import re
+import sys
+from collections import OrderedDict
+
+
+def launches(path):
+    rows = list(csv.reader(line for line in open(path) if line.startswith('"')))
+    if not rows:
+        sys.exit(f"{path}: no ncu CSV rows (did ncu profile any kernel?)")
+    h = rows[0]
+    k, m, u, v, i = (h.index(x) for x in ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value", "ID"))
+    out = OrderedDict()
+    for r in rows[1:]:
+        name = re.sub(r"\(.*", "", r[k].replace("(anonymous namespace)", "")).split("::")[-1]
+        name = name.split("<")[0].split()[-1] if name.strip() else r[k]
+        rec = out.setdefault(r[i], {"name": name, "us": 0.0, "warps": None})
+        value = float(r[v].replace(",", ""))
+        if r[m] == "gpu__time_duration.sum":
+            scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+            if r[u] not in scale:
+                sys.exit(f"{path}: unknown time unit '{r[u]}'")
+            rec["us"] = value * scale[r[u]]
+        elif r[m].startswith("sm__warps_active"):
+            rec["warps"] = value
+    return list(out.values())
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    recs = launches(sys.argv[1])
+    total = sum(r["us"] for r in recs)
+    if "--group" in sys.argv[2:]:
+        groups = OrderedDict()
+        for r in recs:
+            g = groups.setdefault(r["name"], [0, 0.0])
+            g[0] += 1
+            g[1] += r["us"]
+        print(f"  {'kernel':34s} {'launches':>8s} {'total us':>10s} {'mean us':>9s} {'share':>6s}")
+        for name, (n, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {name[:34]:34s} {n:8d} {us:10.1f} {us / n:9.1f} {100 * us / total:5.1f}%")
+    else:
+        for r in recs:
+            warps = f"   active warps {r['warps']:5.1f}%" if r["warps"] is not None else ""
+            print(f"  {r['name'][:30]:30s} {r['us']:9.1f} us{warps}")
+    print(f"  {'total':30s} {total:9.1f} us over {len(recs)} launches")
+
+
+if __name__ == "__main__":
+    main()
