@@ -127,45 +127,9 @@ TEST(StudentBlock, GradCheckOnReference) {
   }
   EXPECT_EQ(loss(), l0);  // every parameter restored
 
-  // Sign gradients, by exact identities with the scale gradients checked above:
-  // Σ_k s_ik·G_U[i][k] = h_i·dh_i, Σ_k s_jk·G_V[j][k] = g_j·dg_j, Σ_i s_ik·G_U[i][k] = ℓ_k·dℓ_k.
+  // Sign gradients, by exact identities with the scale gradients checked above.
   double worst = 0;
-  for (LlamaProj p : kAllLlamaProjs) {
-    auto& proj = block.proj(p);
-    const index_t m = proj.dims().m, nn = proj.dims().n, r = proj.dims().r, s = proj.dims().scales_per_path();
-    const index_t words = r / 32;
-    const auto sign = [&](const std::uint32_t* bits, index_t row, index_t k) {
-      return (bits[row * words + k / 32] >> (k % 32)) & 1u ? 1.0 : -1.0;
-    };
-    for (index_t path = 0; path < proj.dims().paths; ++path) {
-      const double* sc = proj.scales().data + path * s;
-      const double* gr = proj.scale_grads().data + path * s;
-      const std::uint32_t* su = proj.sign_bits_u().data + path * m * words;
-      const std::uint32_t* sv = proj.sign_bits_v().data + path * nn * words;
-      const double* gu = proj.sign_grad_u().data + path * m * r;
-      const double* gv = proj.sign_grad_v().data + path * nn * r;
-      std::vector<double> lhs, rhs;
-      for (index_t i = 0; i < m; ++i) {
-        double acc = 0;
-        for (index_t k = 0; k < r; ++k) acc += sign(su, i, k) * gu[i * r + k];
-        lhs.push_back(acc);
-        rhs.push_back(sc[i] * gr[i]);
-      }
-      for (index_t k = 0; k < r; ++k) {
-        double acc = 0;
-        for (index_t i = 0; i < m; ++i) acc += sign(su, i, k) * gu[i * r + k];
-        lhs.push_back(acc);
-        rhs.push_back(sc[m + k] * gr[m + k]);
-      }
-      for (index_t j = 0; j < nn; ++j) {
-        double acc = 0;
-        for (index_t k = 0; k < r; ++k) acc += sign(sv, j, k) * gv[j * r + k];
-        lhs.push_back(acc);
-        rhs.push_back(sc[m + r + j] * gr[m + r + j]);
-      }
-      worst = std::max(worst, rel_l2(lhs, rhs));
-    }
-  }
+  for (LlamaProj p : kAllLlamaProjs) worst = std::max(worst, test::sign_grad_identity_error(block.proj(p)));
   std::printf("  [student] sign gradient identities (7 projections × 2 paths): worst rel %.3e (tol 1e-12)\n", worst);
   EXPECT_LE(worst, 1e-12);
 }

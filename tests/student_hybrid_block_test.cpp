@@ -190,45 +190,10 @@ void grad_check_block(index_t b) {
       "(tol 2e-6)\n",
       k.c_str(), projs, worst);
 
-  // Sign gradients: Σ_k s_ik·G_U[i][k] = h_i·dh_i, Σ_i s_ik·G_U[i][k] = ℓ_k·dℓ_k, Σ_k s_jk·G_V[j][k] = g_j·dg_j.
+  // Sign gradients, by exact identities with the scale gradients checked above.
   double sign_worst = 0;
-  for (HybridProj q : hybrid_block_projs(block.full_attention())) {
-    if (!block.is_blr(q)) continue;
-    auto& proj = block.proj(q);
-    const index_t m = proj.dims().m, nn = proj.dims().n, r = proj.dims().r, s = proj.dims().scales_per_path();
-    const index_t words = r / 32;
-    const auto sign = [&](const std::uint32_t* bits, index_t row, index_t kk) {
-      return (bits[row * words + kk / 32] >> (kk % 32)) & 1u ? 1.0 : -1.0;
-    };
-    for (index_t path = 0; path < proj.dims().paths; ++path) {
-      const double* sc = proj.scales().data + path * s;
-      const double* gr = proj.scale_grads().data + path * s;
-      const std::uint32_t* su = proj.sign_bits_u().data + path * m * words;
-      const std::uint32_t* sv = proj.sign_bits_v().data + path * nn * words;
-      const double* gu = proj.sign_grad_u().data + path * m * r;
-      const double* gv = proj.sign_grad_v().data + path * nn * r;
-      std::vector<double> lhs, rhs;
-      for (index_t i = 0; i < m; ++i) {
-        double acc = 0;
-        for (index_t kk = 0; kk < r; ++kk) acc += sign(su, i, kk) * gu[i * r + kk];
-        lhs.push_back(acc);
-        rhs.push_back(sc[i] * gr[i]);
-      }
-      for (index_t kk = 0; kk < r; ++kk) {
-        double acc = 0;
-        for (index_t i = 0; i < m; ++i) acc += sign(su, i, kk) * gu[i * r + kk];
-        lhs.push_back(acc);
-        rhs.push_back(sc[m + kk] * gr[m + kk]);
-      }
-      for (index_t j = 0; j < nn; ++j) {
-        double acc = 0;
-        for (index_t kk = 0; kk < r; ++kk) acc += sign(sv, j, kk) * gv[j * r + kk];
-        lhs.push_back(acc);
-        rhs.push_back(sc[m + r + j] * gr[m + r + j]);
-      }
-      sign_worst = std::max(sign_worst, rel_l2(lhs, rhs));
-    }
-  }
+  for (HybridProj q : hybrid_block_projs(block.full_attention()))
+    if (block.is_blr(q)) sign_worst = std::max(sign_worst, test::sign_grad_identity_error(block.proj(q)));
   std::printf("  [student-hybrid] %s block sign gradient identities: worst rel %.3e (tol 1e-12)\n", k.c_str(),
               sign_worst);
   EXPECT_LE(sign_worst, 1e-12);

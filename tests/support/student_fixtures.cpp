@@ -1,14 +1,54 @@
 // Test fixtures of the student block (contract: tests/support/student_fixtures.hpp).
 #include "support/student_fixtures.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "bitrank/error.hpp"
 #include "bitrank/ops/bitmap.hpp"
 #include "bitrank/rng.hpp"
+#include "support/host_values.hpp"
 
 namespace bitrank::test {
+
+double sign_grad_identity_error(const train::BlrLinear<double>& proj) {
+  const index_t m = proj.dims().m, nn = proj.dims().n, r = proj.dims().r, s = proj.dims().scales_per_path();
+  const index_t words = r / 32;
+  const auto sign = [&](const std::uint32_t* bits, index_t row, index_t k) {
+    return (bits[row * words + k / 32] >> (k % 32)) & 1u ? 1.0 : -1.0;
+  };
+  double worst = 0;
+  for (index_t path = 0; path < proj.dims().paths; ++path) {
+    const double* sc = proj.scales().data + path * s;
+    const double* gr = proj.scale_grads().data + path * s;
+    const std::uint32_t* su = proj.sign_bits_u().data + path * m * words;
+    const std::uint32_t* sv = proj.sign_bits_v().data + path * nn * words;
+    const double* gu = proj.sign_grad_u().data + path * m * r;
+    const double* gv = proj.sign_grad_v().data + path * nn * r;
+    std::vector<double> lhs, rhs;
+    for (index_t i = 0; i < m; ++i) {
+      double acc = 0;
+      for (index_t k = 0; k < r; ++k) acc += sign(su, i, k) * gu[i * r + k];
+      lhs.push_back(acc);
+      rhs.push_back(sc[i] * gr[i]);
+    }
+    for (index_t k = 0; k < r; ++k) {
+      double acc = 0;
+      for (index_t i = 0; i < m; ++i) acc += sign(su, i, k) * gu[i * r + k];
+      lhs.push_back(acc);
+      rhs.push_back(sc[m + k] * gr[m + k]);
+    }
+    for (index_t j = 0; j < nn; ++j) {
+      double acc = 0;
+      for (index_t k = 0; k < r; ++k) acc += sign(sv, j, k) * gv[j * r + k];
+      lhs.push_back(acc);
+      rhs.push_back(sc[m + r + j] * gr[m + r + j]);
+    }
+    worst = std::max(worst, rel_l2(lhs, rhs));
+  }
+  return worst;
+}
 
 model::LlamaBlockDims tiny_block_dims() {
   return model::LlamaBlockDims{

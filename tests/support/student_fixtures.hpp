@@ -9,11 +9,19 @@
 
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/train/blr_linear.hpp"
 #include "bitrank/train/random_weights.hpp"
 #include "bitrank/train/student_block.hpp"
 #include "bitrank/train/student_hybrid_block.hpp"
 
 namespace bitrank::test {
+
+// The worst relative L2 error, over the paths of `proj` (host-visible
+// memory: the ref backend), of the exact identities between its sign and
+// scale gradients: Σ_k s_ik·G_U[i][k] = h_i·dh_i, Σ_i s_ik·G_U[i][k] = ℓ_k·dℓ_k,
+// Σ_k s_jk·G_V[j][k] = g_j·dg_j (the sign gradients are then as right as the
+// scale gradients a gradient check verified).
+double sign_grad_identity_error(const train::BlrLinear<double>& proj);
 
 // hidden 64, 2 heads / 1 kv head of 32, MLP 96, eps 1e-5, θ 10⁴.
 model::LlamaBlockDims tiny_block_dims();
