@@ -322,7 +322,9 @@ TEST(Compress, PerProjectionTargets) {
     const bool q = name.find("attn_q") != std::string::npos;
     (q ? q_bits : rest_bits) += bits;
     (q ? q_weights : rest_weights) += weights;
-    if (q) EXPECT_GE(mat.at("rank").get<index_t>(), 64) << name;  // 32 is all 4.0 bpw affords a 64-wide matrix
+    if (q) {
+      EXPECT_GE(mat.at("rank").get<index_t>(), 64) << name;  // 32 is all 4.0 bpw affords a 64-wide matrix
+    }
   }
   ASSERT_GT(q_weights, 0);
   ASSERT_GT(rest_weights, 0);
@@ -463,6 +465,25 @@ void expect_same_tensors(const fs::path& a, const fs::path& b) {
     ASSERT_TRUE(mb.dense.contains(name)) << name;
     EXPECT_EQ(t.values, mb.dense.at(name).values) << name;
   }
+}
+
+// The halved scale and the skip count survive a resume: the poisoned run `c`
+// (its hooks poison the same step as the run that logged `b` into `want`),
+// stopped after step 7 — a checkpoint after 5 steps — and resumed, logs
+// the same steps and writes the same tensors.
+void expect_poisoned_run_resumes_the_same(train::CompressOptions c, Backend<float>& be,
+                                          const std::vector<train::StepRecord>& b, const fs::path& want) {
+  c.hooks.on_step = [](const train::StepRecord& r) {
+    if (r.step == 7) throw Stop{};
+  };
+  EXPECT_THROW(train::compress(c, be), Stop);
+  c.hooks.on_step = {};
+  c.resume = true;
+  const auto summary = train::compress(c, be);
+  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 5);
+  EXPECT_EQ(summary.at("training").at("skipped_steps").get<std::int64_t>(), 1);
+  expect_same_steps(b, step_log(c.out));
+  expect_same_tensors(want, c.out);
 }
 
 std::uint64_t state_fingerprint(const train::StudentLlamaBlock<float>& block) {
@@ -610,22 +631,10 @@ void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) 
   const auto b = step_log(o.out);
   expect_only_step_skipped(step_log(clean.out), b, states_clean, states, k);
 
-  // The halved scale and the skip count survive a resume: the same poisoned
-  // run stopped after step 7 (checkpoint at step 5) and resumed logs the same.
   train::CompressOptions c = resume_job(dir);
   c.out = dir / "c.bitrank";
   c.hooks.after_backward = o.hooks.after_backward;
-  c.hooks.after_step = [](const train::StudentLlamaBlock<float>&, const train::StepRecord& r) {
-    if (r.step == 7) throw Stop{};
-  };
-  EXPECT_THROW(train::compress(c, be), Stop);
-  c.hooks.after_step = {};
-  c.resume = true;
-  const auto summary_c = train::compress(c, be);
-  EXPECT_EQ(summary_c.at("resumed_at_step").get<std::int64_t>(), 5);
-  EXPECT_EQ(summary_c.at("training").at("skipped_steps").get<std::int64_t>(), 1);
-  expect_same_steps(b, step_log(c.out));
-  expect_same_tensors(o.out, c.out);
+  expect_poisoned_run_resumes_the_same(c, be, b, o.out);
 }
 
 // On every backend here (cpu; cuda on a GPU machine): bit identity is per backend.
@@ -807,22 +816,10 @@ void e2e_nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& d
   ASSERT_EQ(b.size(), 12u);
   expect_only_step_skipped(step_log(clean.out), b, states_clean, states, k);
 
-  // The halved scale and the skip count survive a resume: the same poisoned
-  // run stopped after step 7 (checkpoint after 5 steps) and resumed logs the same.
   train::CompressOptions c = e2e_resume_job(dir, stream);
   c.out = dir / "c.bitrank";
   c.hooks.e2e_after_backward = o.hooks.e2e_after_backward;
-  c.hooks.on_step = [](const train::StepRecord& r) {
-    if (r.step == 7) throw Stop{};
-  };
-  EXPECT_THROW(train::compress(c, be), Stop);
-  c.hooks.on_step = {};
-  c.resume = true;
-  const auto summary_c = train::compress(c, be);
-  EXPECT_EQ(summary_c.at("resumed_at_step").get<std::int64_t>(), 5);
-  EXPECT_EQ(summary_c.at("training").at("skipped_steps").get<std::int64_t>(), 1);
-  expect_same_steps(b, step_log(c.out));
-  expect_same_tensors(o.out, c.out);
+  expect_poisoned_run_resumes_the_same(c, be, b, o.out);
 }
 
 TEST(CompressResume, E2eNanGradientSkipsThatStepOnly) {
