@@ -43,6 +43,7 @@
 #include "bitrank/train/data.hpp"
 #include "bitrank/train/report.hpp"
 #include "support/backends.hpp"
+#include "support/command.hpp"
 #include "support/expect.hpp"
 #include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
@@ -294,6 +295,100 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
   const io::CompressedModel cm = io::load_bitrank(o.out);
   EXPECT_EQ(cm.blr.size(), 14u);
   EXPECT_TRUE(cm.dense.contains("output_norm.weight"));
+}
+
+// --init: a run starts from a compressed model instead of Dual-SVID. Here a
+// layer-wise run continues an e2e one: its ranks are the file's, its
+// starting perplexity the file's model's (up to the f16 rounding of the
+// file's embeddings, which the run takes from the teacher), and the final
+// norm the e2e run trained (which layer-wise does not train) is saved as is.
+TEST(Compress, InitFromACompressedModel) {
+  test::TempDir tmp;
+  train::CompressOptions a;
+  a.model = tiny_model(tmp.path());
+  a.out = tmp.path() / "a.bitrank";
+  a.text = tmp.path() / "train.txt";
+  a.eval_text = tmp.path() / "eval.txt";
+  write_file(a.text, test::word_text(1, 40));
+  write_file(a.eval_text, test::word_text(2, 10));
+  a.objective = "e2e";
+  a.bpw = 4.0;
+  a.steps = 12;
+  a.train.scales.lr = 1e-2f;
+  a.train.signs.lr = 0.02f;
+  a.seq_len = 32;
+  a.windows_per_step = 2;
+  a.eval_windows = 2;
+  a.eval_seq_len = 64;
+  const auto sa = train::compress(a, test::cpu_backend());
+
+  train::CompressOptions b = a;
+  b.objective = "layer";
+  b.steps = 6;
+  b.init = a.out;
+  b.out = tmp.path() / "b.bitrank";
+  const auto sb = train::compress(b, test::cpu_backend());
+  EXPECT_EQ(sb.at("init").get<std::string>(), a.out.string());
+  EXPECT_FALSE(sb.contains("target_bpw"));
+  for (const auto& [name, m] : sa.at("matrices").items())
+    EXPECT_EQ(sb.at("matrices").at(name).at("rank"), m.at("rank")) << name;
+  const double a_init = sa.at("perplexity").at("init").at("ppl").get<double>();
+  const double a_student = sa.at("perplexity").at("student").at("ppl").get<double>();
+  const double b_init = sb.at("perplexity").at("init").at("ppl").get<double>();
+  std::printf("  [compress] --init: e2e run ppl init %.3f → student %.3f; the layer-wise run from it starts at %.3f\n",
+              a_init, a_student, b_init);
+  EXPECT_NEAR(b_init, a_student, 2e-3 * a_student);
+  EXPECT_GT(std::abs(a_init - a_student), 0.05 * a_student);  // (so the check above tells the starts apart)
+  const io::CompressedModel ma = io::load_bitrank(a.out), mb = io::load_bitrank(b.out);
+  EXPECT_EQ(mb.dense.at("output_norm.weight").values, ma.dense.at("output_norm.weight").values);
+  EXPECT_NE(mb.dense.at("blk.0.attn_norm.weight").values, ma.dense.at("blk.0.attn_norm.weight").values);  // trained on
+
+  // What --init refuses: a file of another model, another path count, the output itself.
+  train::CompressOptions bad = b;
+  bad.out = tmp.path() / "c.bitrank";
+  bad.paths = 1;
+  test::expect_error([&] { train::compress(bad, test::cpu_backend()); }, "has 2 path(s), this run trains 1");
+  bad = b;
+  bad.out = a.out;
+  test::expect_error([&] { train::compress(bad, test::cpu_backend()); }, "--init and -o name the same file");
+  bad = b;
+  bad.out = tmp.path() / "c.bitrank";
+  std::string wider = kConfig;
+  wider.replace(wider.find("\"hidden_size\": 64"), 17, "\"hidden_size\": 32");
+  std::filesystem::create_directories(tmp.path() / "wider");
+  bad.model = test::random_llama_dir(tmp.path() / "wider", wider, 3);
+  test::expect_error([&] { train::compress(bad, test::cpu_backend()); }, "compress --init:");
+  bad = b;
+  bad.init = tmp.path() / "missing.bitrank";
+  test::expect_error([&] { train::compress(bad, test::cpu_backend()); }, "the --init file");
+  // On the command line the file's ranks exclude a target.
+  const auto [status, out] = test::run_command("'" BITRANK_CLI "' compress --model '" + a.model.string() + "' --init '" +
+                                               a.out.string() + "' --bpw 2 -o '" + (tmp.path() / "d.bitrank").string() +
+                                               "' 2>&1");
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("brings its own ranks; --bpw and --bpw-for do not apply"), std::string::npos) << out;
+}
+
+// --init on a hybrid: the e2e objective continues a layer-wise run and
+// starts from its model (every block's trained gains, q/k norms included).
+TEST(Compress, HybridInitFromALayerwiseRun) {
+  test::TempDir tmp;
+  train::CompressOptions a = tiny_hybrid_options(tmp.path());
+  a.train.scales.lr = 1e-2f;
+  const auto sa = train::compress(a, test::cpu_backend());
+  train::CompressOptions b = a;
+  b.objective = "e2e";
+  b.steps = 2;
+  b.init = a.out;
+  b.out = tmp.path() / "hybrid_e2e.bitrank";
+  const auto sb = train::compress(b, test::cpu_backend());
+  const double a_init = sa.at("perplexity").at("init").at("ppl").get<double>();
+  const double a_student = sa.at("perplexity").at("student").at("ppl").get<double>();
+  const double b_init = sb.at("perplexity").at("init").at("ppl").get<double>();
+  std::printf("  [compress] hybrid --init: layer-wise ppl init %.3f → student %.3f; the e2e run from it starts at %.3f\n",
+              a_init, a_student, b_init);
+  EXPECT_NEAR(b_init, a_student, 1e-3 * a_student);
+  EXPECT_GT(std::abs(a_init - a_student), 5e-3 * a_student);  // (so the check above tells the starts apart)
 }
 
 // --bpw-for: the overridden projections get their own target's rank; the

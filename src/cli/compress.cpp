@@ -68,7 +68,11 @@ int run_compress(CompressCliOptions o) {
   if (o.steps > 0) job.steps = o.steps;
   else if (o.tokens > 0) job.steps = (o.tokens + per_step - 1) / per_step;
   else job.steps = job.device == "cuda" ? 100 : 16;
-  if (o.out.empty()) {
+  if (!job.init.empty() && (o.bpw_given || !o.bpw_for.empty()))
+    fail("compress: --init {} brings its own ranks; --bpw and --bpw-for do not apply", job.init.string());
+  if (o.out.empty() && !job.init.empty()) {
+    job.out = fmt::format("{}.{}.bitrank", std::filesystem::path(job.init).stem().string(), job.objective);
+  } else if (o.out.empty()) {
     job.out = fmt::format("{}.{}bpw.bitrank", std::filesystem::path(job.model).stem().string(), job.bpw);
   } else {
     job.out = o.out;

@@ -11,12 +11,13 @@ namespace bitrank::cli {
 struct CompressCliOptions {
   train::CompressOptions job;
   std::string model;         // empty: the configured default (SmolLM2-135M GGUF)
-  std::string out;           // empty: <model stem>.<bpw>bpw.bitrank in the current folder
+  std::string out;           // empty: <model stem>.<bpw>bpw.bitrank (--init: <init stem>.<objective>.bitrank) here
   long long tokens = 0;      // training tokens per block; 0: the device's default
   long long steps = 0;       // instead of --tokens: steps per block
   std::string device_memory_cap;  // --device-memory-cap: bytes, or <n>GiB / <n>MiB; empty: none
   bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
   std::vector<std::string> bpw_for;         // --bpw-for PATTERN=BPW, in the order given
+  bool bpw_given = false;                   // --bpw was on the command line (it excludes --init)
 };
 
 int run_compress(CompressCliOptions options);

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
       ->take_all();
   compress_cmd->add_option("--paths", compress.job.paths, "BLR paths: 1, or 2 with the residual path (default 2)")
       ->check(CLI::IsMember({1, 2}));
+  compress_cmd->add_option("--init", compress.job.init,
+                           "start from this compressed model of the same teacher (a .bitrank: its ranks, scales, signs "
+                           "and gains) instead of Dual-SVID; e.g. --objective e2e after a layer-wise run")
+      ->check(CLI::ExistingFile);
   compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once)")
       ->check(CLI::IsMember({"layer", "e2e"}));
   compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
@@ -134,6 +138,7 @@ int main(int argc, char** argv) {
       // (docs/results.md, the H200 runs: layer-wise 0.55 bpw 1.47× → 1.7e-6× the initialisation's perplexity).
       if (lr_opt->count() == 0) compress.job.train.scales.lr = 1e-2f;
       if (sign_lr_opt->count() == 0) compress.job.train.signs.lr = 1e-2f;
+      compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       return bitrank::cli::run_compress(compress);
     }
     if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -107,6 +108,60 @@ void validate(const CompressOptions& o) {
     fail("compress: warmup fraction must be in [0, 1), got {}", o.warmup_fraction);
   const std::filesystem::path dir = o.out.has_parent_path() ? o.out.parent_path() : std::filesystem::path(".");
   if (!std::filesystem::is_directory(dir)) fail("compress: the output folder {} does not exist", dir.string());
+  if (!o.init.empty()) {
+    if (!std::filesystem::is_regular_file(o.init)) fail("compress: the --init file {} does not exist", o.init.string());
+    if (std::filesystem::exists(o.out) && std::filesystem::equivalent(o.init, o.out))
+      fail("compress: --init and -o name the same file {} (the run would overwrite its own start)", o.out.string());
+  }
+}
+
+// The norm gains compress trains (and writes into the model it saves):
+// Llama attn/ffn norms, hybrid attn/post-attention norms and q/k norms, the
+// final norm (e2e).
+bool is_trained_gain(const std::string& name) {
+  for (const char* suffix : {"attn_norm.weight", "ffn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
+                             "attn_k_norm.weight"})
+    if (name.ends_with(suffix)) return true;
+  return name == "output_norm.weight";
+}
+
+// The start of a run given --init: the file's BLR matrices, each the shape
+// and path count the teacher's projection needs, and its trained gains.
+struct InitModel {
+  std::map<std::string, blr::HostBlrMatrix> blr;
+  std::map<std::string, std::vector<float>> gains;
+};
+
+InitModel load_init(const std::filesystem::path& path, const model::HostWeights& teacher, int paths) {
+  io::CompressedModel from = io::load_bitrank(path);
+  const io::ModelConfig &a = from.config, &b = teacher.config;
+  if (a.family != b.family || a.num_layers != b.num_layers || a.hidden_size != b.hidden_size ||
+      a.vocab_size != b.vocab_size)
+    fail("compress --init: {} is a compressed {} of {} blocks, hidden {}, vocabulary {}; the teacher {} is a {} of {} "
+         "blocks, hidden {}, vocabulary {}",
+         path.string(), io::model_family_name(a.family), a.num_layers, a.hidden_size, a.vocab_size, teacher.source,
+         io::model_family_name(b.family), b.num_layers, b.hidden_size, b.vocab_size);
+  InitModel init;
+  for (const blr::RankPlan& p : model::compressible_projections(b)) {
+    const auto it = from.blr.find(p.name);
+    if (it == from.blr.end()) fail("compress --init: {} has no BLR matrix {}", path.string(), p.name);
+    const blr::HostBlrMatrix& m = it->second;
+    if (m.m != p.m || m.n != p.n)
+      fail("compress --init: {} in {} is {}×{}, the teacher's projection is {}×{}", p.name, path.string(), m.m, m.n,
+           p.m, p.n);
+    if (std::ssize(m.paths) != paths)
+      fail("compress --init: {} in {} has {} path(s), this run trains {} (--paths)", p.name, path.string(),
+           m.paths.size(), paths);
+    init.blr.emplace(p.name, std::move(from.blr.at(p.name)));
+  }
+  for (auto& [name, t] : from.dense) {
+    if (!is_trained_gain(name)) continue;
+    const auto it = teacher.tensors.find(name);
+    if (it == teacher.tensors.end() || it->second.shape != t.shape)
+      fail("compress --init: {} in {} has no tensor of its shape in the teacher", name, path.string());
+    init.gains.emplace(name, std::move(t.values));
+  }
+  return init;
 }
 
 nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
@@ -146,6 +201,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const model::HostWeights weights = model::load_weights(o.model);
   const io::ModelConfig& cfg = weights.config;
   const bool hybrid = cfg.is_hybrid();
+  // --init: the compressed model this run starts from (else Dual-SVID, step 2).
+  std::optional<InitModel> from;
+  if (!o.init.empty()) from = load_init(o.init, weights, o.paths);
   const StreamChoice streaming =
       choose_streaming(o.stream, o.device_memory_cap, model::model_device_bytes<float>(weights));
   BR_LOG_INFO("compress: {} ({})",
@@ -166,7 +224,14 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 
   // The compressible projections of the family (model/projection.hpp), their
   // ranks, and the block each belongs to (names blk.N.<proj>).
-  const std::vector<blr::RankPlan> plan = blr::plan_ranks(model::compressible_projections(cfg), o.bpw, o.bpw_overrides, o.paths, 16);
+  // With --init the ranks are the file's.
+  std::vector<blr::RankPlan> plan;
+  if (from) {
+    plan = model::compressible_projections(cfg);
+    for (blr::RankPlan& p : plan) p.rank = from->blr.at(p.name).r;
+  } else {
+    plan = blr::plan_ranks(model::compressible_projections(cfg), o.bpw, o.bpw_overrides, o.paths, 16);
+  }
   std::vector<index_t> plan_block(plan.size());
   for (std::size_t i = 0; i < plan.size(); ++i) plan_block[i] = block_of(plan[i].name);
   const auto trained_matrices = [&](index_t blocks) {
@@ -202,7 +267,11 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 
   // 2. Ranks and Dual-SVID initialisation (on resume, of the blocks still to train).
   const auto t_init = Clock::now();
-  const std::string svd_where = !o.svd_engine ? "cpu" : o.svd_label.empty() ? "gpu" : o.svd_label;
+  const std::string svd_where = from                ? "none (--init)"
+                                : !o.svd_engine     ? "cpu"
+                                : o.svd_label.empty() ? "gpu"
+                                                      : o.svd_label;
+  const std::string init_what = from ? fmt::format("from {}", o.init.string()) : std::string("Dual-SVID");
   std::vector<char> needed(plan.size(), resumed ? 0 : 1);
   for (std::size_t i = 0; i < plan.size(); ++i)
     if (e2e ? first_block == 0 : plan_block[i] >= first_block) needed[i] = 1;
@@ -233,17 +302,21 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         if (!needed[static_cast<std::size_t>(i)]) continue;
         const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
         const auto& w = weights.at(weight_name(p.name)).values;
-        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
-        io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
-        init[static_cast<std::size_t>(i)] = blr::dual_svid(w, p.m, p.n, io);
+        if (from) {
+          init[static_cast<std::size_t>(i)] = from->blr.at(p.name);
+        } else {
+          blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
+          io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
+          init[static_cast<std::size_t>(i)] = blr::dual_svid(w, p.m, p.n, io);
+        }
         init_error[static_cast<std::size_t>(i)] = blr::relative_error(w, init[static_cast<std::size_t>(i)]);
         const std::int64_t k = ++done;
         std::lock_guard lock(mu);
-        progress.update(fmt::format("init: Dual-SVID {}/{} matrices", k, to_init));
+        progress.update(fmt::format("init: {} {}/{} matrices", init_what, k, to_init));
       }
     });
     openblas_set_num_threads(blas_threads);
-    progress.finish(fmt::format("init: Dual-SVID of {} matrices in {:.1f} s (SVDs on the {})", to_init, since(t_init),
+    progress.finish(fmt::format("init: {} matrices {} in {:.1f} s (SVDs: {})", to_init, init_what, since(t_init),
                                 svd_where));
   }
   model::BlrProjections init_blr;
@@ -275,9 +348,15 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const std::span<const std::int32_t> eval_span(eval_ids);
   if (!resumed) {
     const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
+    std::optional<model::HostWeights> with_gains;  // --init: the teacher's dense tensors but the file's gains
+    if (from) {
+      with_gains = weights;
+      for (const auto& [name, v] : from->gains) with_gains->tensors.at(name).values = v;
+    }
     const std::unique_ptr<model::DecoderModel<float>> student0 =
-        model::make_model(be, weights, init_blr, streaming.stream);
-    const Perplexity ppl_init = perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, "Dual-SVID init");
+        model::make_model(be, with_gains ? *with_gains : weights, init_blr, streaming.stream);
+    const Perplexity ppl_init =
+        perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, from ? "the --init model" : "Dual-SVID init");
     run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
   }
 
@@ -448,16 +527,36 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
       if (o.hooks.on_step) o.hooks.on_step(rec);
     }
   };
-  // Block b's student at initialisation (Llama; a hybrid's is
-  // hybrid_student_weights), and a trained block into run.trained / run.trained_gains.
+  // A trained gain at step 0: the --init file's, or the teacher's.
+  const auto start_gain = [&](const std::string& name) {
+    if (from)
+      if (const auto it = from->gains.find(name); it != from->gains.end()) return it->second;
+    return weights.at(name).values;
+  };
+  // Block b's student at initialisation (Llama; a hybrid's is hybrid_init),
+  // and a trained block into run.trained / run.trained_gains.
   const auto llama_init = [&](index_t b) {
     const std::string prefix = fmt::format("blk.{}.", b);
     StudentBlockWeights w0;
     for (model::LlamaProj p : model::kAllLlamaProjs)
       w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-    w0.attn_norm = weights.at(prefix + "attn_norm.weight").values;
-    w0.ffn_norm = weights.at(prefix + "ffn_norm.weight").values;
+    w0.attn_norm = start_gain(prefix + "attn_norm.weight");
+    w0.ffn_norm = start_gain(prefix + "ffn_norm.weight");
     return w0;
+  };
+  // A hybrid block's student at initialisation, its gains the --init file's when given.
+  const auto hybrid_init = [&](index_t b) {
+    const std::string prefix = fmt::format("blk.{}.", b);
+    StudentHybridWeights w = hybrid_student_weights(weights, b, init_blr);
+    if (from) {
+      w.attn_norm = start_gain(prefix + "attn_norm.weight");
+      w.post_norm = start_gain(prefix + "post_attention_norm.weight");
+      if (w.full_attention) {
+        w.q_norm = start_gain(prefix + "attn_q_norm.weight");
+        w.k_norm = start_gain(prefix + "attn_k_norm.weight");
+      }
+    }
+    return w;
   };
   const auto keep_llama = [&](index_t b, const StudentBlockWeights& w) {
     const std::string prefix = fmt::format("blk.{}.", b);
@@ -481,8 +580,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     teacher_block(b);  // the targets: the teacher block on the teacher's inputs
     const auto sign_id = static_cast<std::uint32_t>(b) * 64u;
     if (hybrid) {
-      StudentHybridBlock<float> student(be, hybrid_teacher->block_dims(), hybrid_student_weights(weights, b, init_blr),
-                                        o.train.signs.optimizer, o.tau, sign_id);
+      StudentHybridBlock<float> student(be, hybrid_teacher->block_dims(), hybrid_init(b), o.train.signs.optimizer, o.tau,
+                                        sign_id);
       train_block(b, student, [&](const StudentHybridWeights& w) { keep_hybrid(b, w); });
     } else {
       StudentLlamaBlock<float> student(be, dims, llama_init(b), o.train.signs.optimizer, o.tau, sign_id);
@@ -558,13 +657,15 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     const E2eOptions e2e_options{o.train, o.mse_weight};
     if (hybrid) {
       HybridE2eStudentWeights init_w;
-      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(hybrid_student_weights(weights, b, init_blr));
+      for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(hybrid_init(b));
+      if (from) init_w.final_norm = start_gain("output_norm.weight");  // else the teacher's
       HybridE2eTrainer<float> trainer(*hybrid_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
                                       streaming.stream);
       train_e2e(trainer, keep_hybrid);
     } else {
       E2eStudentWeights init_w;
       for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(llama_init(b));
+      if (from) init_w.final_norm = start_gain("output_norm.weight");  // else the teacher's
       E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
                                 streaming.stream);
       train_e2e(trainer, keep_llama);
@@ -603,7 +704,12 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   for (const auto& [name, t] : weights.tensors) {
     if (compressed.contains(name)) continue;
     const auto g = run.trained_gains.find(name);
-    cm.dense.emplace(name, g == run.trained_gains.end() ? t : model::HostTensor{t.shape, g->second});
+    if (g != run.trained_gains.end())
+      cm.dense.emplace(name, model::HostTensor{t.shape, g->second});
+    else if (from && from->gains.contains(name))  // a gain this objective does not train (layer-wise: the final norm)
+      cm.dense.emplace(name, model::HostTensor{t.shape, from->gains.at(name)});
+    else
+      cm.dense.emplace(name, t);
   }
   cm.blr = std::move(run.trained);
   nlohmann::ordered_json summary;
@@ -611,7 +717,10 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   summary["family"] = std::string(io::model_family_name(cfg.family));
   summary["device"] = o.device;
   summary["objective"] = o.objective;
-  summary["target_bpw"] = o.bpw;
+  if (from)
+    summary["init"] = o.init.string();  // the ranks are the file's: no target
+  else
+    summary["target_bpw"] = o.bpw;
   if (!o.bpw_overrides.empty()) {
     nlohmann::ordered_json ov = nlohmann::ordered_json::array();
     for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});

@@ -90,6 +90,7 @@ ordered_json compress_resume_options(const CompressOptions& o) {
     for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});
     j["bpw_overrides"] = ov;
   }
+  if (!o.init.empty()) j["init"] = abs_path(o.init);  // only when given, as bpw_overrides
   j["steps"] = o.steps;
   j["seq_len"] = o.seq_len;
   j["windows_per_step"] = o.windows_per_step;

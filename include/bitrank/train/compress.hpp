@@ -130,6 +130,12 @@ struct CompressOptions {
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
   std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
+  // A compressed model of the same teacher (a .bitrank) to start from
+  // instead of Dual-SVID: its matrices (ranks, paths, scales, signs) and its
+  // dense tensors (trained gains) are the student at step 0 — e.g. the e2e
+  // objective after a layer-wise run. bpw and bpw_overrides are then not
+  // used (the ranks are the file's). Empty: Dual-SVID at the planned ranks.
+  std::filesystem::path init;
   std::int64_t steps = 16;        // training steps per block (layer); steps in all (e2e)
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
