@@ -18,15 +18,17 @@
 //     Ũ − W S₀, S ← e^{c_last} S + K̃ᵀU) or in reverse (backward: dS_L of
 //     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
 // The intermediate per-chunk matrices live in a workspace (ChunkWs) laid out
-// [chunk][v-head][64][128] (states [128][128], T [64][64]); the backward
-// recomputes W, T, U and S₀ with the forward's own kernels, so this design
-// keeps nothing on the tape beyond its forward part (the record part that
-// designs 1 and 2 fill goes unused).
+// [chunk][v-head][64][128] (states [128][128], T [64][64]). Its forward part
+// (W, U, S₀, T) sits in the tape's record part when that is large enough
+// (gdn.cu's chunk_record_area: the default ckpt_every = 8 at windows of 64
+// and more), so the backward reads what the forward wrote; otherwise it is
+// pool memory and the backward recomputes it with the forward's kernels.
+// The backward part (dU, dW, dQ, dK, dS_L, dc, dβ) is pool memory.
 //
 // Numerics: the products in 3xTF32 with f32 accumulation; decays e^{c_r−c_s}
 // from differences of log sums, never a quotient of underflowed products.
-// Expected error against the f64 reference: ~1e-6 relative, the same order
-// as the token-by-token designs.
+// Measured against the f64 reference: ≤ 2.2e-6 relative (tools/gpu_gdn.sh),
+// the same order as the token-by-token designs. Speed: docs/perf.md.
 #include "cuda/gdn.cuh"
 #include "cuda/ops.hpp"
 #include "cuda/tile_mma.cuh"
