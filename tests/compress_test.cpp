@@ -64,23 +64,35 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
 // A model directory with random weights (unit-variance projections, gains near 1).
 std::filesystem::path tiny_model(const std::filesystem::path& dir) { return test::random_llama_dir(dir, kConfig, 3); }
 
-TEST(Compress, TinyLlamaEndToEnd) {
-  test::TempDir tmp;
+// A job on the tiny model in `dir` writing dir/<out>: word texts, 4.0 bpw
+// (64-wide matrices: rank 32 with 2 paths costs 3.25 bpw), 2 windows of 32
+// a step, 2 evaluation windows of 64, sign rate 0.02 (flips within tens of
+// steps); e2e with a scale rate of 1e-2.
+train::CompressOptions tiny_options(const std::filesystem::path& dir, const std::string& out,
+                                    const std::string& objective = "layer", std::int64_t steps = 24) {
   train::CompressOptions o;
-  o.model = tiny_model(tmp.path());
-  o.out = tmp.path() / "tiny.bitrank";
-  o.text = tmp.path() / "train.txt";
-  o.eval_text = tmp.path() / "eval.txt";
+  o.objective = objective;
+  o.steps = steps;
+  if (objective == "e2e") o.train.scales.lr = 1e-2f;
+  o.model = tiny_model(dir);
+  o.out = dir / out;
+  o.text = dir / "train.txt";
+  o.eval_text = dir / "eval.txt";
   write_file(o.text, test::word_text(1, 40));
   write_file(o.eval_text, test::word_text(2, 10));
-  o.bpw = 4.0;  // 64-wide matrices: rank 32 with 2 paths costs 3.25 bpw
+  o.bpw = 4.0;
   o.paths = 2;
-  o.steps = 24;
   o.seq_len = 32;
   o.windows_per_step = 2;
   o.eval_windows = 2;
   o.eval_seq_len = 64;
-  o.train.signs.lr = 0.02f;  // enough for flips within 24 steps
+  o.train.signs.lr = 0.02f;
+  return o;
+}
+
+TEST(Compress, TinyLlamaEndToEnd) {
+  test::TempDir tmp;
+  const train::CompressOptions o = tiny_options(tmp.path(), "tiny.bitrank");
   const auto summary = train::compress(o, test::cpu_backend());
 
   // The file: every projection as BLR at the planned rank, the rest dense, bpw honest.
@@ -264,22 +276,7 @@ TEST(Compress, TinyHybridEndToEndObjective) {
 // the loss (KL + λ·MSE) falls, the final norm gain is trained and saved.
 TEST(Compress, TinyLlamaEndToEndObjective) {
   test::TempDir tmp;
-  train::CompressOptions o;
-  o.model = tiny_model(tmp.path());
-  o.out = tmp.path() / "tiny_e2e.bitrank";
-  o.text = tmp.path() / "train.txt";
-  o.eval_text = tmp.path() / "eval.txt";
-  write_file(o.text, test::word_text(1, 40));
-  write_file(o.eval_text, test::word_text(2, 10));
-  o.objective = "e2e";
-  o.bpw = 4.0;
-  o.steps = 30;
-  o.train.scales.lr = 1e-2f;
-  o.train.signs.lr = 0.02f;
-  o.seq_len = 32;
-  o.windows_per_step = 2;
-  o.eval_windows = 2;
-  o.eval_seq_len = 64;
+  const train::CompressOptions o = tiny_options(tmp.path(), "tiny_e2e.bitrank", "e2e", 30);
   const auto summary = train::compress(o, test::cpu_backend());
   const auto log = train::read_step_log(summary.at("log").get<std::string>());
   ASSERT_EQ(log.size(), 30u);
@@ -297,6 +294,35 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
   EXPECT_TRUE(cm.dense.contains("output_norm.weight"));
 }
 
+// `a` continued with --init a.out: `objective`, `steps` steps, into `out`.
+train::CompressOptions continued(const train::CompressOptions& a, const std::string& objective, std::int64_t steps,
+                                 const std::filesystem::path& out) {
+  train::CompressOptions b = a;
+  b.objective = objective;
+  b.steps = steps;
+  b.init = a.out;
+  b.out = out;
+  return b;
+}
+
+// Runs `b` (a continuation of the run that returned `sa`) and checks that it
+// starts where that run ended: its initial perplexity is the trained one of
+// `sa` within rel_tol (b's embeddings are the teacher's f32 ones, the file
+// holds f16), while `sa`'s own start lies farther than guard·ppl from it
+// (so the check tells the starts apart). Returns b's summary.
+nlohmann::ordered_json expect_continues(const nlohmann::ordered_json& sa, const train::CompressOptions& b,
+                                        double rel_tol, double guard, const char* what) {
+  const auto sb = train::compress(b, test::cpu_backend());
+  const double a_init = sa.at("perplexity").at("init").at("ppl").get<double>();
+  const double a_student = sa.at("perplexity").at("student").at("ppl").get<double>();
+  const double b_init = sb.at("perplexity").at("init").at("ppl").get<double>();
+  std::printf("  [compress] --init, %s: ppl %.3f → %.3f, the continuation starts at %.3f\n", what, a_init, a_student,
+              b_init);
+  EXPECT_NEAR(b_init, a_student, rel_tol * a_student) << what;
+  EXPECT_GT(std::abs(a_init - a_student), guard * a_student) << what;
+  return sb;
+}
+
 // --init: a run starts from a compressed model instead of Dual-SVID. Here a
 // layer-wise run continues an e2e one: its ranks are the file's, its
 // starting perplexity the file's model's (up to the f16 rounding of the
@@ -304,41 +330,15 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
 // norm the e2e run trained (which layer-wise does not train) is saved as is.
 TEST(Compress, InitFromACompressedModel) {
   test::TempDir tmp;
-  train::CompressOptions a;
-  a.model = tiny_model(tmp.path());
-  a.out = tmp.path() / "a.bitrank";
-  a.text = tmp.path() / "train.txt";
-  a.eval_text = tmp.path() / "eval.txt";
-  write_file(a.text, test::word_text(1, 40));
-  write_file(a.eval_text, test::word_text(2, 10));
-  a.objective = "e2e";
-  a.bpw = 4.0;
-  a.steps = 12;
-  a.train.scales.lr = 1e-2f;
-  a.train.signs.lr = 0.02f;
-  a.seq_len = 32;
-  a.windows_per_step = 2;
-  a.eval_windows = 2;
-  a.eval_seq_len = 64;
+  const train::CompressOptions a = tiny_options(tmp.path(), "a.bitrank", "e2e", 12);
   const auto sa = train::compress(a, test::cpu_backend());
 
-  train::CompressOptions b = a;
-  b.objective = "layer";
-  b.steps = 6;
-  b.init = a.out;
-  b.out = tmp.path() / "b.bitrank";
-  const auto sb = train::compress(b, test::cpu_backend());
+  const train::CompressOptions b = continued(a, "layer", 6, tmp.path() / "b.bitrank");
+  const auto sb = expect_continues(sa, b, 2e-3, 0.05, "e2e run, then layer-wise from it");
   EXPECT_EQ(sb.at("init").get<std::string>(), a.out.string());
   EXPECT_FALSE(sb.contains("target_bpw"));
   for (const auto& [name, m] : sa.at("matrices").items())
     EXPECT_EQ(sb.at("matrices").at(name).at("rank"), m.at("rank")) << name;
-  const double a_init = sa.at("perplexity").at("init").at("ppl").get<double>();
-  const double a_student = sa.at("perplexity").at("student").at("ppl").get<double>();
-  const double b_init = sb.at("perplexity").at("init").at("ppl").get<double>();
-  std::printf("  [compress] --init: e2e run ppl init %.3f → student %.3f; the layer-wise run from it starts at %.3f\n",
-              a_init, a_student, b_init);
-  EXPECT_NEAR(b_init, a_student, 2e-3 * a_student);
-  EXPECT_GT(std::abs(a_init - a_student), 0.05 * a_student);  // (so the check above tells the starts apart)
   const io::CompressedModel ma = io::load_bitrank(a.out), mb = io::load_bitrank(b.out);
   EXPECT_EQ(mb.dense.at("output_norm.weight").values, ma.dense.at("output_norm.weight").values);
   EXPECT_NE(mb.dense.at("blk.0.attn_norm.weight").values, ma.dense.at("blk.0.attn_norm.weight").values);  // trained on
@@ -376,19 +376,8 @@ TEST(Compress, HybridInitFromALayerwiseRun) {
   train::CompressOptions a = tiny_hybrid_options(tmp.path());
   a.train.scales.lr = 1e-2f;
   const auto sa = train::compress(a, test::cpu_backend());
-  train::CompressOptions b = a;
-  b.objective = "e2e";
-  b.steps = 2;
-  b.init = a.out;
-  b.out = tmp.path() / "hybrid_e2e.bitrank";
-  const auto sb = train::compress(b, test::cpu_backend());
-  const double a_init = sa.at("perplexity").at("init").at("ppl").get<double>();
-  const double a_student = sa.at("perplexity").at("student").at("ppl").get<double>();
-  const double b_init = sb.at("perplexity").at("init").at("ppl").get<double>();
-  std::printf("  [compress] hybrid --init: layer-wise ppl init %.3f → student %.3f; the e2e run from it starts at %.3f\n",
-              a_init, a_student, b_init);
-  EXPECT_NEAR(b_init, a_student, 1e-3 * a_student);
-  EXPECT_GT(std::abs(a_init - a_student), 5e-3 * a_student);  // (so the check above tells the starts apart)
+  expect_continues(sa, continued(a, "e2e", 2, tmp.path() / "hybrid_e2e.bitrank"), 1e-3, 5e-3,
+                   "hybrid layer-wise run, then e2e from it");
 }
 
 // --bpw-for: the overridden projections get their own target's rank; the
