@@ -5,6 +5,8 @@
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
 # at 8×512 under ncu. Prints a short table last.
 #   tools/gpu_gdn.sh [--kernels]
+#   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
+#                                      occupancy for one launch of KERNEL (e.g. grads_wy)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -20,6 +22,13 @@ for k in 2 3; do
   echo "== design $k =="
   BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" | head -2
 done
+if [ "${1:-}" = "--detail" ]; then
+  echo "== ${2:?kernel name} under ncu (one launch at 8x512) =="
+  BITRANK_GDN_KERNEL=3 ncu -k regex:"${2}" -c 1 --section WarpStateStats --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+    --section LaunchStats ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 2>&1 |
+    grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -120
+fi
 if [ "${1:-}" = "--kernels" ]; then
   echo "== design 3 kernels at 8x512 (ncu, one fwd+bwd: the first 11 launches) =="
   BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 11 --csv \
