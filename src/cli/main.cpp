@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
                           ->add_option("--sign-lr", compress.job.train.signs.lr,
                                        "peak learning rate of the sign latents (default 1e-2)")
                           ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_option("--mse-weight", compress.job.mse_weight,
+                           "e2e: λ of the hidden-state MSE terms next to the KL (default 10, LittleBit's "
+                           "l2l_loss_scale)")
+      ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   add_memory_options(compress_cmd, compress.device_memory_cap, compress.stream, compress.no_stream, "teacher's");

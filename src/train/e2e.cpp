@@ -152,7 +152,7 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
 }
 
 template <class Student>
-void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, bool backward) {
+void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, index_t window, bool backward) {
   const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
   const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
   Memory& mem = *be_->memory;
@@ -193,11 +193,13 @@ void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, bool backward) {
     const index_t v0 = k * slice, vs = std::min(slice, V - v0);
     if (slices > 1) logits(v0, vs);    // one slice: pass 1's logits are still there
     const View<T> dz = student_z(vs);  // over the student's logits, in place
-    sum += kl.kl_slice_backward(student_z(vs), teacher_z(vs), run_s, run_t, 1.0 / static_cast<double>(n), dz);
+    // ∂(T·KL)/∂z: T/n per row (T·KL is the per-window sum, averaged over the n/T windows).
+    sum += kl.kl_slice_backward(student_z(vs), teacher_z(vs), run_s, run_t,
+                                static_cast<double>(window) / static_cast<double>(n), dz);
     if (backward) be_->dense().dense_backward(dz, CView<T>(head.data + v0 * d, Shape{vs, d}), dxn_.view({n, d}));
   }
   loss.kl = sum / static_cast<double>(n);
-  loss.total = loss.kl + options_.mse_weight * loss.mse;
+  loss.total = static_cast<double>(window) * loss.kl + options_.mse_weight * loss.mse;
   if (!backward) return;
   norm.rmsnorm_gain_grad(x(L, n), inv_s, dxn_.view({n, d}), final_norm_grad());
   norm.rmsnorm_backward(x(L, n), final_norm(), inv_s, dxn_.view({n, d}), style, dh_.view({n, d}));
@@ -206,7 +208,7 @@ void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, bool backward) {
 template <class Student>
 E2eLoss E2eTrainerOf<Student>::evaluate(std::span<const std::int32_t> tokens, index_t window) {
   E2eLoss loss = forward(tokens, window);
-  head(loss, static_cast<index_t>(tokens.size()), false);
+  head(loss, static_cast<index_t>(tokens.size()), window, false);
   return loss;
 }
 
@@ -217,7 +219,7 @@ E2eLoss E2eTrainerOf<Student>::forward_backward(std::span<const std::int32_t> to
   final_grad_.zero();
   E2eLoss loss = forward(tokens, window);
   const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden;
-  head(loss, n, true);
+  head(loss, n, window, true);
   Memory& mem = *be_->memory;
   for (Buffer<T>* buf : {&dy_, &dx_, &y_}) ensure_size(*buf, mem, n * d);
   const float grad_scale = static_cast<float>(state_.scaler.scale());

@@ -7,10 +7,17 @@
 // and the teacher block's forward. The head is DecoderModel's in both (the
 // final gain's style is the family's: w, or 1 + w).
 //
-//   loss  = KL + λ·Σ_b MSE_b                      λ = mse_weight (10: LittleBit's l2l_loss_scale)
+//   loss  = T·KL + λ·Σ_b MSE_b                    λ = mse_weight (10: LittleBit's l2l_loss_scale)
 //   KL    = mean over the n tokens of KL(p_teacher ‖ p_student) of the
 //           next-token distributions (every row of every window: a
-//           distribution needs no label)
+//           distribution needs no label); T·KL, the KL summed over a
+//           window's T tokens and averaged over the windows, is LittleBit's
+//           kl_div(reduction="batchmean") over [windows][T][V] — the weight
+//           against which its λ = 10 was chosen. (With KL per token instead,
+//           the hidden-state terms outweighed the KL by T×: on SmolLM2 at
+//           T = 256 the student's perplexity after 16 steps from a
+//           layer-wise start was 74,893 with per-token KL and 7,630 with
+//           this weighting, docs/results.md.)
 //   MSE_b = mean over the n·d elements of (y_b − ŷ_b)², y_b the student's
 //           block b output on the student's own input, ŷ_b the teacher's
 //           on the teacher's (the student runs free, as in LittleBit)
@@ -164,7 +171,7 @@ GradScalerOptions e2e_scaler_options(index_t tokens);
 struct E2eLoss {
   double kl = 0;                  // mean KL per token (nats)
   double mse = 0;                 // Σ_b MSE_b
-  double total = 0;               // kl + λ·mse
+  double total = 0;               // T·kl + λ·mse (T: the window)
   std::vector<double> block_mse;  // MSE_b
 };
 
@@ -227,7 +234,7 @@ class E2eTrainerOf {
   E2eLoss forward(std::span<const std::int32_t> tokens, index_t window);
   // Both head passes: loss.kl, and with `backward` dh of x_L (into dh_) and
   // the final gain's gradient.
-  void head(E2eLoss& loss, index_t n, bool backward);
+  void head(E2eLoss& loss, index_t n, index_t window, bool backward);
   View<T> x(index_t b, index_t n) const;         // student block input b [n][d] (b = L: the output)
   View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
   // Streamed (no-ops otherwise): x_b and/or g_b from the device to their
