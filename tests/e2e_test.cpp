@@ -78,9 +78,9 @@ TEST(E2e, GradCheckOfTheWholeModelOnReference) {
   E2eTrainer<double> tr(teacher, random_student(32, 2, 3), train::e2e_scaler_options(n));
   const auto tokens = random_tokens(n, 4);
   const auto l0 = tr.forward_backward(tokens, window);
-  std::printf("  [e2e] ref loss: %lld × KL %.4f + 10 × MSE %.4f (%.4f + %.4f) = %.4f\n", static_cast<long long>(window),
-              l0.kl, l0.mse, l0.block_mse[0], l0.block_mse[1], l0.total);
-  EXPECT_NEAR(l0.total, static_cast<double>(window) * l0.kl + 10.0 * l0.mse, 1e-12 * l0.total);  // T·KL + λ·Σ MSE
+  std::printf("  [e2e] ref loss: KL %.4f + 10/%lld × MSE %.4f (%.4f + %.4f) = %.4f\n", l0.kl,
+              static_cast<long long>(window), l0.mse, l0.block_mse[0], l0.block_mse[1], l0.total);
+  EXPECT_NEAR(l0.total, l0.kl + 10.0 / static_cast<double>(window) * l0.mse, 1e-12 * l0.total);  // KL + (λ/T)·Σ MSE
   ASSERT_GT(l0.kl, 0.1);
   ASSERT_GT(l0.mse, 0.01);
   EXPECT_EQ(tr.evaluate(tokens, window).total, l0.total);  // the same forward

@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
                                        "peak learning rate of the sign latents (default 1e-2)")
                           ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--mse-weight", compress.job.mse_weight,
-                           "e2e: λ of the hidden-state MSE terms next to the KL (default 10, LittleBit's "
-                           "l2l_loss_scale)")
+                           "e2e: λ of the hidden-state MSE terms, which enter as (λ/T)·MSE next to the per-token KL "
+                           "(default 10, LittleBit's l2l_loss_scale)")
       ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));

@@ -590,7 +590,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     next_block();  // the teacher's outputs are the next block's inputs
   }
   // End to end: every block at once from the initialisation, KL on the
-  // logits + λ·Σ block MSE (train/e2e.hpp), `steps` steps over the same
+  // logits + (λ/T)·Σ block MSE (train/e2e.hpp), `steps` steps over the same
   // windows the layer-wise objective would use. One log entry per step;
   // the curve is the whole model's loss. Checkpoints every
   // checkpoint_every steps (the whole student's state) and when done (the
@@ -677,7 +677,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   std::int64_t flips_total = 0, skipped_total = 0;
   for (std::size_t b = 0; b < run.blocks.size(); ++b) {
     const CompressBlockLog& bl = run.blocks[b];
-    PlotSeries curve{e2e ? std::string("KL + λ·hidden MSE") : fmt::format("block {}", b), {}, {}};
+    PlotSeries curve{e2e ? std::string("KL + (λ/T)·hidden MSE") : fmt::format("block {}", b), {}, {}};
     for (std::size_t s = 0; s < bl.losses.size(); ++s) {
       curve.x.push_back(static_cast<double>(s));
       curve.y.push_back(bl.losses[s]);
@@ -691,7 +691,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   write_plot_svg(plot_path, curves,
                  {.title = e2e ? "end-to-end loss" : "layer-wise loss per block",
                   .x_label = "step",
-                  .y_label = e2e ? "KL + λ·MSE" : "MSE",
+                  .y_label = e2e ? "KL + (λ/T)·MSE" : "MSE",
                   .log_y = true});
 
   // 4. The compressed model: save, read back, measure.

@@ -26,7 +26,7 @@
 //      time, so device memory stays at one block plus one step's windows;
 //      Objective "e2e" instead trains every block at once from the
 //      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
-//      over vocabulary slices + λ·Σ block-output MSE; E2eTrainer over
+//      over vocabulary slices + (λ/T)·Σ block-output MSE; E2eTrainer over
 //      StudentLlamaBlock, HybridE2eTrainer over StudentHybridBlock with its
 //      GDN b, a and core frozen), `steps` steps over the same windows; the
 //      final norm gain trains too;
@@ -145,7 +145,7 @@ struct CompressOptions {
   float tau = 0.25f;              // sign latents start at ±tau
   double warmup_fraction = 0.1;   // of each block's steps
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
-  double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms
+  double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms (weighted λ/T, train/e2e.hpp)
   std::string device = "cpu";     // for the summary
   blr::SvdEngine svd_engine{};    // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
   std::string svd_label;          // where svd_engine runs, for the log and summary (empty: "GPU" when set)

@@ -7,17 +7,19 @@
 // and the teacher block's forward. The head is DecoderModel's in both (the
 // final gain's style is the family's: w, or 1 + w).
 //
-//   loss  = T·KL + λ·Σ_b MSE_b                    λ = mse_weight (10: LittleBit's l2l_loss_scale)
+//   loss  = KL + (λ/T)·Σ_b MSE_b                  λ = mse_weight (10: LittleBit's l2l_loss_scale), T the window
 //   KL    = mean over the n tokens of KL(p_teacher ‖ p_student) of the
 //           next-token distributions (every row of every window: a
-//           distribution needs no label); T·KL, the KL summed over a
-//           window's T tokens and averaged over the windows, is LittleBit's
-//           kl_div(reduction="batchmean") over [windows][T][V] — the weight
-//           against which its λ = 10 was chosen. (With KL per token instead,
-//           the hidden-state terms outweighed the KL by T×: on SmolLM2 at
-//           T = 256 the student's perplexity after 16 steps from a
-//           layer-wise start was 74,893 with per-token KL and 7,630 with
-//           this weighting, docs/results.md.)
+//           distribution needs no label)
+//           LittleBit's loss is T·KL + λ·Σ MSE (its kl_div "batchmean" over
+//           [windows][T][V] sums a window's T tokens): this is that loss
+//           per token — the same balance between the terms, the magnitude
+//           of a per-token mean. (With λ instead of λ/T the hidden-state
+//           terms outweighed the KL T-fold: SmolLM2 on the CPU, 16 steps at
+//           T = 256 from a layer-wise start, perplexity 74,893 against 7,630
+//           with λ/T; LittleBit's own magnitude, T·KL + λ·Σ MSE, reached
+//           38,625 — its 256× larger gradients are clipped every step.
+//           docs/results.md.)
 //   MSE_b = mean over the n·d elements of (y_b − ŷ_b)², y_b the student's
 //           block b output on the student's own input, ŷ_b the teacher's
 //           on the teacher's (the student runs free, as in LittleBit)
@@ -171,7 +173,7 @@ GradScalerOptions e2e_scaler_options(index_t tokens);
 struct E2eLoss {
   double kl = 0;                  // mean KL per token (nats)
   double mse = 0;                 // Σ_b MSE_b
-  double total = 0;               // T·kl + λ·mse (T: the window)
+  double total = 0;               // kl + (λ/T)·mse (T: the window)
   std::vector<double> block_mse;  // MSE_b
 };
 
