@@ -24,6 +24,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -721,21 +722,22 @@ void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) 
   expect_poisoned_run_resumes_the_same(c, be, b, o.out);
 }
 
-// On every backend here (cpu; cuda on a GPU machine): bit identity is per backend.
-TEST(CompressResume, StoppedAnywhereResumesBitIdentically) {
+// run(backend, a fresh folder) on every backend here (cpu; cuda on a GPU machine).
+void on_every_backend(const std::function<void(Backend<float>&, const std::filesystem::path&)>& run) {
   for (const std::string& name : test::available_backends()) {
     SCOPED_TRACE(name);
     test::TempDir tmp;
-    stopped_anywhere_resumes_bit_identically(test::backend(name), tmp.path() / name);
+    run(test::backend(name), tmp.path() / name);
   }
 }
 
+// On every backend here (cpu; cuda on a GPU machine): bit identity is per backend.
+TEST(CompressResume, StoppedAnywhereResumesBitIdentically) {
+  on_every_backend(stopped_anywhere_resumes_bit_identically);
+}
+
 TEST(CompressResume, NanGradientSkipsThatStepOnly) {
-  for (const std::string& name : test::available_backends()) {
-    SCOPED_TRACE(name);
-    test::TempDir tmp;
-    nan_gradient_skips_that_step_only(test::backend(name), tmp.path() / name);
-  }
+  on_every_backend(nan_gradient_skips_that_step_only);
 }
 
 // ---- the end-to-end objective's checkpoints and resume ----------------------------
@@ -843,21 +845,17 @@ void e2e_stopped_anywhere_resumes_bit_identically(Backend<float>& be, const fs::
 }
 
 TEST(CompressResume, E2eStoppedAnywhereResumesBitIdentically) {
-  for (const std::string& name : test::available_backends()) {
-    SCOPED_TRACE(name);
-    test::TempDir tmp;
-    e2e_stopped_anywhere_resumes_bit_identically(test::backend(name), tmp.path() / name, false);
-  }
+  on_every_backend([](Backend<float>& be, const std::filesystem::path& dir) {
+    e2e_stopped_anywhere_resumes_bit_identically(be, dir, false);
+  });
 }
 
 // The same with --stream: the student's blocks live in host memory, their
 // states go to and from the checkpoint through the device slots.
 TEST(CompressResume, E2eStreamedStoppedAnywhereResumesBitIdentically) {
-  for (const std::string& name : test::available_backends()) {
-    SCOPED_TRACE(name);
-    test::TempDir tmp;
-    e2e_stopped_anywhere_resumes_bit_identically(test::backend(name), tmp.path() / name, true);
-  }
+  on_every_backend([](Backend<float>& be, const std::filesystem::path& dir) {
+    e2e_stopped_anywhere_resumes_bit_identically(be, dir, true);
+  });
 }
 
 // A NaN poked into one gradient of the e2e student skips exactly that step:
@@ -907,21 +905,17 @@ void e2e_nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& d
 }
 
 TEST(CompressResume, E2eNanGradientSkipsThatStepOnly) {
-  for (const std::string& name : test::available_backends()) {
-    SCOPED_TRACE(name);
-    test::TempDir tmp;
-    e2e_nan_gradient_skips_that_step_only(test::backend(name), tmp.path() / name, false);
-  }
+  on_every_backend([](Backend<float>& be, const std::filesystem::path& dir) {
+    e2e_nan_gradient_skips_that_step_only(be, dir, false);
+  });
 }
 
 // The same with --stream: the poisoned gradient is written into block 1 in
 // its slot (trainer.block), and the step's sums of squares see it.
 TEST(CompressResume, E2eStreamedNanGradientSkipsThatStepOnly) {
-  for (const std::string& name : test::available_backends()) {
-    SCOPED_TRACE(name);
-    test::TempDir tmp;
-    e2e_nan_gradient_skips_that_step_only(test::backend(name), tmp.path() / name, true);
-  }
+  on_every_backend([](Backend<float>& be, const std::filesystem::path& dir) {
+    e2e_nan_gradient_skips_that_step_only(be, dir, true);
+  });
 }
 
 // A checkpoint records its objective: a resume with the other one is an
