@@ -303,7 +303,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         const blr::RankPlan& p = plan[static_cast<std::size_t>(i)];
         const auto& w = weights.at(weight_name(p.name)).values;
         if (from) {
-          init[static_cast<std::size_t>(i)] = from->blr.at(p.name);
+          init[static_cast<std::size_t>(i)] = std::move(from->blr.at(p.name));  // read once: the file's copy is not needed again
         } else {
           blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
           io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
