@@ -174,6 +174,15 @@ __device__ void attention_scores(const float* Qs, const float* Ks, float* P, con
   __syncthreads();
 }
 
+// The chunk's q̂, k̂ rows into Qs, Ks, then P (c already in shared memory).
+__device__ void chunk_scores(const Dims& g, const Tape& tp, const Pos& p, float* Qs, float* Ks, float* P,
+                             const float* c) {
+  load_rows(Qs, kLdD, q_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  load_rows(Ks, kLdD, k_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  __syncthreads();
+  attention_scores(Qs, Ks, P, c, p.L);
+}
+
 // Block sum of one value per thread (every thread gets the total).
 __device__ float block_sum(float x, float* red) {
   for (int m = 16; m >= 1; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
@@ -283,10 +292,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   float* c = Us + kC * kLdC;
   float* b = c + kC;
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
-  load_rows(Qs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  load_rows(KS, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  attention_scores(Qs, KS, Ps, c, p.L);
+  chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
   for (int e = threadIdx.x; e < kC * kD; e += kThreads) Qs[(e / kD) * kLdD + e % kD] *= expf(c[e / kD]);
   copy_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
   copy_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
@@ -316,10 +322,7 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   float* c = Ps + kC * kLdC;
   float* b = c + kC;
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
-  load_rows(Qs, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  load_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  attention_scores(Qs, Ks, Ps, c, p.L);
+  chunk_scores(g, a.tp, p, Qs, Ks, Ps, c);
   load_rows(Ks, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Ps, kLdC, Ks, kLdD, 1.0f, false);
@@ -376,6 +379,19 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
   }
 }
 
+// acc += X · Sᵀ for X [64][132] in shared memory and a [128][128] state S of
+// the workspace, S taken in two halves of 64 columns (the contraction
+// index) through Sh [128][68]; barriers before each half and at the end.
+__device__ __forceinline__ void times_state_t(tile::Acc<kC, kD>& acc, const float* X, const float* S, float* Sh) {
+  for (int j0 = 0; j0 < kD; j0 += 64) {
+    __syncthreads();
+    copy_tile<kD, 64>(Sh, kLdC, S + j0, kD);
+    __syncthreads();
+    acc.mma<64, Row, Col>(X + j0, kLdD, Sh, kLdC);
+  }
+  __syncthreads();
+}
+
 // State grads (steps (a), (b) first part, (c)), the states taken in two
 // halves of 64 columns (the contraction index): dW = −dU S₀ᵀ;
 // dQ = (e^c dO) S₀ᵀ, dc_r = q_r·dQ_r; dK = (e^{c_last−c} U) dS_Lᵀ,
@@ -403,22 +419,12 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   float part = 0.0f;  // ⟨S₀, dS_L⟩
   {
     tile::Acc<kC, kD> acc;
-    for (int j0 = 0; j0 < kD; j0 += 64) {
-      copy_tile<kD, 64>(Sh, kLdC, S0 + j0, kD);
-      __syncthreads();
-      acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
-      __syncthreads();
-    }
+    times_state_t(acc, X1, S0, Sh);
     acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
   }
   {
     tile::Acc<kC, kD> acc;
-    for (int j0 = 0; j0 < kD; j0 += 64) {
-      copy_tile<kD, 64>(Sh, kLdC, S0 + j0, kD);
-      __syncthreads();
-      acc.mma<64, Row, Col>(X2 + j0, kLdD, Sh, kLdC);
-      __syncthreads();
-    }
+    times_state_t(acc, X2, S0, Sh);
     acc.store(X2, kLdD, 1.0f, false);  // dQ, over e^c dO (read for the last time before the barrier above)
   }
   load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
@@ -438,12 +444,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   load_rows(X1, kLdD, ws.U + p.idx * kRowTile, kD, kC, kD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
   {
     tile::Acc<kC, kD> acc;
-    for (int j0 = 0; j0 < kD; j0 += 64) {
-      __syncthreads();
-      copy_tile<kD, 64>(Sh, kLdC, dh + j0, kD);
-      __syncthreads();
-      acc.mma<64, Row, Col>(X1 + j0, kLdD, Sh, kLdC);
-    }
+    times_state_t(acc, X1, dh, Sh);
     acc.store(X2, kLdD, 1.0f, false);  // dK (X2's last readers are behind the barriers above)
   }
   __syncthreads();
@@ -485,10 +486,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
   __syncthreads();
-  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  load_rows(X2, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  attention_scores(X1, X2, Ps, c, p.L);
+  chunk_scores(g, a.tp, p, X1, X2, Ps, c);
   if (threadIdx.x < kC) {
     const int r = threadIdx.x;
     float acc = 0.0f;
@@ -505,6 +503,33 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   __syncthreads();
   gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, true);
   gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, true);
+}
+
+// A warp per row of the chunk, two rows of a warp at a time: for its lane's
+// columns i = lane + 32k, first every v = load(r, i) (a store between
+// global loads may alias them, so loads interleaved with stores would each
+// wait in turn), then acc = each(r, i, v, acc) in k order, and
+// done(r, Σ over the row of acc) on lane 0.
+template <class T, class Load, class Each, class Done>
+__device__ __forceinline__ void row_sweep(Load load, Each each, Done done) {
+  constexpr int kPer = kD / 32, kWarps = kThreads / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r0 = warp; r0 < kC; r0 += 2 * kWarps) {
+    T v[2][kPer];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) v[h2][k] = load(r0 + h2 * kWarps, lane + 32 * k);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int r = r0 + h2 * kWarps;
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc = each(r, lane + 32 * k, v[h2][k], acc);
+      for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+      if (lane == 0) done(r, acc);
+    }
+  }
 }
 
 // WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;
@@ -526,7 +551,6 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   float* dc = b + kC;             // [64]
   float* db = dc + kC;            // [64]
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
@@ -535,34 +559,13 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
   __syncthreads();
-  // Row loops over global memory take two rows of a warp at a time and load
-  // everything first (a store may alias a later load, so loads interleaved
-  // with stores would each wait in turn).
-  constexpr int kPer = kD / 32;
-  for (int r0 = warp; r0 < kC; r0 += 2 * (kThreads / 32)) {
-    float v[2][kPer];
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-      for (int k4 = 0; k4 < kPer; ++k4) {
-        const int r = r0 + h2 * (kThreads / 32), i = lane + 32 * k4;
-        v[h2][k4] = (r < p.L && i < g.d) ? vsrc[r * g.C + i] : 0.0f;
-      }
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = r0 + h2 * (kThreads / 32);
-      float vb = 0.0f;
-#pragma unroll
-      for (int k4 = 0; k4 < kPer; ++k4) {
-        const int i = lane + 32 * k4;
-        const float x = X2[r * kLdD + i];
-        vb = fmaf(v[h2][k4], x, vb);
-        if (r < p.L && i < g.d) a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
-      }
-      for (int m = 16; m >= 1; m >>= 1) vb += __shfl_xor_sync(0xffffffffu, vb, m);
-      if (lane == 0) db[r] = vb;
-    }
-  }
+  row_sweep<float>([&](int r, int i) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] : 0.0f; },
+                   [&](int r, int i, float v, float acc) {
+                     const float x = X2[r * kLdD + i];
+                     if (r < p.L && i < g.d) a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
+                     return fmaf(v, x, acc);
+                   },
+                   [&](int r, float vb) { db[r] = vb; });
   __syncthreads();
   load_rows(X2, kLdD, vsrc, g.C, p.L, g.d, [&](int r) { return b[r]; });
   __syncthreads();
@@ -575,35 +578,19 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBk
   __syncthreads();
-  for (int r0 = warp; r0 < kC; r0 += 2 * (kThreads / 32)) {
-    float kv[2][kPer], dk[2][kPer];
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-      for (int k4 = 0; k4 < kPer; ++k4) {
-        const int r = r0 + h2 * (kThreads / 32), i = lane + 32 * k4;
-        kv[h2][k4] = (r < p.L && i < g.d) ? ksrc[r * kstride + i] : 0.0f;
-        dk[h2][k4] = ws.dK[p.idx * kRowTile + r * kD + i];
-      }
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = r0 + h2 * (kThreads / 32);
-      const float f = b[r] * expf(c[r]);
-      float kb = 0.0f;
-#pragma unroll
-      for (int k4 = 0; k4 < kPer; ++k4) {
-        const int i = lane + 32 * k4;
+  row_sweep<float2>(
+      [&](int r, int i) {
+        return make_float2((r < p.L && i < g.d) ? ksrc[r * kstride + i] : 0.0f, ws.dK[p.idx * kRowTile + r * kD + i]);
+      },
+      [&](int r, int i, float2 v, float acc) {
         const float x = X2[r * kLdD + i];
-        kb = fmaf(kv[h2][k4], x, kb);
-        ws.dK[p.idx * kRowTile + r * kD + i] = fmaf(f, x, dk[h2][k4]);
-      }
-      for (int m = 16; m >= 1; m >>= 1) kb += __shfl_xor_sync(0xffffffffu, kb, m);
-      if (lane == 0) {
+        ws.dK[p.idx * kRowTile + r * kD + i] = fmaf(b[r] * expf(c[r]), x, v.y);
+        return fmaf(v.x, x, acc);
+      },
+      [&](int r, float kb) {
         db[r] += expf(c[r]) * kb;
-        dc[r] = f * kb;
-      }
-    }
-  }
+        dc[r] = b[r] * expf(c[r]) * kb;
+      });
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
     if (s > r) Y1[r * kLdC + s] = 0.0f;
