@@ -26,8 +26,8 @@ if [ "${1:-}" = "--detail" ]; then
   echo "== ${2:?kernel name} under ncu (one launch at 8x512) =="
   BITRANK_GDN_KERNEL=3 ncu -k regex:"${2}" -c 1 --section WarpStateStats --section SchedulerStats \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
-    --section LaunchStats ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 2>&1 |
-    grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -120
+    --section LaunchStats --section SourceCounters ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 2>&1 |
+    grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
 fi
 if [ "${1:-}" = "--kernels" ]; then
   echo "== design 3 kernels at 8x512 (ncu, one fwd+bwd: the first 11 launches) =="

@@ -6,112 +6,161 @@
 //
 // A and B are read through a layout tag: Row (A(m,k) at A[m·lda + k]) or
 // Col (A(m,k) at A[k·lda + m]), so a transposed operand costs nothing.
-// Operands and C may be in shared or global memory. Requirements (those of
-// wmma): M, N multiples of 16, K of 8; every leading dimension a multiple
-// of 4 floats and every pointer 32-byte aligned (pad shared rows to
-// 132 / 68 / 36 floats; a padded row also spreads the banks).
+// Operands and C may be in shared or global memory. Requirements: M a
+// multiple of 16, N of 8, K of 16; every leading dimension a multiple of 4
+// floats and every pointer 16-byte aligned (pad shared rows to 132 / 68 /
+// 36 floats; a padded row also spreads the banks).
 //
-// Numerics: 3xTF32. Each operand x splits into hi = tf32(x) and
-// lo = tf32(x − hi); the product accumulates lo·hi + hi·lo + hi·hi in f32
-// (the lo·lo term, ~2⁻²² relative, is dropped). The result carries f32
-// accuracy (about 1e-6 relative on the sums here) at a third of the TF32
-// tensor-core rate — one pass of TF32 alone (10-bit mantissa) would put
-// the GDN outputs near 1e-3 relative, above the ops' 2e-4 tolerance.
+// Numerics: 3xBF16. Each operand x splits into hi = bf16(x) and
+// lo = bf16(x − hi) (x − hi − lo ≤ 2⁻¹⁸|x|); the product accumulates
+// lo·hi + hi·lo, then hi·hi, in f32 (the dropped lo·lo term is ≤ 2⁻¹⁸ of
+// the product): about 1e-5 relative on the sums here, against the GDN ops'
+// 2e-4 tolerance. It replaced 3xTF32 (wmma 16×16×8, 2⁻²¹) because the
+// bf16 mma does twice the work per instruction (m16n8k16) and two values
+// split with one conversion — the tiles were issue-bound, not
+// tensor-bound. One pass of TF32 or bf16 alone would put the GDN outputs
+// near 1e-3.
 //
-// Work split: each warp owns an RM×RN block of 16×16 output fragments
-// (WarpTile); callers __syncthreads() between a product and any use of its C.
+// The mma.sync fragments are loaded straight from f32 memory and split in
+// registers. Within a 16-wide k step the hardware gives thread t of a quad
+// the k pairs {2t, 2t+1} and {2t+8, 2t+9}; a dot product does not care
+// which k a slot holds as long as A and B agree, so when either operand is
+// contiguous in k (Row A, Col B) thread t takes 4t..4t+3 instead and that
+// operand loads with one 16-byte access. With neither contiguous the
+// hardware's pairs stay: their scalar loads are free of bank conflicts at
+// the padded strides above (≡ 4 mod 32), the quads' would not be.
+//
+// Work split: each warp owns an RM×RN block of 16×8 output tiles (WarpTile,
+// chosen to load the fewest operand values per mma); callers
+// __syncthreads() between a product and any use of its C.
 #pragma once
 
-#include <mma.h>
+#include <cuda_bf16.h>
 
+#include <cstdint>
 #include <type_traits>
 
 namespace bitrank::cuda::tile {
 
-namespace wmma = nvcuda::wmma;
-using Row = wmma::row_major;
-using Col = wmma::col_major;
+struct Row {};
+struct Col {};
 
-template <class Frag>
-__device__ __forceinline__ void split_tf32(Frag& hi, Frag& lo) {
-#pragma unroll
-  for (int i = 0; i < hi.num_elements; ++i) {
-    const float x = hi.x[i];
-    const float h = wmma::__float_to_tf32(x);
-    hi.x[i] = h;
-    lo.x[i] = wmma::__float_to_tf32(x - h);
-  }
+// x0, x1 → (hi, lo) as packed bf16 pairs (x0 in the low half, as mma reads).
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
-// The warp tile, in 16×16 fragments: RM×RN per warp, as square as the
-// shape allows (each A fragment then feeds RN products, each B fragment RM).
+// d += a · b, one m16n8k16 bf16 tile with f32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The warp grid (WM × WN warps) and each warp's tile (RM × RN tiles of
+// 16×8) for an M×N product: of the grids that cover C evenly, the one that
+// loads the fewest operand values per mma (an A fragment holds 8 values per
+// thread, a B fragment 4: cost (8·RM + 4·RN) / (RM·RN)).
 template <int TM, int TN, int kWarps>
 struct WarpTile {
-  static constexpr int per_warp = TM * TN / kWarps;
-  static constexpr int half = per_warp >= 2 ? per_warp / 2 : 1;
-  static constexpr int RM = (per_warp >= 4 && per_warp % 2 == 0 && TM % 2 == 0 && TN % half == 0) ? 2 : 1;
-  static constexpr int RN = per_warp / RM;
-  static_assert(per_warp >= 1 && TM * TN == per_warp * kWarps, "the tiles must split evenly over the warps");
-  static_assert(TM % RM == 0 && TN % RN == 0, "warp tiles must cover C");
+  static constexpr int pick() {
+    int best = 0, best_cost = 1 << 30;
+    for (int wm = 1; wm <= kWarps; ++wm) {
+      if (kWarps % wm != 0 || TM % wm != 0 || TN % (kWarps / wm) != 0) continue;
+      const int rm = TM / wm, rn = TN / (kWarps / wm);
+      const int cost = (8 * rm + 4 * rn) * 1024 / (rm * rn);
+      if (cost < best_cost) best = wm, best_cost = cost;
+    }
+    return best;
+  }
+  static constexpr int WM = pick();
+  static_assert(WM > 0, "the 16×8 tiles of C must split evenly over the warps");
+  static constexpr int WN = kWarps / WM, RM = TM / WM, RN = TN / WN;
 };
 
 // An M×N product being accumulated in the registers of the block's warps:
 // any number of mma() calls (with any K and layouts, operands reloaded in
-// between), then one store(). Each warp owns the fragments of its WarpTile;
-// hi·hi and the two corrections go to separate accumulators (two
-// independent chains per fragment instead of one three times as long).
+// between), then one store().
 template <int M, int N, int kWarps = 8>
 class Acc {
-  static_assert(M % 16 == 0 && N % 16 == 0, "wmma tf32 tiles are 16×16×8");
-  using WT = WarpTile<M / 16, N / 16, kWarps>;
-  static constexpr int RM = WT::RM, RN = WT::RN, warps_n = (N / 16) / RN;
-  using Frag = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-  Frag hi_[RM][RN], lo_[RM][RN];
-  int m0_, n0_;
+  static_assert(M % 16 == 0 && N % 8 == 0, "bf16 mma tiles are 16×8×16");
+  using WT = WarpTile<M / 16, N / 8, kWarps>;
+  static constexpr int RM = WT::RM, RN = WT::RN;
+  float acc_[RM][RN][4];
+  int m0_, n0_, g_, t_;  // warp tile origin; the lane's group (row) and thread-in-group
 
  public:
   __device__ Acc() {
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    m0_ = (warp / warps_n) * RM * 16;
-    n0_ = (warp % warps_n) * RN * 16;
+    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    m0_ = (warp / WT::WN) * RM * 16;
+    n0_ = (warp % WT::WN) * RN * 8;
+    g_ = lane / 4;
+    t_ = lane % 4;
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
-      for (int j = 0; j < RN; ++j) {
-        wmma::fill_fragment(hi_[i][j], 0.0f);
-        wmma::fill_fragment(lo_[i][j], 0.0f);
-      }
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_[i][j][e] = 0.0f;
   }
 
   // += A (M×K) · B (K×N).
   template <int K, class LA, class LB>
   __device__ __forceinline__ void mma(const float* A, int lda, const float* B, int ldb) {
-    static_assert(K % 8 == 0, "wmma tf32 tiles are 16×16×8");
-    constexpr bool a_row = std::is_same_v<LA, Row>, b_row = std::is_same_v<LB, Row>;
+    static_assert(K % 16 == 0, "bf16 mma tiles are 16×8×16");
+    constexpr bool a_row = std::is_same_v<LA, Row>, b_col = std::is_same_v<LB, Col>, quad = a_row || b_col;
+    // This thread's k within a step: pair p holds k0(p) and k0(p) + 1.
+    const int k0[2] = {quad ? 4 * t_ : 2 * t_, quad ? 4 * t_ + 2 : 2 * t_ + 8};
 #pragma unroll 2
-    for (int k = 0; k < K; k += 8) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA> a_hi[RM], a_lo[RM];
-      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LB> b_hi[RN], b_lo[RN];
+    for (int k = 0; k < K; k += 16) {
+      uint32_t a_hi[RM][4], a_lo[RM][4];
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
-        const int m = m0_ + 16 * i;
-        wmma::load_matrix_sync(a_hi[i], a_row ? A + m * lda + k : A + k * lda + m, lda);
-        split_tf32(a_hi[i], a_lo[i]);
+        float x[2][4];  // rows g and g+8; pair 0 then pair 1
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0_ + 16 * i + g_ + 8 * h;
+          if constexpr (a_row) {
+            const float4 v = *reinterpret_cast<const float4*>(A + m * lda + k + k0[0]);
+            x[h][0] = v.x, x[h][1] = v.y, x[h][2] = v.z, x[h][3] = v.w;
+          } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) x[h][q] = A[(k + k0[q / 2] + q % 2) * lda + m];
+          }
+        }
+        // Registers 0/1: rows g / g+8 at pair 0; 2/3: the same at pair 1.
+        split_bf16x2(x[0][0], x[0][1], a_hi[i][0], a_lo[i][0]);
+        split_bf16x2(x[1][0], x[1][1], a_hi[i][1], a_lo[i][1]);
+        split_bf16x2(x[0][2], x[0][3], a_hi[i][2], a_lo[i][2]);
+        split_bf16x2(x[1][2], x[1][3], a_hi[i][3], a_lo[i][3]);
       }
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
-        const int n = n0_ + 16 * j;
-        wmma::load_matrix_sync(b_hi[j], b_row ? B + k * ldb + n : B + n * ldb + k, ldb);
-        split_tf32(b_hi[j], b_lo[j]);
-      }
+        const int n = n0_ + 8 * j + g_;
+        float y[4];  // column n; pair 0 then pair 1
+        if constexpr (b_col) {
+          const float4 v = *reinterpret_cast<const float4*>(B + n * ldb + k + k0[0]);
+          y[0] = v.x, y[1] = v.y, y[2] = v.z, y[3] = v.w;
+        } else {
 #pragma unroll
-      for (int i = 0; i < RM; ++i)
-#pragma unroll
-        for (int j = 0; j < RN; ++j) {
-          wmma::mma_sync(lo_[i][j], a_lo[i], b_hi[j], lo_[i][j]);
-          wmma::mma_sync(lo_[i][j], a_hi[i], b_lo[j], lo_[i][j]);
-          wmma::mma_sync(hi_[i][j], a_hi[i], b_hi[j], hi_[i][j]);
+          for (int q = 0; q < 4; ++q) y[q] = B[(k + k0[q / 2] + q % 2) * ldb + n];
         }
+        uint32_t b_hi[2], b_lo[2];
+        split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
+        split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          mma_bf16(acc_[i][j], a_lo[i], b_hi);
+          mma_bf16(acc_[i][j], a_hi[i], b_lo);
+          mma_bf16(acc_[i][j], a_hi[i], b_hi);
+        }
+      }
     }
   }
 
@@ -120,19 +169,18 @@ class Acc {
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
-      for (int j = 0; j < RN; ++j) {
-        float* cp = C + (m0_ + 16 * i) * ldc + n0_ + 16 * j;
-        Frag c;
-        if (accumulate) {
-          wmma::load_matrix_sync(c, cp, ldc, wmma::mem_row_major);
+      for (int j = 0; j < RN; ++j)
 #pragma unroll
-          for (int e = 0; e < c.num_elements; ++e) c.x[e] = fmaf(alpha, hi_[i][j].x[e] + lo_[i][j].x[e], c.x[e]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < c.num_elements; ++e) c.x[e] = alpha * (hi_[i][j].x[e] + lo_[i][j].x[e]);
+        for (int h = 0; h < 2; ++h) {
+          float2* cp = reinterpret_cast<float2*>(C + (m0_ + 16 * i + g_ + 8 * h) * ldc + n0_ + 8 * j + 2 * t_);
+          float2 v = make_float2(alpha * acc_[i][j][2 * h], alpha * acc_[i][j][2 * h + 1]);
+          if (accumulate) {
+            const float2 c = *cp;
+            v.x += c.x;
+            v.y += c.y;
+          }
+          *cp = v;
         }
-        wmma::store_matrix_sync(cp, c, ldc, wmma::mem_row_major);
-      }
   }
 };
 
