@@ -129,20 +129,95 @@ __device__ __forceinline__ void tile_pass(Load load, Store store) {
   }
 }
 
-// dst[r][i] (r < 64, i < 128, stride ld) = src[r·stride + i]·scale(r) for
-// r < L, i < d; zero elsewhere.
+// ---- global → shared copies, asynchronous (cp.async) -----------------------
+// A thread issues all its copies of a tile back to back and they land
+// together (landed()): one memory latency per load phase, where copies
+// through registers paid one per batch of loads (four per 64×128 tile).
+// Each thread then scales only the elements it fetched itself, so no
+// barrier is needed between landing and scaling; the caller's
+// __syncthreads() publishes the tile as before.
+
+__device__ __forceinline__ void cp_async(float* dst, const float* src, int bytes, int src_bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if (bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void landed() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// The slots of a 64-row tile COLS floats wide: four consecutive floats each,
+// thread-strided; fetch_rows and scale_rows visit the same ones.
+template <int COLS, class F>
+__device__ __forceinline__ void for_row_slots(F f) {
+  static_assert(COLS % 4 == 0 && (kC * COLS / 4) % kThreads == 0, "whole passes of the block");
+#pragma unroll
+  for (int e = threadIdx.x; e < kC * COLS / 4; e += kThreads) f(e / (COLS / 4), 4 * (e % (COLS / 4)));
+}
+
+// Issues dst[r][i] (r < 64, i < COLS, stride ld) = src[r·stride + i] for
+// r < L, i < d; zero elsewhere (stored at once).
+template <int COLS = kD>
+__device__ __forceinline__ void fetch_rows(float* dst, int ld, const float* src, index_t stride, int L, int d) {
+  const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  for_row_slots<COLS>([&](int r, int i) {
+    float* to = dst + r * ld + i;
+    const float* from = src + r * stride + i;
+    if (r >= L || i >= d) {
+      *reinterpret_cast<float4*>(to) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    } else if (vec && i + 4 <= d) {
+      cp_async(to, from, 16, 16);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (i + j < d) cp_async(to + j, from + j, 4, 4);
+        else to[j] = 0.0f;
+      }
+    }
+  });
+}
+
+// dst[r][·] *= scale(r) over this thread's slots (after landed()).
+template <int COLS = kD, class Scale>
+__device__ __forceinline__ void scale_rows(float* dst, int ld, Scale scale) {
+  for_row_slots<COLS>([&](int r, int i) {
+    float4* x = reinterpret_cast<float4*>(dst + r * ld + i);
+    const float s = scale(r);
+    float4 v = *x;
+    v.x *= s, v.y *= s, v.z *= s, v.w *= s;
+    *x = v;
+  });
+}
+
+struct One {};  // load_rows without a scale
+
+// fetch_rows, landed, then dst[r][·] *= scale(r).
 template <class Scale>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d,
                                           Scale scale) {
-  tile_pass<kC, kD, float>([&](int r, int i) { return (r < L && i < d) ? src[r * stride + i] : 0.0f; },
-                           [&](int r, int i, float v) { dst[r * ld + i] = v * scale(r); });
+  fetch_rows(dst, ld, src, stride, L, d);
+  landed();
+  if constexpr (!std::is_same_v<Scale, One>) scale_rows(dst, ld, scale);
 }
-struct One {
-  __device__ float operator()(int) const { return 1.0f; }
-};
 
-// Dense copies between a workspace tile (row stride lds) and shared memory
-// (row stride ldd), ROWS×COLS floats, 16-byte aligned rows.
+// Issues a dense ROWS×COLS copy from a workspace tile (row stride lds,
+// 16-byte aligned rows) into shared memory (row stride ldd).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src, int lds) {
+  static_assert(COLS % 4 == 0, "float4 rows");
+  for (int e = threadIdx.x; e < ROWS * COLS / 4; e += kThreads) {
+    const int r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
+    cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16);
+  }
+}
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_tile(float* dst, int ldd, const float* src, int lds) {
+  fetch_tile<ROWS, COLS>(dst, ldd, src, lds);
+  landed();
+}
+
+// Dense copy of a ROWS×COLS tile from shared memory to a workspace tile
+// (16-byte aligned rows).
 template <int ROWS, int COLS>
 __device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src, int lds) {
   static_assert(COLS % 4 == 0, "float4 rows");
@@ -177,7 +252,7 @@ __device__ void attention_scores(const float* Qs, const float* Ks, float* P, con
 // The chunk's q̂, k̂ rows into Qs, Ks, then P (c already in shared memory).
 __device__ void chunk_scores(const Dims& g, const Tape& tp, const Pos& p, float* Qs, float* Ks, float* P,
                              const float* c) {
-  load_rows(Qs, kLdD, q_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  fetch_rows(Qs, kLdD, q_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
   load_rows(Ks, kLdD, k_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
   __syncthreads();
   attention_scores(Qs, Ks, P, c, p.L);
@@ -208,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   float* c = Ts + kC * kLdC;      // [64]
   float* b = c + kC;              // [64]
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
-  load_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  fetch_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
   load_rows(Vs, kLdD, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d, One{});
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(As, kLdC, Ks, kLdD, Ks, kLdD, 1.0f, false);
@@ -260,19 +335,20 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
     const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
     chunk_scalars(g, a.tp, ea, p, c, b);  // (its barrier also orders the previous chunk's S update)
     copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, S, kLdV);
-    copy_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
-    copy_tile<kC, kTV>(Us, kLdV, ws.U + p.idx * kRowTile + j0, kD);
+    fetch_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
+    load_tile<kC, kTV>(Us, kLdV, ws.U + p.idx * kRowTile + j0, kD);
     __syncthreads();
     gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xs, kLdD, S, kLdV, -1.0f, true);
     __syncthreads();
+    fetch_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);  // lands while U is stored
     copy_tile<kC, kTV>(ws.U + p.idx * kRowTile + j0, kD, Us, kLdV);
     const float cl = c[p.L - 1], gl = expf(cl);
     float* f = b;  // this pass does not use β: its slot takes the row factors e^{c_last − c}
     if (threadIdx.x < kC) f[threadIdx.x] = expf(cl - c[threadIdx.x]);
     for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] *= gl;
     __syncthreads();
-    load_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d,
-              [&](int r) { return f[r]; });
+    landed();
+    scale_rows(Xs, kLdD, [&](int r) { return f[r]; });
     __syncthreads();
     gemm<kD, kTV, kC, Col, Row>(S, kLdV, Xs, kLdD, Us, kLdV, 1.0f, true);
   }
@@ -294,8 +370,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
   for (int e = threadIdx.x; e < kC * kD; e += kThreads) Qs[(e / kD) * kLdD + e % kD] *= expf(c[e / kD]);
-  copy_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
-  copy_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
+  fetch_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
+  load_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
   __syncthreads();
   tile::Acc<kC, 64> o;
   o.mma<kD, Row, Row>(Qs, kLdD, KS, kLdC);
@@ -357,23 +433,26 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
     }
     __syncthreads();
     copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, dS, kLdV);
-    load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fk[r]; });
-    load_rows(X2, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, [&](int r) { return fq[r]; });
-    copy_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
-    tile_pass<kC, kTV, float>(
-        [&](int r, int jj) { return (r < p.L && j0 + jj < g.d) ? a.d_qkv[v_col(g, p) + r * g.C + j0 + jj] : 0.0f; },
-        [&](int r, int jj, float v) { Ds[r * kLdV + jj] = v; });
-    __syncthreads();
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, X1, kLdD, dS, kLdV, 1.0f, true);
-    __syncthreads();
-    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
-    const float gl = expf(cl);
-    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
-    load_rows(X1, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD, [](int) { return -1.0f; });
+    fetch_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+    fetch_rows(X2, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+    fetch_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
+    fetch_rows<kTV>(Ds, kLdV, a.d_qkv + v_col(g, p) + j0, g.C, p.L, max(0, min(kTV, g.d - j0)));
+    landed();
+    scale_rows(X1, kLdD, [&](int r) { return fk[r]; });
+    scale_rows(X2, kLdD, [&](int r) { return fq[r]; });
     __syncthreads();
     tile::Acc<kD, kTV> acc;
     acc.mma<kC, Col, Row>(X2, kLdD, Ds, kLdV);
-    acc.mma<kC, Col, Row>(X1, kLdD, Us, kLdV);
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, X1, kLdD, dS, kLdV, 1.0f, true);
+    __syncthreads();
+    fetch_rows(X2, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD);  // lands while dU is stored and dS decays
+    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
+    const float gl = expf(cl);
+    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
+    landed();
+    scale_rows(X2, kLdD, [](int) { return -1.0f; });
+    __syncthreads();
+    acc.mma<kC, Col, Row>(X2, kLdD, Us, kLdV);
     acc.store(dS, kLdV, 1.0f, true);
     __syncthreads();
   }
@@ -385,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
 __device__ __forceinline__ void times_state_t(tile::Acc<kC, kD>& acc, const float* X, const float* S, float* Sh) {
   for (int j0 = 0; j0 < kD; j0 += 64) {
     __syncthreads();
-    copy_tile<kD, 64>(Sh, kLdC, S + j0, kD);
+    load_tile<kD, 64>(Sh, kLdC, S + j0, kD);
     __syncthreads();
     acc.mma<64, Row, Col>(X + j0, kLdD, Sh, kLdC);
   }
@@ -414,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const float* dh = ws.dh + p.idx * kStateTile;
   float* dQ = ws.dQ + p.idx * kRowTile;
   float* dK = ws.dK + p.idx * kRowTile;
-  copy_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  fetch_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
   load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, [&](int r) { return expf(c[r]); });
   float part = 0.0f;  // ⟨S₀, dS_L⟩
   {
@@ -481,8 +560,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   float* c = Ps + kC * kLdC;
   float* b = c + kC;
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
-  load_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
-  copy_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
+  fetch_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
+  load_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
   __syncthreads();
@@ -554,8 +633,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  copy_tile<kC, kC>(Ts, kLdC, ws.T + p.idx * kSqTile, kC);
-  copy_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  fetch_tile<kC, kC>(Ts, kLdC, ws.T + p.idx * kSqTile, kC);
+  load_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
   __syncthreads();
   gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
   __syncthreads();
@@ -571,7 +650,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);  // dU (βV)ᵀ
   __syncthreads();
-  copy_tile<kC, kD>(X1, kLdD, ws.dW + p.idx * kRowTile, kD);
+  fetch_tile<kC, kD>(X1, kLdD, ws.dW + p.idx * kRowTile, kD);
   load_rows(X2, kLdD, ksrc, kstride, p.L, g.d, [&](int r) { return b[r] * expf(c[r]); });
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, true);  // + dW (βe^cK)ᵀ
