@@ -1,5 +1,5 @@
 // Design 3 of the CUDA Gated DeltaNet core: the chunkwise form, forward and
-// backward, on the tensor cores (3xTF32, f32-accurate: tile_mma.cuh). The
+// backward, on the tensor cores (3xBF16, f32-accurate to ~1e-5: tile_mma.cuh). The
 // derivation, the names (c, M, A, T, Ũ, W, U, P, S₀, dS_L) and the
 // backward's steps (a)–(f) are those of src/ref/gdn_chunked.hpp, whose f64
 // host code this file follows kernel by kernel.
@@ -295,19 +295,23 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   }
   __syncthreads();
   // Forward substitution, a row at a time: T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj;
-  // four threads per column j, each a quarter of the s range.
+  // four threads per column j, each a quarter of the s range. A column
+  // reads only its own entries, and its four threads sit in one warp (8
+  // columns per warp): the rows need warp barriers, not block ones, and a
+  // warp starts at the first row below its columns.
   {
     const int j = threadIdx.x / 4, part = threadIdx.x % 4;
-    for (int r = 1; r < kC; ++r) {
+    for (int r = (j & ~7) + 1; r < kC; ++r) {
       float v = 0.0f;
       if (j < r)
         for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdC + s], Ts[s * kLdC + j], v);
       v += __shfl_xor_sync(0xffffffffu, v, 1);
       v += __shfl_xor_sync(0xffffffffu, v, 2);
       if (j < r && part == 0) Ts[r * kLdC + j] = -As[r * kLdC + j] - v;
-      __syncthreads();
+      __syncwarp();
     }
   }
+  __syncthreads();
   for (int e = threadIdx.x; e < kC * kD; e += kThreads) {
     const int r = e / kD, i = e % kD;
     Ks[r * kLdD + i] *= b[r] * expf(c[r]);
