@@ -115,14 +115,47 @@ void validate(const CompressOptions& o) {
   }
 }
 
-// The norm gains compress trains (and writes into the model it saves):
-// Llama attn/ffn norms, hybrid attn/post-attention norms and q/k norms, the
-// final norm (e2e).
-bool is_trained_gain(const std::string& name) {
-  for (const char* suffix : {"attn_norm.weight", "ffn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
-                             "attn_k_norm.weight"})
-    if (name.ends_with(suffix)) return true;
-  return name == "output_norm.weight";
+// The norm gains a block's student trains (and compress writes into the
+// model it saves), as (tensor name within the block, field) pairs: Llama
+// attn/ffn norms; hybrid attn/post-attention norms and, in full-attention
+// blocks, the q/k norms. The one list that initialising, keeping, counting
+// and recognising them go through; e2e also trains the final norm.
+template <class Weights>
+auto trained_gains(Weights& w) {
+  using Field = decltype(&w.attn_norm);
+  std::vector<std::pair<const char*, Field>> g;
+  if constexpr (std::is_same_v<std::remove_const_t<Weights>, StudentBlockWeights>) {
+    g = {{"attn_norm.weight", &w.attn_norm}, {"ffn_norm.weight", &w.ffn_norm}};
+  } else {
+    g = {{"attn_norm.weight", &w.attn_norm}, {"post_attention_norm.weight", &w.post_norm}};
+    if (w.full_attention) g.insert(g.end(), {{"attn_q_norm.weight", &w.q_norm}, {"attn_k_norm.weight", &w.k_norm}});
+  }
+  return g;
+}
+constexpr const char* kFinalNorm = "output_norm.weight";
+
+// The names of block b's trained gains.
+std::vector<std::string> trained_gain_names(const io::ModelConfig& cfg, index_t b) {
+  std::vector<std::string> names;
+  const auto add = [&](auto& w) {
+    for (const auto& [name, field] : trained_gains(w)) names.push_back(fmt::format("blk.{}.{}", b, name));
+  };
+  if (cfg.is_hybrid()) {
+    StudentHybridWeights w;
+    w.full_attention = cfg.layer_types.at(static_cast<std::size_t>(b)) == io::LayerType::full_attention;
+    add(w);
+  } else {
+    StudentBlockWeights w;
+    add(w);
+  }
+  return names;
+}
+
+bool is_trained_gain(const std::string& name, const io::ModelConfig& cfg) {
+  if (name == kFinalNorm) return true;
+  for (index_t b = 0; b < cfg.num_layers; ++b)
+    if (std::ranges::count(trained_gain_names(cfg, b), name) > 0) return true;
+  return false;
 }
 
 // The start of a run given --init: the file's BLR matrices, each the shape
@@ -155,7 +188,7 @@ InitModel load_init(const std::filesystem::path& path, const model::HostWeights&
     init.blr.emplace(p.name, std::move(from.blr.at(p.name)));
   }
   for (auto& [name, t] : from.dense) {
-    if (!is_trained_gain(name)) continue;
+    if (!is_trained_gain(name, b)) continue;
     const auto it = teacher.tensors.find(name);
     if (it == teacher.tensors.end() || it->second.shape != t.shape)
       fail("compress --init: {} in {} has no tensor of its shape in the teacher", name, path.string());
@@ -237,12 +270,9 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const auto trained_matrices = [&](index_t blocks) {
     return static_cast<std::ptrdiff_t>(std::ranges::count_if(plan_block, [&](index_t b) { return b < blocks; }));
   };
-  // The norm gains a layer-wise student trains: Llama attn/ffn norms; hybrid
-  // attn/post norms and, in full-attention blocks, the q/k norms.
   const auto trained_gain_count = [&](index_t blocks) {
     std::ptrdiff_t n = 0;
-    for (index_t b = 0; b < blocks; ++b)
-      n += hybrid && cfg.layer_types[static_cast<std::size_t>(b)] == io::LayerType::full_attention ? 4 : 2;
+    for (index_t b = 0; b < blocks; ++b) n += std::ssize(trained_gain_names(cfg, b));
     return n;
   };
 
@@ -540,41 +570,28 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     StudentBlockWeights w0;
     for (model::LlamaProj p : model::kAllLlamaProjs)
       w0.proj[static_cast<std::size_t>(p)] = init_blr.at(prefix + model::llama_proj_name(p));
-    w0.attn_norm = start_gain(prefix + "attn_norm.weight");
-    w0.ffn_norm = start_gain(prefix + "ffn_norm.weight");
+    for (auto [name, field] : trained_gains(w0)) *field = start_gain(prefix + name);
     return w0;
   };
   // A hybrid block's student at initialisation, its gains the --init file's when given.
   const auto hybrid_init = [&](index_t b) {
     const std::string prefix = fmt::format("blk.{}.", b);
     StudentHybridWeights w = hybrid_student_weights(weights, b, init_blr);
-    if (from) {
-      w.attn_norm = start_gain(prefix + "attn_norm.weight");
-      w.post_norm = start_gain(prefix + "post_attention_norm.weight");
-      if (w.full_attention) {
-        w.q_norm = start_gain(prefix + "attn_q_norm.weight");
-        w.k_norm = start_gain(prefix + "attn_k_norm.weight");
-      }
-    }
+    if (from)
+      for (auto [name, field] : trained_gains(w)) *field = start_gain(prefix + name);
     return w;
   };
   const auto keep_llama = [&](index_t b, const StudentBlockWeights& w) {
     const std::string prefix = fmt::format("blk.{}.", b);
     for (model::LlamaProj p : model::kAllLlamaProjs)
       run.trained[prefix + model::llama_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-    run.trained_gains[prefix + "ffn_norm.weight"] = w.ffn_norm;
+    for (auto [name, field] : trained_gains(w)) run.trained_gains[prefix + name] = *field;
   };
   const auto keep_hybrid = [&](index_t b, const StudentHybridWeights& w) {
     const std::string prefix = fmt::format("blk.{}.", b);
     for (model::HybridProj p : model::hybrid_block_projs(w.full_attention))
       if (hybrid_proj_is_blr(p)) run.trained[prefix + model::hybrid_proj_name(p)] = w.proj[static_cast<std::size_t>(p)];
-    run.trained_gains[prefix + "attn_norm.weight"] = w.attn_norm;
-    run.trained_gains[prefix + "post_attention_norm.weight"] = w.post_norm;
-    if (w.full_attention) {
-      run.trained_gains[prefix + "attn_q_norm.weight"] = w.q_norm;
-      run.trained_gains[prefix + "attn_k_norm.weight"] = w.k_norm;
-    }
+    for (auto [name, field] : trained_gains(w)) run.trained_gains[prefix + name] = *field;
   };
   for (index_t b = first_block; b < L && !e2e; ++b) {
     teacher_block(b);  // the targets: the teacher block on the teacher's inputs
@@ -643,7 +660,7 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
         // Trained: into the model, and the checkpoint of a finished run.
         const auto trained_w = trainer.download();
         for (index_t b = 0; b < L; ++b) keep(b, trained_w.blocks[static_cast<std::size_t>(b)]);
-        run.trained_gains["output_norm.weight"] = trained_w.final_norm;
+        run.trained_gains[kFinalNorm] = trained_w.final_norm;
         checkpoint(1, 0, nullptr, {});
       } else if (o.checkpoint_every > 0 && (s + 1) % o.checkpoint_every == 0) {
         checkpoint(0, s + 1, &trainer.state(), trainer.download_state());
@@ -658,14 +675,14 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     if (hybrid) {
       HybridE2eStudentWeights init_w;
       for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(hybrid_init(b));
-      if (from) init_w.final_norm = start_gain("output_norm.weight");  // else the teacher's
+      if (from) init_w.final_norm = start_gain(kFinalNorm);  // else the teacher's
       HybridE2eTrainer<float> trainer(*hybrid_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
                                       streaming.stream);
       train_e2e(trainer, keep_hybrid);
     } else {
       E2eStudentWeights init_w;
       for (index_t b = 0; b < L; ++b) init_w.blocks.push_back(llama_init(b));
-      if (from) init_w.final_norm = start_gain("output_norm.weight");  // else the teacher's
+      if (from) init_w.final_norm = start_gain(kFinalNorm);  // else the teacher's
       E2eTrainer<float> trainer(*llama_teacher, init_w, e2e_scaler, e2e_options, o.train.signs.optimizer, o.tau,
                                 streaming.stream);
       train_e2e(trainer, keep_llama);
