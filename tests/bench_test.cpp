@@ -23,6 +23,16 @@ TEST(BenchCli, LayerwiseStepRunsAndReportsItsRate) {
   EXPECT_GT(std::stod(m[2].str()), 0.0);
 }
 
+TEST(BenchCli, ShapeSelectsOneCaseOfAnOp) {
+  const auto [status, out] =
+      test::run_command("'" BITRANK_CLI "' bench --device cpu --op gdn --shape 1x256 --min-time 0.01 2>&1");
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(gdn fwd\+bwd +1x256 [^\n]* [0-9.]+ +[0-9.]+ GFLOP/s)"))) << out;
+  const auto none = test::run_command("'" BITRANK_CLI "' bench --device cpu --op gdn --shape 9x9 2>&1");
+  EXPECT_NE(none.first, 0);
+  EXPECT_NE(none.second.find("no case matches --op 'gdn' --shape '9x9'"), std::string::npos) << none.second;
+}
+
 TEST(BenchCli, BadOptionsAreErrors) {
   const auto none = test::run_command("'" BITRANK_CLI "' bench --device cpu --op 'no such case' 2>&1");
   EXPECT_NE(none.first, 0);

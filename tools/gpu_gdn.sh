@@ -3,7 +3,7 @@
 # reference (GdnCuda.*, the gdn parity cases under design 3) and the hybrid
 # model's tests (which run the default design), time
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
-# at 8×512 under ncu. Prints a short table last.
+# at 8×512 and at 1×32768 under ncu. Prints a short table last.
 #   tools/gpu_gdn.sh [--kernels]
 #   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
 #                                      occupancy for one launch of KERNEL (e.g. grads_wy)
@@ -30,10 +30,12 @@ if [ "${1:-}" = "--detail" ]; then
     grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
 fi
 if [ "${1:-}" = "--kernels" ]; then
-  echo "== design 3 kernels at 8x512 (ncu, one fwd+bwd: the first 11 launches) =="
-  BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 11 --csv \
-    --log-file /tmp/gdn_ncu.csv --metrics gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
-    ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 >/dev/null 2>&1
-  python3 tools/ncu_table.py /tmp/gdn_ncu.csv
+  for shape in 8x512 1x32768; do
+    echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: the first 11 launches) =="
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 11 --csv \
+      --log-file /tmp/gdn_ncu.csv --metrics gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+      ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1
+    python3 tools/ncu_table.py /tmp/gdn_ncu.csv
+  done
 fi
 exit $rc

@@ -73,7 +73,7 @@ int run_bench(const BenchOptions& opt) {
   std::vector<const BenchCase*> selected;
   std::map<std::string, bool> chosen;
   for (const auto& c : cases) {
-    if (!opt.op_filter.empty() && c.name.find(opt.op_filter) == std::string::npos) continue;
+    if (c.name.find(opt.op_filter) == std::string::npos || c.shape.find(opt.shape_filter) == std::string::npos) continue;
     if (!c.anchor.empty()) {
       auto it = by_name.find(c.anchor);
       BR_ASSERT(it != by_name.end(), "bench case {} names unknown anchor {}", c.name, c.anchor);
@@ -81,7 +81,7 @@ int run_bench(const BenchOptions& opt) {
     }
     if (!chosen[key(c)]) selected.push_back(&c), chosen[key(c)] = true;
   }
-  if (selected.empty()) fail("bench: no case matches --op '{}'", opt.op_filter);
+  if (selected.empty()) fail("bench: no case matches --op '{}' --shape '{}'", opt.op_filter, opt.shape_filter);
 
   int argc = 1;
   char arg0[] = "bitrank";

@@ -34,7 +34,8 @@ struct BenchCase {
 
 struct BenchOptions {
   std::string device = "cpu";
-  std::string op_filter;  // substring of the case name; empty = all
+  std::string op_filter;     // substring of the case name; empty = all
+  std::string shape_filter;  // substring of the case's shape; empty = all
   double min_time_s = 0.3;
 };
 

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "time the ops at fixed shapes, next to their anchors (sgemm, …)");
   bench_cmd->add_option("--device", bench.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
+  bench_cmd->add_option("--shape", bench.shape_filter, "only cases whose shape contains this (e.g. 1x32768)");
   bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case")->check(CLI::PositiveNumber);
 
   bitrank::cli::CompressCliOptions compress;
