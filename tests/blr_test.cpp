@@ -240,6 +240,63 @@ TEST(Blr, SignGradsMatchHostFormula) {
   for (const auto& name : test::available_backends()) sign_grads_match_host(test::backend(name), 3e-3);
 }
 
+// ---- the fused backward + sign gradients equal the two calls -------------
+
+template <class T>
+void fused_equals_two_calls(Backend<T>& be) {
+  const index_t m = 256, n = 384, r = 128, ntok = 70;
+  const int paths = 2;
+  const auto host = seed_layer(m, n, r, paths, false);
+  const auto x = upload<T>(*be.memory, rnd(static_cast<std::size_t>(ntok * n), 80, 2.0f));
+  const auto dy = upload<T>(*be.memory, rnd(static_cast<std::size_t>(ntok * m), 81, 1e-3f));
+  struct Run {
+    std::vector<T> dx, b, g_u, g_v, dh, dl, dg;
+  };
+  const auto run = [&](bool fused) {
+    BackendLayer<T> bl(*be.memory, host, m, n, r);  // fresh (zero) scale gradients
+    Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m)), a(*be.memory, static_cast<std::size_t>(paths * ntok * r)),
+        c(*be.memory, static_cast<std::size_t>(paths * ntok * m)), dx(*be.memory, static_cast<std::size_t>(ntok * n)),
+        b(*be.memory, static_cast<std::size_t>(paths * ntok * r)), g_u(*be.memory, static_cast<std::size_t>(paths * m * r)),
+        g_v(*be.memory, static_cast<std::size_t>(paths * n * r));
+    const BlrSaved<T> saved{a.view({paths, ntok, r}), c.view({paths, ntok, m})};
+    const CView<T> xv = x.view({ntok, n}), dyv = dy.view({ntok, m});
+    be.blr().blr_forward(bl.layer(), xv, y.view({ntok, m}), saved);
+    if (fused) {
+      be.blr().blr_backward_sign_grad(bl.layer(), xv, dyv, saved, dx.view({ntok, n}), 1024.0f, b.view({paths, ntok, r}),
+                                      g_u.view({paths, m, r}), g_v.view({paths, n, r}));
+    } else {
+      be.blr().blr_backward(bl.layer(), xv, dyv, saved, dx.view({ntok, n}), 1024.0f, b.view({paths, ntok, r}));
+      be.blr().blr_sign_grad(bl.layer(), xv, dyv, a.view({paths, ntok, r}), b.view({paths, ntok, r}), 1024.0f,
+                             g_u.view({paths, m, r}), g_v.view({paths, n, r}));
+    }
+    Run out{dx.download(), b.download(), g_u.download(), g_v.download(), {}, {}, {}};
+    for (int p = 0; p < paths; ++p) {
+      for (const auto& [to, from] : {std::pair{&out.dh, &bl.dh}, std::pair{&out.dl, &bl.dl}, std::pair{&out.dg, &bl.dg}}) {
+        const auto v = (*from)[static_cast<std::size_t>(p)].download();
+        to->insert(to->end(), v.begin(), v.end());
+      }
+    }
+    return out;
+  };
+  const Run two = run(false), one = run(true);
+  // The same staged operands through the same GEMMs and sums: equal to the bit.
+  EXPECT_EQ(one.dx, two.dx) << be.name;
+  EXPECT_EQ(one.b, two.b) << be.name;
+  EXPECT_EQ(one.g_u, two.g_u) << be.name;
+  EXPECT_EQ(one.g_v, two.g_v) << be.name;
+  EXPECT_EQ(one.dh, two.dh) << be.name;
+  EXPECT_EQ(one.dl, two.dl) << be.name;
+  EXPECT_EQ(one.dg, two.dg) << be.name;
+  double norm = 0;
+  for (T v : one.g_u) norm += std::fabs(static_cast<double>(v));
+  EXPECT_GT(norm, 0.0) << be.name << ": the sign gradients are not all zero";
+}
+
+TEST(Blr, BackwardSignGradEqualsTheTwoCalls) {
+  fused_equals_two_calls(test::ref_backend());
+  for (const auto& name : test::available_backends()) fused_equals_two_calls(test::backend(name));
+}
+
 // ---- the exact sign-flip identity (seed blr_sign_flip_exact; DESIGN §5) ---
 //
 // With L = ½‖y − y*‖², L is quadratic in each sign: flipping S_U[i,k] of a
@@ -433,6 +490,14 @@ TEST(Blr, BadInputIsAnError) {
   test::expect_error([&] { ops.blr_sign_grad(s.layer(), s.xv(), dyv, s.saved().a, s.saved().a, 1.0f, View<float>(s.g_u.data(), Shape{1, 6, 32}),
                                        View<float>(s.g_v.data(), Shape{1, 6, 32})); },
                "blr_sign_grad: g_u has shape [1, 6, 32], expected [1, 8, 32]");
+  // the fused call: b is required, the gradients checked as in the two calls
+  const View<float> gu(s.g_u.data(), Shape{1, 8, 32}), gv(s.g_v.data(), Shape{1, 6, 32});
+  test::expect_error([&] { ops.blr_backward_sign_grad(s.layer(), s.xv(), dyv, s.saved(), dxv, 1.0f, View<float>(), gu, gv); },
+                     "blr_backward_sign_grad: b has shape [], expected [1, 4, 32]");
+  test::expect_error([&] { ops.blr_backward_sign_grad(s.layer(), s.xv(), dyv, s.saved(), dxv, 1.0f, s.saved().a, gv, gv); },
+                     "blr_backward_sign_grad: g_u has shape [1, 6, 32], expected [1, 8, 32]");
+  test::expect_error([&] { ops.blr_backward_sign_grad(s.layer(), s.xv(), dyv, s.saved(), dxv, 3.0f, s.saved().a, gu, gv); },
+                     "blr_backward_sign_grad: grad_scale must be a positive power of two");
 }
 
 }  // namespace

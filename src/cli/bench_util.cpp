@@ -64,9 +64,12 @@ std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index
   std::vector<BenchCase> cases;
   cases.push_back({"blr fwd+bwd", shape, fb, 0, anchors.fwd_bwd, forward_backward});
   cases.push_back({"blr sign grads", shape, sg, 0, anchors.sign, sign_grads});
+  // The trainer's sequence: the forward, then the backward and sign gradients in one call.
   cases.push_back({"blr fwd+bwd+sign", shape, fb + sg, 0, anchors.all, [=] {
-                     forward_backward();
-                     sign_grads();
+                     bp->blr().blr_forward(layer(), st->x->view({T, n}), st->y->view({T, m}), saved());
+                     bp->blr().blr_backward_sign_grad(layer(), st->x->view({T, n}), st->dy->view({T, m}), saved(),
+                                                      st->dx->view({T, n}), 1024.0f, st->b->view({P, T, r}),
+                                                      st->gu->view({P, m, r}), st->gv->view({P, n, r}));
                    }});
   return cases;
 }

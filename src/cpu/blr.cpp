@@ -119,53 +119,87 @@ class CpuBlrOps final : public BlrOps<float> {
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
-    ensure_path_caches(paths);
-    const float inv_scale = 1.0f / grad_scale;
-    float* dyh = act_.get(ntok * std::max(m, n));
-    float* bl = act_r_.get(ntok * r);
-    float* b_tmp = b_out.data ? nullptr : b_.get(ntok * r);
-    float* dxp = dxp_.get(ntok * n);
-    for (index_t p = 0; p < paths; ++p) {
-      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
-      const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
-      const float* a = saved.a.data + p * ntok * r;
-      const float* c = saved.c.data + p * ntok * m;
-      float* b = b_out.data ? b_out.data + p * ntok * r : b_tmp;
-      // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
-      stage_and_colsum(dy.data, path.h.data, grad_scale, dyh, dy.data, c, ntok, m, path.dh.data);
-      sgemm(false, false, ntok, r, m, inv_scale, dyh, m, su, r, 0.0f, b, r);  // b = (dy⊙h)·S_U
-      // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-      stage_and_colsum(b, path.l.data, grad_scale, bl, a, b, ntok, r, path.dl.data);
-      sgemm(false, true, ntok, n, r, inv_scale, bl, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
-      // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
-      input_grad(x.data, dxp, path.g.data, ntok, n, path.dg.data, dx.data, p > 0);
-    }
+    const Staged st = staging(layer, x.dim(0));
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p)
+      backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
-    const float inv_scale = 1.0f / grad_scale;
-    float* big = act_.get(ntok * std::max(m, n));
-    float* small = act_r_.get(ntok * r);
-    for (index_t p = 0; p < paths; ++p) {
+    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
+    const Staged st = staging(layer, ntok);
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      // G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
-      stage_rows(dy.data, path.h.data, grad_scale, ntok, m, big);
-      stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, small);
-      sgemm(true, false, m, r, ntok, inv_scale, big, m, small, r, 0.0f, g_u.data + p * m * r, r);
-      // G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
-      stage_rows(x.data, path.g.data, 1.0f, ntok, n, big);
-      stage_rows(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, small);
-      sgemm(true, false, n, r, ntok, inv_scale, big, n, small, r, 0.0f, g_v.data + p * n * r, r);
+      stage_rows(dy.data, path.h.data, grad_scale, ntok, m, st.big);
+      sign_grad_u(layer, a, grad_scale, p, st, g_u);
+      stage_rows(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, st.small);
+      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+    }
+  }
+
+  // Per path: the backward leaves dy⊙h·gs and b⊙ℓ·gs staged, and the sign
+  // gradients take them from there.
+  void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
+                                   const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
+                                   View<float> g_u, View<float> g_v) override {
+    const Staged st = staging(layer, x.dim(0));
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
+      backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
+      sign_grad_u(layer, saved.a, grad_scale, p, st, g_u);
+      sign_grad_v(layer, x, grad_scale, p, st, g_v);
     }
   }
 
  private:
+  // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
+  // (dy⊙h·gs or x⊙g), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
+  // G_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  struct Staged {
+    float *big, *small, *small2;
+  };
+  Staged staging(const BlrLayer<float>& layer, index_t ntok) {
+    return {act_.get(ntok * std::max(layer.m, layer.n)), act_r_.get(ntok * layer.r), act_r2_.get(ntok * layer.r)};
+  }
+
+  // Path p of the backward; leaves dy⊙h·gs in st.big and b⊙ℓ·gs in st.small.
+  void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
+                     View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    const float inv_scale = 1.0f / grad_scale;
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
+    const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
+    const float* a = saved.a.data + p * ntok * r;
+    const float* c = saved.c.data + p * ntok * m;
+    float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
+    float* dxp = dxp_.get(ntok * n);
+    // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
+    stage_and_colsum(dy.data, path.h.data, grad_scale, st.big, dy.data, c, ntok, m, path.dh.data);
+    sgemm(false, false, ntok, r, m, inv_scale, st.big, m, su, r, 0.0f, b, r);  // b = (dy⊙h)·S_U
+    // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
+    stage_and_colsum(b, path.l.data, grad_scale, st.small, a, b, ntok, r, path.dl.data);
+    sgemm(false, true, ntok, n, r, inv_scale, st.small, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
+    // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
+    input_grad(x.data, dxp, path.g.data, ntok, n, path.dg.data, dx.data, p > 0);
+  }
+
+  // G_U of path p = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs from dy⊙h·gs staged in st.big.
+  void sign_grad_u(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t p, const Staged& st,
+                   View<float> g_u) {
+    const index_t m = layer.m, r = layer.r, ntok = a.dim(1);
+    stage_rows(a.data + p * ntok * r, layer.paths[static_cast<std::size_t>(p)].l.data, 1.0f, ntok, r, st.small2);
+    sgemm(true, false, m, r, ntok, 1.0f / grad_scale, st.big, m, st.small2, r, 0.0f, g_u.data + p * m * r, r);
+  }
+
+  // G_V of path p = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs from b⊙ℓ·gs staged in st.small (st.big is overwritten).
+  void sign_grad_v(const BlrLayer<float>& layer, CView<float> x, float grad_scale, index_t p, const Staged& st,
+                   View<float> g_v) {
+    const index_t n = layer.n, r = layer.r, ntok = x.dim(0);
+    stage_rows(x.data, layer.paths[static_cast<std::size_t>(p)].g.data, 1.0f, ntok, n, st.big);
+    sgemm(true, false, n, r, ntok, 1.0f / grad_scale, st.big, n, st.small, r, 0.0f, g_v.data + p * n * r, r);
+  }
+
   // Rows per parallel chunk so that a chunk holds ≥ ~16k elements.
   static index_t row_grain(index_t width) { return std::max<index_t>(1, 16384 / std::max<index_t>(width, 1)); }
 
@@ -263,6 +297,7 @@ class CpuBlrOps final : public BlrOps<float> {
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
   Scratch act_;      // staged [ntok][max(m, n)] operand: x⊙g or dy⊙h·gs
   Scratch act_r_;    // staged [ntok][r] operand: a⊙ℓ or b⊙ℓ·gs
+  Scratch act_r2_;   // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
   Scratch b_;        // b of one path when the caller does not keep it
   Scratch dxp_;      // dx' of one path [ntok][n]
   Scratch partial_;  // column-sum partials [blocks][width]

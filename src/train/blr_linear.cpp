@@ -191,16 +191,16 @@ void BlrLinear<T>::backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, Vie
   ensure_size(ws.b, mem, P * ntok * r);
   const View<T> a = tape.a.view({P, ntok, r}), b = ws.b.view({P, ntok, r});
   BlrOps<T>& ops = be_->blr();
-  ops.blr_backward(layer(), x, dy, {a, tape.c.view({P, ntok, m})}, dx, grad_scale, b);
+  const BlrSaved<T> saved{a, tape.c.view({P, ntok, m})};
   if (!sign_grads_written_) {
-    ops.blr_sign_grad(layer(), x, dy, a, b, grad_scale, t_.g_u, t_.g_v);
+    ops.blr_backward_sign_grad(layer(), x, dy, saved, dx, grad_scale, b, t_.g_u, t_.g_v);
     sign_grads_written_ = true;
     return;
   }
   // A later backward before the step: its sign gradients are added.
   ensure_size(ws.g_sign, mem, P * (m + n) * r);
   const View<T> gu(ws.g_sign.data(), Shape{P, m, r}), gv(ws.g_sign.data() + P * m * r, Shape{P, n, r});
-  ops.blr_sign_grad(layer(), x, dy, a, b, grad_scale, gu, gv);
+  ops.blr_backward_sign_grad(layer(), x, dy, saved, dx, grad_scale, b, gu, gv);
   be_->sign().sign_defer(View<T>(gu.data, Shape{P * m, r}), View<T>(t_.g_u.data, Shape{P * m, r}));
   be_->sign().sign_defer(View<T>(gv.data, Shape{P * n, r}), View<T>(t_.g_v.data, Shape{P * n, r}));
 }

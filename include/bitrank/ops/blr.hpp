@@ -117,12 +117,38 @@ class BlrOps {
     blr_sign_grad_impl(layer, x, dy, a, b, grad_scale, g_u, g_v);
   }
 
+  // blr_backward (b required), then blr_sign_grad on that b, in one call:
+  // the same results as the two calls, and a backend may reuse what the
+  // backward staged (dy⊙h, b⊙ℓ) for the sign gradients instead of staging
+  // them again.
+  void blr_backward_sign_grad(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
+                              View<T> dx, float grad_scale, View<T> b, View<T> g_u, View<T> g_v) {
+    constexpr std::string_view op = "blr_backward_sign_grad";
+    check_layer(op, layer, true);
+    const index_t ntok = tokens(op, x, layer.n);
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    check::dense(op, "dy", dy, Shape{ntok, layer.m});
+    check_saved(op, layer, ntok, saved);
+    check::dense(op, "dx", dx, Shape{ntok, layer.n});
+    check::dense(op, "b", b, Shape{paths, ntok, layer.r});
+    check::dense(op, "g_u", g_u, Shape{paths, layer.m, layer.r});
+    check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
+    check_grad_scale(op, grad_scale);
+    blr_backward_sign_grad_impl(layer, x, dy, saved, dx, grad_scale, b, g_u, g_v);
+  }
+
  protected:
   virtual void blr_forward_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) = 0;
   virtual void blr_backward_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
                                  View<T> dx, float grad_scale, View<T> b) = 0;
   virtual void blr_sign_grad_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, CView<T> a, CView<T> b,
                                   float grad_scale, View<T> g_u, View<T> g_v) = 0;
+  virtual void blr_backward_sign_grad_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy,
+                                           const BlrSaved<T>& saved, View<T> dx, float grad_scale, View<T> b,
+                                           View<T> g_u, View<T> g_v) {
+    blr_backward_impl(layer, x, dy, saved, dx, grad_scale, b);
+    blr_sign_grad_impl(layer, x, dy, saved.a, b, grad_scale, g_u, g_v);
+  }
 
  private:
   static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads) {
