@@ -231,7 +231,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const bool e2e = o.objective == "e2e";
 
   // 1. Teacher, tokenizer, text.
-  const model::HostWeights weights = model::load_weights(o.model);
+  // (Not const: --init swaps its gains in for the starting perplexity, and back.)
+  model::HostWeights weights = model::load_weights(o.model);
   const io::ModelConfig& cfg = weights.config;
   const bool hybrid = cfg.is_hybrid();
   // --init: the compressed model this run starts from (else Dual-SVID, step 2).
@@ -378,13 +379,23 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
   const std::span<const std::int32_t> eval_span(eval_ids);
   if (!resumed) {
     const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
-    std::optional<model::HostWeights> with_gains;  // --init: the teacher's dense tensors but the file's gains
-    if (from) {
-      with_gains = weights;
-      for (const auto& [name, v] : from->gains) with_gains->tensors.at(name).values = v;
-    }
+    // --init: the starting model has the teacher's dense tensors but the
+    // file's gains, swapped into `weights` while it is built (a model copies
+    // what it reads) and back when this scope ends, also on an error.
+    struct SwappedGains {
+      model::HostWeights& w;
+      std::map<std::string, std::vector<float>>* gains;
+      void swap() {
+        if (gains)
+          for (auto& [name, v] : *gains) std::swap(w.tensors.at(name).values, v);
+      }
+      ~SwappedGains() { swap(); }
+    } swapped{weights, from ? &from->gains : nullptr};
+    swapped.swap();
     const std::unique_ptr<model::DecoderModel<float>> student0 =
-        model::make_model(be, with_gains ? *with_gains : weights, init_blr, streaming.stream);
+        model::make_model(be, weights, init_blr, streaming.stream);
+    swapped.swap();
+    swapped.gains = nullptr;
     const Perplexity ppl_init =
         perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, from ? "the --init model" : "Dual-SVID init");
     run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};
