@@ -7,6 +7,8 @@
 #   tools/gpu_gdn.sh [--kernels]
 #   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
 #                                      occupancy for one launch of KERNEL (e.g. grads_wy)
+#   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck and racecheck over the
+#                                      GDN tests (racecheck takes minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -28,6 +30,14 @@ if [ "${1:-}" = "--detail" ]; then
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
     --section LaunchStats --section SourceCounters ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 2>&1 |
     grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
+fi
+if [ "${1:-}" = "--sanitize" ]; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool ${tool} over GdnCuda.* and the gdn parity cases on cuda =="
+    BITRANK_GDN_KERNEL=3 timeout 480 compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
+      --gtest_filter='GdnCuda.*:Parity/gdn*.cuda' > "${OUT:-/tmp}/gdn_${tool}.log" 2>&1
+    echo "rc=$? (124: the timeout)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "${OUT:-/tmp}/gdn_${tool}.log" | sort -u
+  done
 fi
 if [ "${1:-}" = "--kernels" ]; then
   for shape in 8x512 1x32768; do
