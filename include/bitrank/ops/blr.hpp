@@ -88,15 +88,7 @@ class BlrOps {
   // wrote for the same layer and x.
   void blr_backward(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved, View<T> dx,
                     float grad_scale, View<T> b = {}) {
-    constexpr std::string_view op = "blr_backward";
-    check_layer(op, layer, true);
-    const index_t ntok = tokens(op, x, layer.n);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
-    check::dense(op, "dy", dy, Shape{ntok, layer.m});
-    check_saved(op, layer, ntok, saved);
-    check::dense(op, "dx", dx, Shape{ntok, layer.n});
-    if (b.data || b.rank() > 0) check::dense(op, "b", b, Shape{paths, ntok, layer.r});
-    check_grad_scale(op, grad_scale);
+    check_backward("blr_backward", layer, x, dy, saved, dx, grad_scale, b, false);
     blr_backward_impl(layer, x, dy, saved, dx, grad_scale, b);
   }
 
@@ -111,8 +103,7 @@ class BlrOps {
     check::dense(op, "dy", dy, Shape{ntok, layer.m});
     check::dense(op, "a", a, Shape{paths, ntok, layer.r});
     check::dense(op, "b", b, Shape{paths, ntok, layer.r});
-    check::dense(op, "g_u", g_u, Shape{paths, layer.m, layer.r});
-    check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
+    check_sign_grads(op, layer, g_u, g_v);
     check_grad_scale(op, grad_scale);
     blr_sign_grad_impl(layer, x, dy, a, b, grad_scale, g_u, g_v);
   }
@@ -124,16 +115,8 @@ class BlrOps {
   void blr_backward_sign_grad(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
                               View<T> dx, float grad_scale, View<T> b, View<T> g_u, View<T> g_v) {
     constexpr std::string_view op = "blr_backward_sign_grad";
-    check_layer(op, layer, true);
-    const index_t ntok = tokens(op, x, layer.n);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
-    check::dense(op, "dy", dy, Shape{ntok, layer.m});
-    check_saved(op, layer, ntok, saved);
-    check::dense(op, "dx", dx, Shape{ntok, layer.n});
-    check::dense(op, "b", b, Shape{paths, ntok, layer.r});
-    check::dense(op, "g_u", g_u, Shape{paths, layer.m, layer.r});
-    check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
-    check_grad_scale(op, grad_scale);
+    check_backward(op, layer, x, dy, saved, dx, grad_scale, b, true);
+    check_sign_grads(op, layer, g_u, g_v);
     blr_backward_sign_grad_impl(layer, x, dy, saved, dx, grad_scale, b, g_u, g_v);
   }
 
@@ -151,6 +134,24 @@ class BlrOps {
   }
 
  private:
+  // A backward's arguments (b checked when given, or when required).
+  static void check_backward(std::string_view op, const BlrLayer<T>& layer, CView<T> x, CView<T> dy,
+                             const BlrSaved<T>& saved, View<T> dx, float grad_scale, View<T> b, bool b_required) {
+    check_layer(op, layer, true);
+    const index_t ntok = tokens(op, x, layer.n);
+    check::dense(op, "dy", dy, Shape{ntok, layer.m});
+    check_saved(op, layer, ntok, saved);
+    check::dense(op, "dx", dx, Shape{ntok, layer.n});
+    if (b_required || b.data || b.rank() > 0)
+      check::dense(op, "b", b, Shape{static_cast<index_t>(layer.paths.size()), ntok, layer.r});
+    check_grad_scale(op, grad_scale);
+  }
+  static void check_sign_grads(std::string_view op, const BlrLayer<T>& layer, View<T> g_u, View<T> g_v) {
+    const index_t paths = static_cast<index_t>(layer.paths.size());
+    check::dense(op, "g_u", g_u, Shape{paths, layer.m, layer.r});
+    check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
+  }
+
   static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads) {
     check::positive(op, "layer m", layer.m);
     check::positive(op, "layer n", layer.n);
