@@ -5,6 +5,10 @@
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
 # at 8×512 and at 1×32768 under ncu. Prints a short table last.
 #   tools/gpu_gdn.sh [--kernels]
+#   FLA_SRC=<flash-linear-attention checkout> tools/gpu_gdn.sh …   also times FLA's
+#                                      chunk_gated_delta_rule in the same run (its
+#                                      backward's version guard bypassed: see
+#                                      bench/anchors/fla_gdn.py)
 #   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
 #                                      occupancy for one launch of KERNEL (e.g. grads_wy)
 #   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck and racecheck over the
@@ -24,6 +28,10 @@ for k in 2 3; do
   echo "== design $k =="
   BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" | head -2
 done
+if [ -n "${FLA_SRC:-}" ]; then
+  echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
+  python3 bench/anchors/fla_gdn.py --bypass-guard 2>&1 | tail -6
+fi
 if [ "${1:-}" = "--detail" ]; then
   echo "== ${2:?kernel name} under ncu (one launch at 8x512) =="
   BITRANK_GDN_KERNEL=3 ncu -k regex:"${2}" -c 1 --section WarpStateStats --section SchedulerStats \
