@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
 """Summarise an ncu CSV log (ncu --csv --log-file F --metrics gpu__time_duration.sum[,
-sm__warps_active.avg.pct_of_peak_sustained_active] ...) as a short table.
+sm__warps_active.avg.pct_of_peak_sustained_active][,smsp__average_warps_issue_stalled_
+<reason>_per_issue_active.ratio, ...] ...) as a short table. With stall metrics, each
+launch also lists its three largest stall reasons (warps stalled per issued instruction).
 
   tools/ncu_table.py F            one line per launch, in launch order, and the total
   tools/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
                                   largest total first
+  tools/ncu_table.py --stall-metrics   the stall metrics' names, comma-separated
 """
 import csv
 import re
 import sys
 from collections import OrderedDict
+
+
+STALL = "smsp__average_warps_issue_stalled_"
+# The stall reasons asked for by tools/gpu_gdn.sh --kernels.
+STALL_METRICS = ",".join(STALL + r + "_per_issue_active.ratio" for r in (
+    "barrier", "long_scoreboard", "short_scoreboard", "mio_throttle", "math_pipe_throttle", "wait",
+    "not_selected", "lg_throttle", "dispatch_stall", "no_instruction", "branch_resolving", "membar"))
 
 
 def launches(path):
@@ -22,7 +32,7 @@ def launches(path):
     for r in rows[1:]:
         name = re.sub(r"\(.*", "", r[k].replace("(anonymous namespace)", "")).split("::")[-1]
         name = name.split("<")[0].split()[-1] if name.strip() else r[k]
-        rec = out.setdefault(r[i], {"name": name, "us": 0.0, "warps": None})
+        rec = out.setdefault(r[i], {"name": name, "us": 0.0, "warps": None, "stalls": {}})
         value = float(r[v].replace(",", ""))
         if r[m] == "gpu__time_duration.sum":
             scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
@@ -31,10 +41,15 @@ def launches(path):
             rec["us"] = value * scale[r[u]]
         elif r[m].startswith("sm__warps_active"):
             rec["warps"] = value
+        elif r[m].startswith(STALL):
+            rec["stalls"][r[m][len(STALL):].replace("_per_issue_active.ratio", "")] = value
     return list(out.values())
 
 
 def main():
+    if sys.argv[1:] == ["--stall-metrics"]:  # the metric list, for ncu --metrics
+        print(STALL_METRICS)
+        return
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     recs = launches(sys.argv[1])
@@ -51,7 +66,9 @@ def main():
     else:
         for r in recs:
             warps = f"   active warps {r['warps']:5.1f}%" if r["warps"] is not None else ""
-            print(f"  {r['name'][:30]:30s} {r['us']:9.1f} us{warps}")
+            top = sorted(r["stalls"].items(), key=lambda kv: -kv[1])[:3]
+            stalls = "   " + ", ".join(f"{k} {v:.2f}" for k, v in top) if top else ""
+            print(f"  {r['name'][:30]:30s} {r['us']:9.1f} us{warps}{stalls}")
     print(f"  {'total':30s} {total:9.1f} us over {len(recs)} launches")
 
 
