@@ -381,21 +381,15 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
     const Perplexity ppl_teacher = perplexity(teacher, eval_span, o.eval_seq_len, eval_windows, "teacher");
     // --init: the starting model has the teacher's dense tensors but the
     // file's gains, swapped into `weights` while it is built (a model copies
-    // what it reads) and back when this scope ends, also on an error.
-    struct SwappedGains {
-      model::HostWeights& w;
-      std::map<std::string, std::vector<float>>* gains;
-      void swap() {
-        if (gains)
-          for (auto& [name, v] : *gains) std::swap(w.tensors.at(name).values, v);
-      }
-      ~SwappedGains() { swap(); }
-    } swapped{weights, from ? &from->gains : nullptr};
-    swapped.swap();
+    // what it reads) and swapped back right after.
+    const auto swap_gains = [&] {
+      if (from)
+        for (auto& [name, v] : from->gains) std::swap(weights.tensors.at(name).values, v);
+    };
+    swap_gains();
     const std::unique_ptr<model::DecoderModel<float>> student0 =
         model::make_model(be, weights, init_blr, streaming.stream);
-    swapped.swap();
-    swapped.gains = nullptr;
+    swap_gains();
     const Perplexity ppl_init =
         perplexity(*student0, eval_span, o.eval_seq_len, eval_windows, from ? "the --init model" : "Dual-SVID init");
     run.perplexity = {{"teacher", ppl_json(ppl_teacher)}, {"init", ppl_json(ppl_init)}};

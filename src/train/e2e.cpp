@@ -120,7 +120,7 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
   if (!std::isfinite(options_.mse_weight) || options_.mse_weight < 0)
     fail("e2e step: mse_weight must be finite and ≥ 0, got {}", options_.mse_weight);
   model::check_tokens(tokens, window, teacher_->config().vocab_size, "e2e step");
-  const double lambda = options_.mse_weight / static_cast<double>(window);  // λ/T: see e2e.hpp
+  const double lambda = mse_lambda(window);
   const index_t n = static_cast<index_t>(tokens.size()), d = dims_.hidden, L = blocks();
   Memory& mem = *be_->memory;
   ensure_size(xs_, mem, (slots_ ? 2 : L + 1) * n * d);
@@ -154,7 +154,6 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
 
 template <class Student>
 void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, index_t window, bool backward) {
-  // (window: the T of total = KL + (λ/T)·mse)
   const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
   const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
   Memory& mem = *be_->memory;
@@ -199,7 +198,7 @@ void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, index_t window, bool 
     if (backward) be_->dense().dense_backward(dz, CView<T>(head.data + v0 * d, Shape{vs, d}), dxn_.view({n, d}));
   }
   loss.kl = sum / static_cast<double>(n);
-  loss.total = loss.kl + options_.mse_weight / static_cast<double>(window) * loss.mse;
+  loss.total = loss.kl + mse_lambda(window) * loss.mse;
   if (!backward) return;
   norm.rmsnorm_gain_grad(x(L, n), inv_s, dxn_.view({n, d}), final_norm_grad());
   norm.rmsnorm_backward(x(L, n), final_norm(), inv_s, dxn_.view({n, d}), style, dh_.view({n, d}));

@@ -237,6 +237,8 @@ class E2eTrainerOf {
   // Both head passes: loss.kl, and with `backward` dh of x_L (into dh_) and
   // the final gain's gradient.
   void head(E2eLoss& loss, index_t n, index_t window, bool backward);
+  // λ/T, the weight of Σ_b MSE_b in the loss for windows of T tokens.
+  double mse_lambda(index_t window) const { return options_.mse_weight / static_cast<double>(window); }
   View<T> x(index_t b, index_t n) const;         // student block input b [n][d] (b = L: the output)
   View<T> mse_grad(index_t b, index_t n) const;  // g_b [n][d]
   // Streamed (no-ops otherwise): x_b and/or g_b from the device to their
