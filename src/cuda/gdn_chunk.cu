@@ -19,7 +19,8 @@
 //     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
 // The intermediate per-chunk matrices live in a workspace (ChunkWs) laid out
 // [chunk][v-head][64][128] (states [128][128], T [64][64]). Its forward part
-// (W, U, S₀, T) sits in the tape's record part when that is large enough
+// (W, U, S₀, T, and prep's c and β, which the other kernels fetch instead of
+// recomputing) sits in the tape's record part when that is large enough
 // (gdn.cu's chunk_record_area: the default ckpt_every = 8 at windows of 64
 // and more), so the backward reads what the forward wrote; otherwise it is
 // pool memory and the backward recomputes it with the forward's kernels.
@@ -50,6 +51,7 @@ constexpr int kLdV = kTV + 4;
 constexpr index_t kRowTile = static_cast<index_t>(kC) * kD;  // a 64×128 workspace tile
 constexpr index_t kStateTile = static_cast<index_t>(kD) * kD;
 constexpr index_t kSqTile = static_cast<index_t>(kC) * kC;
+constexpr index_t kScalars = 2 * kC;  // c then β of a chunk (ws.cb)
 
 __device__ __forceinline__ float softplusf_(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
@@ -145,6 +147,19 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, int bytes
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void landed() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Issues the copy of a chunk's c and β (prep's, in ws.cb) into cb[0..63]
+// and cb[64..127] (16-byte aligned).
+__device__ __forceinline__ void fetch_scalars(const float* ws_cb, index_t idx, float* cb) {
+  if (threadIdx.x < kScalars / 4)
+    cp_async(cb + 4 * threadIdx.x, ws_cb + idx * kScalars + 4 * threadIdx.x, 16, 16);
+}
+// fetch_scalars, landed, and a barrier: c and β visible to the block.
+__device__ __forceinline__ void load_scalars(const float* ws_cb, index_t idx, float* cb) {
+  fetch_scalars(ws_cb, idx, cb);
+  landed();
+  __syncthreads();
+}
 
 // The slots of a 64-row tile COLS floats wide: four consecutive floats each,
 // thread-strided; fetch_rows and scale_rows visit the same ones.
@@ -283,6 +298,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   float* c = Ts + kC * kLdC;      // [64]
   float* b = c + kC;              // [64]
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  if (threadIdx.x < kScalars) ws.cb[p.idx * kScalars + threadIdx.x] = c[threadIdx.x];  // c, then β (b = c + 64)
   fetch_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
   load_rows(Vs, kLdD, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d, One{});
   __syncthreads();
@@ -333,11 +349,10 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
   float* Us = Xs + kC * kLdD;    // [64][36]
   float* c = Us + kC * kLdV;     // [64]
   float* b = c + kC;
-  const float ea = expf(a.a_log[h]);
   for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] = 0.0f;
   for (int ci = 0; ci < nch; ++ci) {
     const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
-    chunk_scalars(g, a.tp, ea, p, c, b);  // (its barrier also orders the previous chunk's S update)
+    load_scalars(ws.cb, p.idx, c);  // (its barrier also orders the previous chunk's S update)
     copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, S, kLdV);
     fetch_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
     load_tile<kC, kTV>(Us, kLdV, ws.U + p.idx * kRowTile + j0, kD);
@@ -369,9 +384,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   float* KS = Qs + kC * kLdD;      // K [64][132], then S₀'s columns [128][68]
   float* Ps = KS + kD * kLdC;      // [64][68]
   float* Us = Ps + kC * kLdC;      // [64][68]
-  float* c = Us + kC * kLdC;
-  float* b = c + kC;
-  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  float* c = Us + kC * kLdC;     // [64], then β [64]
+  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
   chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
   for (int e = threadIdx.x; e < kC * kD; e += kThreads) Qs[(e / kD) * kLdD + e % kD] *= expf(c[e / kD]);
   fetch_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
@@ -400,8 +414,7 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   float* Ks = Qs + kC * kLdD;   // [64][132]: K, then dO
   float* Ps = Ks + kC * kLdD;   // [64][68]
   float* c = Ps + kC * kLdC;
-  float* b = c + kC;
-  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
   chunk_scores(g, a.tp, p, Qs, Ks, Ps, c);
   load_rows(Ks, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
   __syncthreads();
@@ -424,11 +437,10 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
   float* b = c + kC;
   float* fk = b + kC;            // [64] e^{c_last − c} (0 past L)
   float* fq = fk + kC;           // [64] e^{c}
-  const float ea = expf(a.a_log[h]);
   for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] = 0.0f;
   for (int ci = nch - 1; ci >= 0; --ci) {
     const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
-    chunk_scalars(g, a.tp, ea, p, c, b);
+    load_scalars(ws.cb, p.idx, c);
     const float cl = c[p.L - 1];
     if (threadIdx.x < kC) {
       const int r = threadIdx.x;
@@ -491,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   float* b = c + kC;
   float* dc = b + kC;             // [64]
   float* red = dc + kC;           // [8]
-  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
   const float* S0 = ws.S + p.idx * kStateTile;
   const float* dh = ws.dh + p.idx * kStateTile;
@@ -562,8 +574,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   float* dP = X2 + kC * kLdD;     // [64][68]
   float* Ps = dP + kC * kLdC;     // [64][68]
   float* c = Ps + kC * kLdC;
-  float* b = c + kC;
-  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  fetch_scalars(ws.cb, p.idx, c);  // lands with dO and U
   fetch_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
   load_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
   __syncthreads();
@@ -633,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   float* b = c + kC;
   float* dc = b + kC;             // [64]
   float* db = dc + kC;            // [64]
-  chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
+  fetch_scalars(ws.cb, p.idx, c);  // lands with T and dU
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
@@ -801,7 +812,7 @@ index_t chunk_count(const Dims& g) { return g.nb * ((g.T + kC - 1) / kC) * g.hv;
 }  // namespace
 
 std::size_t chunk_forward_floats(const Dims& g) {
-  return static_cast<std::size_t>(chunk_count(g)) * (2 * kRowTile + kStateTile + kSqTile);
+  return static_cast<std::size_t>(chunk_count(g)) * (2 * kRowTile + kStateTile + kSqTile + kScalars);
 }
 
 std::size_t chunk_backward_floats(const Dims& g) {
@@ -819,6 +830,7 @@ ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
   take(fwd, ws.U, kRowTile);
   take(fwd, ws.S, kStateTile);
   take(fwd, ws.T, kSqTile);
+  take(fwd, ws.cb, kScalars);
   if (bwd) {
     take(bwd, ws.dU, kRowTile);
     take(bwd, ws.dW, kRowTile);
