@@ -147,6 +147,14 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, int bytes
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void landed() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Groups, for a pass that keeps copies in flight across a phase: commit()
+// closes the copies issued since the last one; landed_but<N>() waits for
+// all groups except the newest N.
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void landed_but() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 // Issues the copy of a chunk's c and β (prep's, in ws.cb) into cb[0..63]
 // and cb[64..127] (16-byte aligned).
@@ -339,37 +347,62 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
 }
 
-// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ← e^{c_last}S + K̃ᵀU.
+// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
+// e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
+// state's 32 columns stay in registers (an Acc) and go through shared memory
+// once per chunk, as the operand of W S₀. The pass is a chain over the
+// window's chunks, so every operand is in flight a phase ahead: K of this
+// chunk and Ũ, c of the next are fetched while W S₀ runs, W of the next
+// while U is stored. Three barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* S = smem;               // [128][36]
-  float* Xs = S + kD * kLdV;     // [64][132]: W, then K̃
-  float* Us = Xs + kC * kLdD;    // [64][36]
-  float* c = Us + kC * kLdV;     // [64]
-  float* b = c + kC;
-  for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] = 0.0f;
+  float* Ss = smem;                // [128][36]: S₀
+  float* Xw = Ss + kD * kLdV;      // [64][132]: W
+  float* Xk = Xw + kC * kLdD;      // [64][132]: K
+  float* Ub = Xk + kC * kLdD;      // 2 × [64][36]: Ũ, then U, then f ⊙ U
+  float* cb = Ub + 2 * kC * kLdV;  // 2 × [128]: c and β
+  const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
+  const auto fetch_u_c = [&](const Pos& q, int buf) {
+    fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
+    fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
+  };
+  {
+    const Pos q = chunk(0);
+    fetch_tile<kC, kD>(Xw, kLdD, ws.W + q.idx * kRowTile, kD);
+    fetch_u_c(q, 0);
+  }
+  tile::Acc<kD, kTV> S;  // zero
   for (int ci = 0; ci < nch; ++ci) {
-    const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
-    load_scalars(ws.cb, p.idx, c);  // (its barrier also orders the previous chunk's S update)
-    copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, S, kLdV);
-    fetch_tile<kC, kD>(Xs, kLdD, ws.W + p.idx * kRowTile, kD);
-    load_tile<kC, kTV>(Us, kLdV, ws.U + p.idx * kRowTile + j0, kD);
-    __syncthreads();
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xs, kLdD, S, kLdV, -1.0f, true);
-    __syncthreads();
-    fetch_rows(Xs, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);  // lands while U is stored
-    copy_tile<kC, kTV>(ws.U + p.idx * kRowTile + j0, kD, Us, kLdV);
-    const float cl = c[p.L - 1], gl = expf(cl);
-    float* f = b;  // this pass does not use β: its slot takes the row factors e^{c_last − c}
-    if (threadIdx.x < kC) f[threadIdx.x] = expf(cl - c[threadIdx.x]);
-    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) S[e] *= gl;
-    __syncthreads();
-    landed();
-    scale_rows(Xs, kLdD, [&](int r) { return f[r]; });
-    __syncthreads();
-    gemm<kD, kTV, kC, Col, Row>(S, kLdV, Xs, kLdD, Us, kLdV, 1.0f, true);
+    const int buf = ci & 1;
+    const Pos p = chunk(ci);
+    float* U = Ub + buf * kC * kLdV;
+    const float* c = cb + buf * kScalars;
+    S.store(Ss, kLdV, 1.0f, false);
+    landed();  // W, Ũ, c of this chunk
+    __syncthreads();  // [1] S₀, W, Ũ, c visible; the last chunk's readers of Xk and of the other buffers done
+    fetch_rows(Xk, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+    if (ci + 1 < nch) fetch_u_c(chunk(ci + 1), buf ^ 1);
+    commit();
+    copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, Ss, kLdV);
+    gemm<kC, kTV, kD, Row, Row>(U, kLdV, Xw, kLdD, Ss, kLdV, -1.0f, true);
+    __syncthreads();  // [2] U done; Xw free
+    if (ci + 1 < nch) fetch_tile<kC, kD>(Xw, kLdD, ws.W + chunk(ci + 1).idx * kRowTile, kD);
+    commit();
+    const float cl = c[p.L - 1];
+    for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // U out, then f ⊙ U in place
+      const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
+      float4 v = *reinterpret_cast<const float4*>(U + r * kLdV + i);
+      *reinterpret_cast<float4*>(ws.U + p.idx * kRowTile + r * kD + j0 + i) = v;
+      const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
+      v.x *= f, v.y *= f, v.z *= f, v.w *= f;
+      *reinterpret_cast<float4*>(U + r * kLdV + i) = v;
+    }
+    S.scale(expf(cl));
+    landed_but<1>();  // K (the group before W's)
+    __syncthreads();  // [3] K and f ⊙ U visible
+    S.mma<kC, Col, Row>(Xk, kLdD, U, kLdV);
   }
 }
 
@@ -421,56 +454,77 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Ps, kLdC, Ks, kLdD, 1.0f, false);
 }
 
-// Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L,
-// dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO − Wᵀ dU (the last two in one register
-// accumulation). Two load phases per chunk.
+// Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
+// (K̃ = e^{c_last−c} ⊙ K rows, 0 past L), dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO
+// − Wᵀ dU. dS stays in registers as in the forward pass; the scalars of a
+// chunk arrive a chunk ahead, so its K and Q rows are scaled by the threads
+// that fetched them before the first barrier. In flight across phases: K,
+// dO and c of the next chunk while W of this one lands; its Q and dU from
+// the last barrier on. Four barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* dS = smem;              // [128][36]
-  float* X1 = dS + kD * kLdV;    // [64][132]: K̃, then −W
-  float* X2 = X1 + kC * kLdD;    // [64][132]: e^cQ
-  float* Us = X2 + kC * kLdD;    // [64][36]: dU
-  float* Ds = Us + kC * kLdV;    // [64][36]: dO
-  float* c = Ds + kC * kLdV;
-  float* b = c + kC;
-  float* fk = b + kC;            // [64] e^{c_last − c} (0 past L)
-  float* fq = fk + kC;           // [64] e^{c}
-  for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] = 0.0f;
+  float* Ds = smem;                // [128][36]: dS_L
+  float* Xk = Ds + kD * kLdV;      // [64][132]: K̃
+  float* Xq = Xk + kC * kLdD;      // [64][132]: e^c Q, then W
+  float* Us = Xq + kC * kLdD;      // [64][36]: dU, then −dU
+  float* Do = Us + kC * kLdV;      // [64][36]: dO
+  float* cb = Do + kC * kLdV;      // 2 × [128]: c and β
+  const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  const int dcols = max(0, min(kTV, g.d - j0));
+  const auto fetch_k_do = [&](const Pos& q) {
+    fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
+    fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+  };
+  const auto fetch_q_du = [&](const Pos& q) {
+    fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
+    fetch_tile<kC, kTV>(Us, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+  };
+  {
+    const Pos q = chunk(nch - 1);
+    fetch_scalars(ws.cb, q.idx, cb + ((nch - 1) & 1) * kScalars);
+    fetch_k_do(q);
+    fetch_q_du(q);
+    landed();
+    __syncthreads();  // the first chunk's c visible for the scaling below
+  }
+  tile::Acc<kD, kTV> D;  // dS, zero
   for (int ci = nch - 1; ci >= 0; --ci) {
-    const Pos p = pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h);
-    load_scalars(ws.cb, p.idx, c);
+    const int buf = ci & 1;
+    const Pos p = chunk(ci);
+    const float* c = cb + buf * kScalars;
     const float cl = c[p.L - 1];
-    if (threadIdx.x < kC) {
-      const int r = threadIdx.x;
-      fk[r] = r < p.L ? expf(cl - c[r]) : 0.0f;
-      fq[r] = expf(c[r]);
+    D.store(Ds, kLdV, 1.0f, false);
+    landed();  // K, dO, Q, dU of this chunk
+    scale_rows(Xk, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    scale_rows(Xq, kLdD, [&](int r) { return expf(c[r]); });
+    __syncthreads();  // [1]
+    copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, Ds, kLdV);
+    tile::Acc<kD, kTV> qdo;
+    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                          // (e^cQ)ᵀ dO
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xk, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
+    __syncthreads();  // [2] dU done; Xk, Xq, Do free
+    fetch_rows(Xq, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD);
+    if (ci > 0) fetch_scalars(ws.cb, chunk(ci - 1).idx, cb + (buf ^ 1) * kScalars);
+    commit();
+    if (ci > 0) fetch_k_do(chunk(ci - 1));
+    commit();
+    for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // dU out, then −dU in place
+      const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
+      float4 v = *reinterpret_cast<const float4*>(Us + r * kLdV + i);
+      *reinterpret_cast<float4*>(ws.dU + p.idx * kRowTile + r * kD + j0 + i) = v;
+      v.x = -v.x, v.y = -v.y, v.z = -v.z, v.w = -v.w;
+      *reinterpret_cast<float4*>(Us + r * kLdV + i) = v;
     }
-    __syncthreads();
-    copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, dS, kLdV);
-    fetch_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-    fetch_rows(X2, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-    fetch_tile<kC, kTV>(Us, kLdV, ws.dU + p.idx * kRowTile + j0, kD);
-    fetch_rows<kTV>(Ds, kLdV, a.d_qkv + v_col(g, p) + j0, g.C, p.L, max(0, min(kTV, g.d - j0)));
-    landed();
-    scale_rows(X1, kLdD, [&](int r) { return fk[r]; });
-    scale_rows(X2, kLdD, [&](int r) { return fq[r]; });
-    __syncthreads();
-    tile::Acc<kD, kTV> acc;
-    acc.mma<kC, Col, Row>(X2, kLdD, Ds, kLdV);
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, X1, kLdD, dS, kLdV, 1.0f, true);
-    __syncthreads();
-    fetch_rows(X2, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD);  // lands while dU is stored and dS decays
-    copy_tile<kC, kTV>(ws.dU + p.idx * kRowTile + j0, kD, Us, kLdV);
-    const float gl = expf(cl);
-    for (int e = threadIdx.x; e < kD * kLdV; e += kThreads) dS[e] *= gl;
-    landed();
-    scale_rows(X2, kLdD, [](int) { return -1.0f; });
-    __syncthreads();
-    acc.mma<kC, Col, Row>(X2, kLdD, Us, kLdV);
-    acc.store(dS, kLdV, 1.0f, true);
-    __syncthreads();
+    D.scale(expf(cl));
+    D.add(qdo);
+    landed_but<1>();  // W and the next chunk's c
+    __syncthreads();  // [3] W, −dU, the next c visible
+    D.mma<kC, Col, Row>(Xq, kLdD, Us, kLdV);  // − Wᵀ dU
+    __syncthreads();  // [4] Xq and Us free
+    if (ci > 0) fetch_q_du(chunk(ci - 1));
   }
 }
 
@@ -776,10 +830,10 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
-constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + kC * kLdD + kC * kLdV + kScal);
+constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
 constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + kScal + 2 * kC);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);

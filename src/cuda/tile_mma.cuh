@@ -164,6 +164,24 @@ class Acc {
     }
   }
 
+  // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
+  __device__ __forceinline__ void scale(float s) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_[i][j][e] *= s;
+  }
+  __device__ __forceinline__ void add(const Acc& o) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_[i][j][e] += o.acc_[i][j][e];
+  }
+
   // C (row-major, ldc) = [C +] alpha · the sum.
   __device__ __forceinline__ void store(float* C, int ldc, float alpha, bool accumulate) const {
 #pragma unroll
