@@ -11,6 +11,8 @@
 //             Σ x⊙dx' → dg with dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
 //   sign grad stage dy⊙h·gs, a⊙ℓ → GEMM G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
 //             stage x⊙g, b⊙ℓ·gs  → GEMM G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
+//             (blr_backward_sign_grad: per path right after the backward,
+//             whose staged dy⊙h·gs and b⊙ℓ·gs it reuses)
 //             (the token-sum GEMM reads the row-major staged operands as
 //             they are: the same f16 values a transposed staging would hold)
 //
@@ -230,58 +232,95 @@ class CudaBlrOps final : public BlrOps<float> {
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
-    ensure_path_caches(paths);
-    const float inv_scale = 1.0f / grad_scale;
-    __half* dyh = half_scratch(act_, ntok * std::max(m, n));
-    __half* bl = half_scratch(act_r_, ntok * r);
-    float* b_tmp = b_out.data ? nullptr : b_.get(ctx_.memory, ntok * r);
-    float* dxp_tmp = paths > 1 ? dxp_.get(ctx_.memory, ntok * n) : nullptr;
-    for (index_t p = 0; p < paths; ++p) {
-      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-      PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
-      pu.update(ctx_, path.sign_u, r);
-      pv.update(ctx_, path.sign_v, r);
-      const float* a = saved.a.data + p * ntok * r;
-      const float* c = saved.c.data + p * ntok * m;
-      float* b = b_out.data ? b_out.data + p * ntok * r : b_tmp;
-      // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
-      row_pass<RowPass::stage>(dy.data, c, true, path.h.data, grad_scale, ntok, m, dyh, nullptr, false, path.dh.data);
-      gemm_.run(dyh, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
-      // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-      row_pass<RowPass::stage>(a, b, false, path.l.data, grad_scale, ntok, r, bl, nullptr, false, path.dl.data);
-      // dx' = (b⊙ℓ)·S_Vᵀ; the first path writes it into dx and scales it there
-      float* dxp = p == 0 ? dx.data : dxp_tmp;
-      gemm_.run(bl, pv.plane(), inv_scale, dxp, ntok, n, r, n);
-      // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
-      row_pass<RowPass::scale>(x.data, dxp, false, path.g.data, 1.0f, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
-    }
+    const Staged st = staging(layer, x.dim(0));
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p)
+      backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const index_t paths = static_cast<index_t>(layer.paths.size());
+    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
     const cudaStream_t s = ctx_.stream.get();
-    const float inv_scale = 1.0f / grad_scale;
-    __half* big = half_scratch(act_, ntok * std::max(m, n));
-    __half* small = half_scratch(act_r_, ntok * r);
-    for (index_t p = 0; p < paths; ++p) {
+    const Staged st = staging(layer, ntok);
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      // G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
-      launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, big, s);
-      launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, small, s);
-      gemm_.run_tokens(big, small, inv_scale, g_u.data + p * m * r, m, r, ntok, r);
-      // G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
-      launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, big, s);
-      launch_stage(b.data + p * ntok * r, r, 0, path.l.data, grad_scale, ntok, ntok, r, small, s);
-      gemm_.run_tokens(big, small, inv_scale, g_v.data + p * n * r, n, r, ntok, r);
+      launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, st.big, s);
+      sign_grad_u(layer, a, grad_scale, p, st, g_u);
+      launch_stage(b.data + p * ntok * r, r, 0, path.l.data, grad_scale, ntok, ntok, r, st.small, s);
+      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+    }
+  }
+
+  // Per path: the backward leaves dy⊙h·gs and b⊙ℓ·gs staged, and the sign
+  // gradients take them from there (two staging passes fewer per path).
+  void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
+                                   const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
+                                   View<float> g_u, View<float> g_v) override {
+    const Staged st = staging(layer, x.dim(0));
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
+      backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
+      sign_grad_u(layer, saved.a, grad_scale, p, st, g_u);
+      sign_grad_v(layer, x, grad_scale, p, st, g_v);
     }
   }
 
  private:
+  // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
+  // (dy⊙h·gs or x⊙g), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
+  // G_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  struct Staged {
+    __half *big, *small, *small2;
+  };
+  Staged staging(const BlrLayer<float>& layer, index_t ntok) {
+    return {half_scratch(act_, ntok * std::max(layer.m, layer.n)), half_scratch(act_r_, ntok * layer.r),
+            half_scratch(act_r2_, ntok * layer.r)};
+  }
+
+  // Path p of the backward; leaves dy⊙h·gs in st.big and b⊙ℓ·gs in st.small.
+  void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
+                     View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    const float inv_scale = 1.0f / grad_scale;
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+    PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+    pu.update(ctx_, path.sign_u, r);
+    pv.update(ctx_, path.sign_v, r);
+    const float* a = saved.a.data + p * ntok * r;
+    const float* c = saved.c.data + p * ntok * m;
+    float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ctx_.memory, ntok * r);
+    // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
+    row_pass<RowPass::stage>(dy.data, c, true, path.h.data, grad_scale, ntok, m, st.big, nullptr, false, path.dh.data);
+    gemm_.run(st.big, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
+    // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
+    row_pass<RowPass::stage>(a, b, false, path.l.data, grad_scale, ntok, r, st.small, nullptr, false, path.dl.data);
+    // dx' = (b⊙ℓ)·S_Vᵀ; the first path writes it into dx and scales it there
+    float* dxp = p == 0 ? dx.data : dxp_.get(ctx_.memory, ntok * n);
+    gemm_.run(st.small, pv.plane(), inv_scale, dxp, ntok, n, r, n);
+    // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
+    row_pass<RowPass::scale>(x.data, dxp, false, path.g.data, 1.0f, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
+  }
+
+  // G_U of path p = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs from dy⊙h·gs staged in st.big.
+  void sign_grad_u(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t p, const Staged& st,
+                   View<float> g_u) {
+    const index_t m = layer.m, r = layer.r, ntok = a.dim(1);
+    launch_stage(a.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, 1.0f, ntok, ntok, r,
+                 st.small2, ctx_.stream.get());
+    gemm_.run_tokens(st.big, st.small2, 1.0f / grad_scale, g_u.data + p * m * r, m, r, ntok, r);
+  }
+
+  // G_V of path p = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs from b⊙ℓ·gs staged in st.small
+  // (st.big is overwritten: the stream orders it after G_U's GEMM).
+  void sign_grad_v(const BlrLayer<float>& layer, CView<float> x, float grad_scale, index_t p, const Staged& st,
+                   View<float> g_v) {
+    const index_t n = layer.n, r = layer.r, ntok = x.dim(0);
+    launch_stage(x.data, n, 0, layer.paths[static_cast<std::size_t>(p)].g.data, 1.0f, ntok, ntok, n, st.big,
+                 ctx_.stream.get());
+    gemm_.run_tokens(st.big, st.small, 1.0f / grad_scale, g_v.data + p * n * r, n, r, ntok, r);
+  }
+
   void ensure_path_caches(index_t paths) {
     if (planes_u_.size() < static_cast<std::size_t>(paths)) {
       planes_u_.resize(static_cast<std::size_t>(paths));
@@ -320,6 +359,7 @@ class CudaBlrOps final : public BlrOps<float> {
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
   Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g or dy⊙h·gs
   Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
+  Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
   Scratch<float> dxp_;   // dx' of paths after the first [ntok][n]
   Scratch<double> partial_;  // column-sum partials [blocks][width]
