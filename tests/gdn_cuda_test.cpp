@@ -216,7 +216,8 @@ TEST(GdnCuda, BackwardRepeatable) {
   }
 }
 
-// A bad BITRANK_GDN_KERNEL and a head_dim beyond the kernels' limit are errors.
+// A bad BITRANK_GDN_KERNEL, a head_dim beyond the kernels' limit and (in the
+// backward) a conv kernel beyond its register window are errors.
 TEST(GdnCuda, UnsupportedIsAnError) {
   if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
@@ -230,6 +231,15 @@ TEST(GdnCuda, UnsupportedIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gdn_forward"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
+  const Inputs wide_conv(config(1, 1, 8, 9, 12, 2), 1, 63);
+  EXPECT_NO_THROW(run(cu, wide_conv, true, 0));
+  try {
+    run(cu, wide_conv, true, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gdn_backward"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("conv_kernel"), std::string::npos) << e.what();
   }
 }
 

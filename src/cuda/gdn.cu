@@ -187,31 +187,66 @@ __global__ void qk_bwd_kernel(Dims g, Tape tp, float q_scale, float* __restrict_
   }
 }
 
-// d_qkv ← d_qkv ⊙ silu'(conv pre-activation): the gradient of the pre-activation.
-__global__ void silu_bwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
-                                float* __restrict__ d_qkv) {
-  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= g.n * g.C) return;
-  const index_t t = e / g.C;
-  const int c = static_cast<int>(e % g.C), p = static_cast<int>(t % g.T);
-  d_qkv[e] *= gdn::silu_gradf_(conv_pre(qkv, w, g, t, p, c));
+// Conv backward, in place over d_qkv: d_qkv arrives as the gradient of the
+// conv's output (after SiLU) and leaves as that of its input, raw row p
+// collecting pre-activation rows p .. p+K−1 through taps K−1 .. 0. One thread
+// per (window, segment of kConvSeg rows, channel), so that long windows
+// still fill the GPU (a thread per (window, channel) walking the window took
+// ~15 ms at 1×32768). A segment reads the first K−1 rows of the next one,
+// which that segment's thread overwrites: conv_halo_kernel saves them (as
+// pre-activation gradients) before conv_bwd_kernel runs. SiLU's derivative
+// is applied on the fly, from the pre-activation recomputed from qkv.
+constexpr int kConvSeg = 32;
+constexpr int kMaxConvTaps = 8;
+
+__device__ __forceinline__ float d_pre(const float* __restrict__ qkv, const float* __restrict__ w,
+                                       const float* d_qkv, const Dims& g, index_t t, int p, int c) {
+  return d_qkv[t * g.C + c] * gdn::silu_gradf_(conv_pre(qkv, w, g, t, p, c));
 }
 
-// Conv backward in place, one thread per (window, channel), tokens
-// ascending: raw row t feeds pre-activation rows t + back through tap
-// K−1−back; rows t+1.. are still pre-activation gradients when t is written.
-__global__ void conv_bwd_kernel(Dims g, const float* __restrict__ w, float* d_qkv) {
+// halo[(window·nseg + s)·(K−1) + k][c]: pre-activation gradient of row
+// s·kConvSeg + kConvSeg + k of the window, 0 past its end.
+__global__ void conv_halo_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
+                                 const float* __restrict__ d_qkv, float* __restrict__ halo) {
+  const int nseg = (g.T + kConvSeg - 1) / kConvSeg;
   const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= g.nb * g.C) return;
-  const index_t win = e / g.C;
-  const int c = static_cast<int>(e % g.C);
-  float* col = d_qkv + win * g.T * g.C + c;
-  const float* wc = w + static_cast<index_t>(c) * g.K;
-  for (int p = 0; p < g.T; ++p) {
+  if (e >= g.nb * nseg * g.C) return;
+  const index_t ws = e / g.C;  // window · nseg + segment
+  const int c = static_cast<int>(e % g.C), s = static_cast<int>(ws % nseg);
+  const index_t t0 = (ws / nseg) * g.T;
+  for (int k = 0; k + 1 < g.K; ++k) {
+    const int p = (s + 1) * kConvSeg + k;
+    halo[(ws * (g.K - 1) + k) * g.C + c] = p < g.T ? d_pre(qkv, w, d_qkv, g, t0 + p, p, c) : 0.0f;
+  }
+}
+
+__global__ void conv_bwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
+                                const float* __restrict__ halo, float* d_qkv) {
+  const int nseg = (g.T + kConvSeg - 1) / kConvSeg;
+  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= g.nb * nseg * g.C) return;
+  const index_t ws = e / g.C;
+  const int c = static_cast<int>(e % g.C), p0 = static_cast<int>(ws % nseg) * kConvSeg;
+  const index_t t0 = (ws / nseg) * g.T + p0;
+  const int rows = min(kConvSeg, g.T - p0);
+  float v[kConvSeg + kMaxConvTaps - 1];  // the segment's pre-activation gradients, then the halo
+#pragma unroll
+  for (int i = 0; i < kConvSeg; ++i) v[i] = i < rows ? d_pre(qkv, w, d_qkv, g, t0 + i, p0 + i, c) : 0.0f;
+#pragma unroll
+  for (int k = 0; k + 1 < kMaxConvTaps; ++k)
+    v[kConvSeg + k] = k + 1 < g.K ? halo[(ws * (g.K - 1) + k) * g.C + c] : 0.0f;
+  float tap[kMaxConvTaps];  // tap[back] = w[K−1−back]
+#pragma unroll
+  for (int back = 0; back < kMaxConvTaps; ++back)
+    tap[back] = back < g.K ? w[static_cast<index_t>(c) * g.K + g.K - 1 - back] : 0.0f;
+#pragma unroll
+  for (int i = 0; i < kConvSeg; ++i) {
+    if (i >= rows) break;
     float acc = 0.0f;
-    for (int back = 0; back < g.K && p + back < g.T; ++back)
-      acc = fmaf(col[static_cast<index_t>(p + back) * g.C], wc[g.K - 1 - back], acc);
-    col[static_cast<index_t>(p) * g.C] = acc;
+#pragma unroll
+    for (int back = 0; back < kMaxConvTaps; ++back)
+      if (back < g.K) acc = fmaf(v[i + back], tap[back], acc);
+    d_qkv[(t0 + i) * g.C + c] = acc;
   }
 }
 
@@ -370,11 +405,17 @@ class CudaGdnOps final : public GdnOps<float> {
     qk_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
                                                                                              d_qkv.data);
     BR_CUDA_LAUNCHED();
-    silu_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.C), 256), 256, 0, s>>>(
-        g, qkv.data, prm.conv_weight.data, d_qkv.data);
-    BR_CUDA_LAUNCHED();
-    conv_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.nb * g.C), 128), 128, 0, s>>>(
-        g, prm.conv_weight.data, d_qkv.data);
+    check::require(g.K <= kMaxConvTaps, "gdn_backward", "the cuda backend takes conv_kernel ≤ {}, got {}",
+                   kMaxConvTaps, g.K);
+    const std::size_t segs = static_cast<std::size_t>(g.nb) * ((g.T + kConvSeg - 1) / kConvSeg) * g.C;
+    Buffer<float> halo(ctx_.memory, segs * (g.K - 1));
+    if (g.K > 1) {
+      conv_halo_kernel<<<blocks_for(segs, 256), 256, 0, s>>>(g, qkv.data, prm.conv_weight.data, d_qkv.data,
+                                                              halo.data());
+      BR_CUDA_LAUNCHED();
+    }
+    conv_bwd_kernel<<<blocks_for(segs, 128), 128, 0, s>>>(g, qkv.data, prm.conv_weight.data, halo.data(),
+                                                           d_qkv.data);
     BR_CUDA_LAUNCHED();
   }
 

@@ -76,6 +76,10 @@ BR_PARITY_CASE(gdn_ckpt1_d20_2x13) { gdn_case(p, config(2, 4, 20, 4, 13, 1), 2, 
 BR_PARITY_CASE(gdn_ckpt64_1x37) { gdn_case(p, config(1, 3, 64, 4, 37, 64), 1, 2e-4); }
 // T a multiple of the interval (the state after the last step is not kept); conv 3.
 BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, config(2, 4, 32, 3, 24, 8), 2, 2e-4); }
+// A window of three conv-backward segments (32, 32, 6 rows) under conv 2, and
+// conv 1 (no halo between segments).
+BR_PARITY_CASE(gdn_conv2_1x70) { gdn_case(p, config(1, 2, 16, 2, 70, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_conv1_1x33) { gdn_case(p, config(1, 2, 16, 1, 33, 8), 1, 2e-4); }
 // Windows shorter than the conv kernel; three windows.
 BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
 
