@@ -80,6 +80,13 @@ std::size_t chunk_forward_floats(const Dims& g);
 std::size_t chunk_backward_floats(const Dims& g);
 ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g);  // bwd may be null (forward only)
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t stream);
+// The attention grads run on `side` beside the backward state pass (which
+// at long windows has fewer blocks than the GPU has slots), forked and
+// joined through the two events.
+struct SideStream {
+  cudaStream_t stream;
+  cudaEvent_t fork, join;
+};
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t stream, const SideStream& side);
 
 }  // namespace bitrank::cuda::gdn

@@ -248,6 +248,18 @@ __device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src,
       [&](int r, int q) { return *reinterpret_cast<const float4*>(src + r * lds + 4 * q); },
       [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
 }
+// The same, adding onto the workspace tile: dst += src.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void add_tile(float* dst, int ldd, const float* src, int lds) {
+  static_assert(COLS % 4 == 0, "float4 rows");
+  tile_pass<ROWS, COLS / 4, float4>(
+      [&](int r, int q) {
+        const float4 a = *reinterpret_cast<const float4*>(dst + r * ldd + 4 * q);
+        const float4 b = *reinterpret_cast<const float4*>(src + r * lds + 4 * q);
+        return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      },
+      [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
+}
 
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
@@ -545,7 +557,7 @@ __device__ __forceinline__ void times_state_t(tile::Acc<kC, kD>& acc, const floa
 // halves of 64 columns (the contraction index): dW = −dU S₀ᵀ;
 // dQ = (e^c dO) S₀ᵀ, dc_r = q_r·dQ_r; dK = (e^{c_last−c} U) dS_Lᵀ,
 // τ_r = k_r·dK_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
-// Writes (not accumulates) ws.dW, ws.dQ, ws.dK, ws.dc.
+// Writes ws.dW; adds onto the attention grads' ws.dQ, ws.dK, ws.dc.
 __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -580,7 +592,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   tile_pass<kD, kD, float2>([&](int i, int j) { return make_float2(S0[i * kD + j], dh[i * kD + j]); },
                             [&](int, int, float2 v) { part = fmaf(v.x, v.y, part); });
   const float s0dh = block_sum(part, red);  // (its barriers also publish dQ and Q)
-  copy_tile<kC, kD>(dQ, kD, X2, kLdD);
+  add_tile<kC, kD>(dQ, kD, X2, kLdD);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = warp; r < kC; r += kThreads / 32) {  // dc_r = q_r·dQ_r (Q is zero past L and d)
     float qy = 0.0f;
@@ -597,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
     acc.store(X2, kLdD, 1.0f, false);  // dK (X2's last readers are behind the barriers above)
   }
   __syncthreads();
-  copy_tile<kC, kD>(dK, kD, X2, kLdD);
+  add_tile<kC, kD>(dK, kD, X2, kLdD);
   load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
   __syncthreads();
   float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
@@ -614,11 +626,13 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const float tau_total = block_sum(threadIdx.x % 32 == 0 ? tau_sum : 0.0f, red);
   if (threadIdx.x == 0) dc[p.L - 1] += tau_total + expf(cl) * s0dh;
   __syncthreads();
-  if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] = dc[threadIdx.x];
+  if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
 }
 
-// Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r += Σ_s dP⊙P,
-// dc_s −= Σ_r dP⊙P; dQ += (dP⊙M) K; dK += (dP⊙M)ᵀ Q. Accumulates.
+// Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r = Σ_s dP⊙P
+// − Σ_q dP_qr P_qr; dQ = (dP⊙M) K; dK = (dP⊙M)ᵀ Q. The first to write ws.dQ,
+// ws.dK and ws.dc: it needs nothing of the backward state pass, so it runs
+// beside it on the side stream (chunk_backward).
 __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -641,7 +655,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
     // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
     for (int s = 0; s < r; ++s) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);       // row r
     for (int q = r + 1; q < kC; ++q) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
-    ws.dc[p.idx * kC + r] += acc;
+    ws.dc[p.idx * kC + r] = acc;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
@@ -649,8 +663,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
     dP[r * kLdC + s] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
   }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, true);
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, true);
+  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, false);
+  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, false);
 }
 
 // A warp per row of the chunk, two rows of a warp at a time: for its lane's
@@ -903,13 +917,20 @@ void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
   launch(out_kernel, dim3(cg.x, cg.y, static_cast<unsigned>((a.g.d + 63) / 64)), kOutSmem, s, a, ws);
 }
 
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s) {
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s, const SideStream& side) {
   if (recompute) forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g);
   launch(du_local_kernel, cg, kDuSmem, s, a, ws);
+  BR_CUDA_CHECK(cudaEventRecord(side.fork, s));
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
+  // The attention grads need nothing of the state pass (dO, U, Q, K, c):
+  // beside it, at the side stream's lower priority, they fill the slots its
+  // (head × 32 columns × window) blocks leave free — 72 of 264 at 1×32768.
+  BR_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  launch(grads_attn_kernel, cg, kGradAttnSmem, side.stream, a, ws);
+  BR_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+  BR_CUDA_CHECK(cudaStreamWaitEvent(s, side.join, 0));
   launch(grads_state_kernel, cg, kGradStateSmem, s, a, ws);
-  launch(grads_attn_kernel, cg, kGradAttnSmem, s, a, ws);
   launch(grads_wy_kernel, cg, kGradWySmem, s, a, ws);
   launch(finish_kernel, cg, 0, s, a, ws);
 }

@@ -6,7 +6,12 @@
 
 namespace bitrank::cuda {
 
-Stream::Stream() { BR_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::Stream(Priority priority) {
+  int least = 0, greatest = 0;
+  BR_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  BR_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority == Priority::high ? greatest : least));
+}
 Stream::~Stream() {
   if (s_ && cudaStreamDestroy(s_) != cudaSuccess) BR_LOG_WARN("cudaStreamDestroy failed");
 }

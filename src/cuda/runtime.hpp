@@ -30,7 +30,11 @@ namespace bitrank::cuda {
 
 class Stream {
  public:
-  Stream();
+  // Relative scheduling priority: the backend's stream is `high`, so that
+  // the blocks of work put on its side stream (`low`) only take the SMs the
+  // main stream's kernels leave free.
+  enum class Priority { high, low };
+  explicit Stream(Priority priority = Priority::low);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -159,7 +163,12 @@ class PinnedBuffer {
 struct Context {
   explicit Context(int device);
   int device;
-  Stream stream;
+  Stream stream{Stream::Priority::high};
+  // Work that may overlap a long, narrow kernel on `stream` (the GDN backward
+  // state pass at long windows): forked after `fork` is recorded on stream,
+  // joined by stream waiting on `join`.
+  Stream side{Stream::Priority::low};
+  Event fork, join;
   BlasLtHandle blas;
   DeviceMemory memory;
   void* workspace = nullptr;  // cuBLASLt workspace
