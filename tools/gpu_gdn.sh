@@ -12,8 +12,8 @@
 #                                      bench/anchors/fla_gdn.py)
 #   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
 #                                      occupancy for one launch of KERNEL (e.g. grads_wy)
-#   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck and racecheck over the
-#                                      GDN tests (racecheck takes minutes)
+#   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
+#                                      racecheck over two small cases
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -41,10 +41,15 @@ if [ "${1:-}" = "--detail" ]; then
     grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
 fi
 if [ "${1:-}" = "--sanitize" ]; then
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool ${tool} over GdnCuda.* and the gdn parity cases on cuda =="
-    BITRANK_GDN_KERNEL=3 timeout 480 compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
-      --gtest_filter='GdnCuda.*:Parity/gdn*.cuda' > "${OUT:-/tmp}/gdn_${tool}.log" 2>&1
+  # memcheck over every GDN test; racecheck (far slower) over two small cases:
+  # one chunk per window, and a window of two chunks (the state passes'
+  # operands fetched a chunk ahead).
+  for run in "memcheck 240 GdnCuda.*:Parity/gdn*.cuda" \
+             "racecheck 240 Parity/gdn_6v2k_d128_2x45_ckpt8.cuda:Parity/gdn_conv2_1x70.cuda"; do
+    read -r tool limit filter <<< "$run"
+    echo "== compute-sanitizer --tool ${tool} over ${filter} =="
+    BITRANK_GDN_KERNEL=3 timeout "${limit}" compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
+      --gtest_filter="${filter}" > "${OUT:-/tmp}/gdn_${tool}.log" 2>&1
     echo "rc=$? (124: the timeout)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "${OUT:-/tmp}/gdn_${tool}.log" | sort -u
   done
 fi

@@ -45,7 +45,6 @@ namespace {
 
 constexpr int kColTile = kColSumTile;      // columns per column-sum block (col_sum.cuh's layout)
 constexpr int kRowLanes = kColSumRowLanes;  // row lanes per column-sum block
-constexpr index_t kTargetBlocks = 2048;
 constexpr unsigned kThreads = 256;
 constexpr int kPathsPerPass = 4;  // paths one y pass reads
 
@@ -338,9 +337,8 @@ class CudaBlrOps final : public BlrOps<float> {
     const cudaStream_t s = ctx_.stream.get();
     const int v = vector_width(k, {p, q, col, dst, out});
     const index_t tiles = (k + kColTile * v - 1) / (kColTile * v);
-    const index_t want = std::clamp<index_t>((kTargetBlocks + tiles - 1) / tiles, 1, (rows + kRowLanes - 1) / kRowLanes);
-    const index_t rows_per_block = (rows + want - 1) / want;
-    const index_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    const ColSumChunks ch = col_sum_chunks(rows, tiles);
+    const index_t rows_per_block = ch.rows, blocks = ch.chunks;
     double* partial = partial_.get(ctx_.memory, blocks * k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks)), block(kColTile, kRowLanes);
     if (v == 4) {

@@ -36,25 +36,20 @@ __global__ void col_sum_partial_kernel(const float* __restrict__ a, const float*
   }
 }
 
-// Block (32, 16): see col_sum.cuh.
-__global__ void col_sum_finish_kernel(const double* __restrict__ partial, index_t chunks, index_t cols,
-                                      float* __restrict__ out) {
-  __shared__ double lanes[kColSumFinishLanes][kColSumTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t j = static_cast<index_t>(blockIdx.x) * kColSumTile + tx;
-  double s = 0.0;
-  if (j < cols)
-    for (index_t c = ty; c < chunks; c += kColSumFinishLanes) s += partial[c * cols + j];
-  lanes[ty][tx] = s;
-  __syncthreads();
-  if (ty == 0 && j < cols) {
-    double t = 0.0;
-    for (int l = 0; l < kColSumFinishLanes; ++l) t += lanes[l][tx];
-    out[j] = static_cast<float>(static_cast<double>(out[j]) + t);
-  }
-}
-
 }  // namespace
+
+void launch_col_sum_partial(const float* a, const float* b, const float* row, index_t rows, index_t cols,
+                            index_t chunk_rows, double* partial, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  const index_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const dim3 grid(static_cast<unsigned>((cols + kColSumTile - 1) / kColSumTile), static_cast<unsigned>(chunks));
+  const dim3 block(kColSumTile, kColSumRowLanes);
+  if (row)
+    col_sum_partial_kernel<true><<<grid, block, 0, stream>>>(a, b, row, rows, cols, chunk_rows, partial);
+  else
+    col_sum_partial_kernel<false><<<grid, block, 0, stream>>>(a, b, row, rows, cols, chunk_rows, partial);
+  BR_CUDA_LAUNCHED();
+}
 
 void launch_col_sum(const float* a, const float* b, const float* row, index_t rows, index_t cols, float* out,
                     Memory& memory, cudaStream_t stream) {
@@ -62,21 +57,26 @@ void launch_col_sum(const float* a, const float* b, const float* row, index_t ro
   const index_t chunk_rows = std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
   const index_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   Buffer<double> partial(memory, static_cast<std::size_t>(chunks * cols));
-  const dim3 grid(static_cast<unsigned>((cols + kColSumTile - 1) / kColSumTile), static_cast<unsigned>(chunks));
-  const dim3 block(kColSumTile, kColSumRowLanes);
-  if (row)
-    col_sum_partial_kernel<true><<<grid, block, 0, stream>>>(a, b, row, rows, cols, chunk_rows, partial.data());
-  else
-    col_sum_partial_kernel<false><<<grid, block, 0, stream>>>(a, b, row, rows, cols, chunk_rows, partial.data());
-  BR_CUDA_LAUNCHED();
+  launch_col_sum_partial(a, b, row, rows, cols, chunk_rows, partial.data(), stream);
   launch_col_sum_finish(partial.data(), chunks, cols, out, stream);
 }
 
+ColSumChunks col_sum_chunks(index_t rows, index_t tiles) {
+  const index_t want =
+      std::clamp<index_t>((kColSumTargetBlocks + tiles - 1) / tiles, 1, (rows + kColSumRowLanes - 1) / kColSumRowLanes);
+  const index_t per = (rows + want - 1) / want;
+  return {per, (rows + per - 1) / per};
+}
+
+namespace {
+struct AddInto {  // out[j] = f32(out[j] + t)
+  float* out;
+  __device__ void operator()(index_t j, double t) const { out[j] = static_cast<float>(static_cast<double>(out[j]) + t); }
+};
+}  // namespace
+
 void launch_col_sum_finish(const double* partial, index_t chunks, index_t cols, float* out, cudaStream_t stream) {
-  if (cols == 0) return;
-  col_sum_finish_kernel<<<static_cast<unsigned>((cols + kColSumTile - 1) / kColSumTile),
-                          dim3(kColSumTile, kColSumFinishLanes), 0, stream>>>(partial, chunks, cols, out);
-  BR_CUDA_LAUNCHED();
+  launch_col_sum_finish(partial, chunks, cols, AddInto{out}, stream);
 }
 
 }  // namespace bitrank::cuda

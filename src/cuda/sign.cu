@@ -3,8 +3,8 @@
 // One step is a few launches on the context's stream and one wait, for the
 // flip count the API returns:
 //   factored_adam  row pass (one warp per row: R_i from Σ_k G², f64)
-//                  column partials (32 columns × 8 row lanes per block, f64)
-//                  column finish (C_k from the partials in a fixed order)
+//                  column sums of G² (col_sum.cuh's partial and finish
+//                  passes, f64; the finish blends them into C_k)
 //                  one block: mean(R), 1/(mean(R)·(1−β2^t)) into a device scalar
 //   every step     update: one warp per (row, bitmap word); lane k updates
 //                  m, v, z of entry 32w + k, a ballot of the flip tests is
@@ -25,6 +25,7 @@
 #include <cmath>
 
 #include "bitrank/rng.hpp"
+#include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
 
@@ -33,11 +34,7 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kColTile = 32;
-constexpr int kRowLanes = 8;
-constexpr index_t kTargetBlocks = 2048;
 constexpr unsigned kFinishThreads = 1024;
-constexpr int kFinishLanes = 16;
 constexpr unsigned kMaxStepBlocks = 4096;
 
 // ---- rng.hpp on the device --------------------------------------------------
@@ -94,49 +91,17 @@ __global__ void second_row_kernel(const float* __restrict__ g, index_t rows, ind
     row[i] = static_cast<float>(__dadd_rn(__dmul_rn(beta2, row[i]), __dmul_rn(1.0 - beta2, s) / static_cast<double>(r)));
 }
 
-// partial[blockIdx.y][k] = Σ_{i in block} G_ik² (f64). Block (32, 8), grid
-// (column tiles, row blocks).
-__global__ void second_col_partial_kernel(const float* __restrict__ g, index_t rows, index_t r,
-                                          index_t rows_per_block, double* __restrict__ partial) {
-  __shared__ double lanes[kRowLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t k = static_cast<index_t>(blockIdx.x) * kColTile + tx;
-  const index_t i0 = static_cast<index_t>(blockIdx.y) * rows_per_block;
-  const index_t i1 = i0 + rows_per_block < rows ? i0 + rows_per_block : rows;
-  double s = 0.0;
-  if (k < r)
-    for (index_t i = i0 + ty; i < i1; i += kRowLanes) {
-      const double v = g[i * r + k];
-      s += v * v;
-    }
-  lanes[ty][tx] = s;
-  __syncthreads();
-  if (ty == 0 && k < r) {
-    double t = 0.0;
-    for (int l = 0; l < kRowLanes; ++l) t += lanes[l][tx];
-    partial[static_cast<index_t>(blockIdx.y) * r + k] = t;
+// C_k = f32(β2·C_k + (1−β2)·Σ_i G_ik² / rows): the finish of col_sum.cuh's
+// column sums of G·G.
+struct SecondColFinish {
+  float* col;
+  double beta2;
+  index_t rows;
+  __device__ void operator()(index_t k, double t) const {
+    col[k] = static_cast<float>(
+        __dadd_rn(__dmul_rn(beta2, col[k]), __dmul_rn(1.0 - beta2, t) / static_cast<double>(rows)));
   }
-}
-
-// C_k = f32(β2·C_k + (1−β2)·Σ_b partial[b][k] / rows). Block (32, 16), one
-// column per tx: lane ty adds blocks ty, ty + 16, … in order, then lane 0
-// adds the 16 lanes in order.
-__global__ void second_col_kernel(const double* __restrict__ partial, index_t blocks, index_t rows, index_t r,
-                                  double beta2, float* __restrict__ col) {
-  __shared__ double lanes[kFinishLanes][kColTile];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const index_t k = static_cast<index_t>(blockIdx.x) * kColTile + tx;
-  double s = 0.0;
-  if (k < r)
-    for (index_t b = ty; b < blocks; b += kFinishLanes) s += partial[b * r + k];
-  lanes[ty][tx] = s;
-  __syncthreads();
-  if (ty == 0 && k < r) {
-    double t = 0.0;
-    for (int l = 0; l < kFinishLanes; ++l) t += lanes[l][tx];
-    col[k] = static_cast<float>(__dadd_rn(__dmul_rn(beta2, col[k]), __dmul_rn(1.0 - beta2, t) / static_cast<double>(rows)));
-  }
-}
+};
 
 // One block: *inv_norm = 1/(mean(R)·bc2), 0 where mean(R) ≤ 0.
 __global__ void inv_norm_kernel(const float* __restrict__ row, index_t rows, double bc2, float* __restrict__ inv_norm) {
@@ -335,19 +300,11 @@ class CudaSignOps final : public SignOps<float> {
     second_row_kernel<<<blocks_for(static_cast<std::size_t>(rows) * 32, kThreads), kThreads, 0, s>>>(
         grad.data, rows, r, b2, mat.second_row.data);
     BR_CUDA_LAUNCHED();
-    const index_t tiles = (r + kColTile - 1) / kColTile;
-    const index_t want = std::clamp<index_t>((kTargetBlocks + tiles - 1) / tiles, 1, (rows + kRowLanes - 1) / kRowLanes);
-    const index_t rows_per_block = (rows + want - 1) / want;
-    const index_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-    if (partial_.size() < static_cast<std::size_t>(blocks * r))
-      partial_ = Buffer<double>(ctx_.memory, static_cast<std::size_t>(blocks * r));
-    second_col_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks)),
-                                dim3(kColTile, kRowLanes), 0, s>>>(grad.data, rows, r, rows_per_block,
-                                                                   partial_.data());
-    BR_CUDA_LAUNCHED();
-    second_col_kernel<<<blocks_for(static_cast<std::size_t>(r), kColTile), dim3(kColTile, kFinishLanes), 0, s>>>(
-        partial_.data(), blocks, rows, r, b2, mat.second_col.data);
-    BR_CUDA_LAUNCHED();
+    const ColSumChunks ch = col_sum_chunks(rows, (r + kColSumTile - 1) / kColSumTile);
+    if (partial_.size() < static_cast<std::size_t>(ch.chunks * r))
+      partial_ = Buffer<double>(ctx_.memory, static_cast<std::size_t>(ch.chunks * r));
+    launch_col_sum_partial(grad.data, grad.data, nullptr, rows, r, ch.rows, partial_.data(), s);
+    launch_col_sum_finish(partial_.data(), ch.chunks, r, SecondColFinish{mat.second_col.data, b2, rows}, s);
     inv_norm_kernel<<<1, kFinishThreads, 0, s>>>(mat.second_row.data, rows, bc2, inv_norm);
     BR_CUDA_LAUNCHED();
   }
