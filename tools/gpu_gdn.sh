@@ -44,8 +44,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   # memcheck over every GDN test; racecheck (far slower) over two small cases:
   # one chunk per window, and a window of two chunks (the state passes'
   # operands fetched a chunk ahead).
-  for run in "memcheck 240 GdnCuda.*:Parity/gdn*.cuda" \
-             "racecheck 240 Parity/gdn_6v2k_d128_2x45_ckpt8.cuda:Parity/gdn_conv2_1x70.cuda"; do
+  for run in "memcheck 150 GdnCuda.*:Parity/gdn*.cuda" \
+             "racecheck 200 Parity/gdn_6v2k_d128_2x45_ckpt8.cuda:Parity/gdn_conv2_1x70.cuda"; do
     read -r tool limit filter <<< "$run"
     echo "== compute-sanitizer --tool ${tool} over ${filter} =="
     BITRANK_GDN_KERNEL=3 timeout "${limit}" compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
