@@ -293,6 +293,14 @@ __device__ void chunk_scores(const Dims& g, const Tape& tp, const Pos& p, float*
   attention_scores(Qs, Ks, P, c, p.L);
 }
 
+// Sum over the four consecutive lanes of a quad (every lane gets it): the
+// per-row sums over 64 entries run four threads per row (kThreads = 4·kC).
+static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 // Block sum of one value per thread (every thread gets the total).
 __device__ float block_sum(float x, float* red) {
   for (int m = 16; m >= 1; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
@@ -341,18 +349,14 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
       float v = 0.0f;
       if (j < r)
         for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdC + s], Ts[s * kLdC + j], v);
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      v = quad_sum(v);
       if (j < r && part == 0) Ts[r * kLdC + j] = -As[r * kLdC + j] - v;
       __syncwarp();
     }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < kC * kD; e += kThreads) {
-    const int r = e / kD, i = e % kD;
-    Ks[r * kLdD + i] *= b[r] * expf(c[r]);
-    Vs[r * kLdD + i] *= b[r];
-  }
+  scale_rows(Ks, kLdD, [&](int r) { return b[r] * expf(c[r]); });
+  scale_rows(Vs, kLdD, [&](int r) { return b[r]; });
   __syncthreads();
   gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, Ts, kLdC, Ks, kLdD, 1.0f, false);
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, Ts, kLdC, Vs, kLdD, 1.0f, false);
@@ -432,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   float* c = Us + kC * kLdC;     // [64], then β [64]
   fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
   chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
-  for (int e = threadIdx.x; e < kC * kD; e += kThreads) Qs[(e / kD) * kLdD + e % kD] *= expf(c[e / kD]);
+  scale_rows(Qs, kLdD, [&](int r) { return expf(c[r]); });
   fetch_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
   load_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
   __syncthreads();
@@ -649,13 +653,14 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
   __syncthreads();
   chunk_scores(g, a.tp, p, X1, X2, Ps, c);
-  if (threadIdx.x < kC) {
-    const int r = threadIdx.x;
+  {  // four threads per r, each a quarter of row r and of column r
+    const int r = threadIdx.x / 4, part = threadIdx.x % 4;
     float acc = 0.0f;
     // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
-    for (int s = 0; s < r; ++s) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);       // row r
-    for (int q = r + 1; q < kC; ++q) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
-    ws.dc[p.idx * kC + r] = acc;
+    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);            // row r
+    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
+    acc = quad_sum(acc);
+    if (part == 0) ws.dc[p.idx * kC + r] = acc;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
@@ -772,26 +777,31 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   }
   gemm<kC, kC, kD, Row, Col>(Y2, kLdC, X1, kLdD, X1, kLdD, 1.0f, false);  // G = KKᵀ
   __syncthreads();
-  if (threadIdx.x < kC) {  // row sums: dβ_r, dc_r
-    const int r = threadIdx.x;
+  {  // row sums dβ_r, dc_r; four threads per row, each a quarter of it
+    const int r = threadIdx.x / 4, part = threadIdx.x % 4;
     float dbr = 0.0f, dcr = 0.0f;
-    for (int s = 0; s < r && r < p.L; ++s) {
+    for (int s = part; s < r && r < p.L; s += 4) {
       const float m = expf(c[r] - c[s]), da = Y1[r * kLdC + s], gg = Y2[r * kLdC + s];
       dbr = fmaf(da, m * gg, dbr);
       dcr = fmaf(da, b[r] * m * gg, dcr);
     }
-    db[r] += dbr;
-    dc[r] += dcr;
+    dbr = quad_sum(dbr);
+    dcr = quad_sum(dcr);
+    if (part == 0) {
+      db[r] += dbr;
+      dc[r] += dcr;
+    }
   }
   __syncthreads();
-  if (threadIdx.x < kC) {  // column sums: dc_s
-    const int s = threadIdx.x;
+  {  // column sums dc_s, the same way
+    const int s = threadIdx.x / 4, part = threadIdx.x % 4;
     float dcs = 0.0f;
-    for (int r = s + 1; r < p.L; ++r) {
+    for (int r = s + 1 + part; r < p.L; r += 4) {
       const float m = expf(c[r] - c[s]);
       dcs = fmaf(Y1[r * kLdC + s], b[r] * m * Y2[r * kLdC + s], dcs);
     }
-    dc[s] -= dcs;
+    dcs = quad_sum(dcs);
+    if (part == 0) dc[s] -= dcs;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
