@@ -145,6 +145,7 @@ TEST(GdnCuda, BothDesignsMatchReference) {
       {config(1, 2, 8, 4, 2, 8), 3},     // windows shorter than the conv
       {config(2, 6, 128, 4, 150, 8), 2}, // design 3: two full chunks of 64 and a short one
       {config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
+      {config(1, 2, 32, 4, 300, 8), 1},  // design 3: five chunks (double buffers alternate past two)
   };
   for (const auto& [cfg, windows] : shapes) {
     const Inputs in(cfg, windows, 7);
