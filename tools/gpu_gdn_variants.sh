@@ -5,7 +5,7 @@
 # in one call; only what a patch touches is rebuilt. Prints a table last.
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
 # e.g. on the development machine, inside the repository:
-#   git diff main gdn-state3 > variants/state3.patch; git diff main gdn-split > variants/split.patch
+#   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
 #   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
 set -uo pipefail
 cd "$(dirname "$0")/.."
