@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: build, run `bitrank bench --device cuda`, then the
 # anchors that are not part of it (PyTorch SDPA; FLA when FLA_SRC points at a
-# checkout of flash-linear-attention), and print the side-by-side table last.
+# checkout of flash-linear-attention), and print the side-by-side table and
+# the ratios against the issue's targets (tools/bench_ratios.py) last.
 #   tools/gpu_bench.sh [--bypass-guard]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +20,5 @@ sed -n '/^op /,$p' "$out/bench_cuda.txt"
 echo "== anchors (median ms) =="
 cat "$out/anchor_sdpa.txt"
 [ -f "$out/anchor_fla.txt" ] && cat "$out/anchor_fla.txt"
+python3 tools/bench_ratios.py "$out/bench_cuda.txt" "$out/anchor_sdpa.txt" $([ -f "$out/anchor_fla.txt" ] && echo "$out/anchor_fla.txt")
 exit 0

@@ -27,11 +27,14 @@ grep -E "design 3|\[parity\] gdn.* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($
 echo "== tests =="; grep -E "^\[  PASSED  \]|^\[  FAILED  \]" "$log" | sort -u
 for k in 2 3; do
   echo "== design $k =="
-  BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" | head -2
+  BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" |
+    head -2 | tee "${OUT:-/tmp}/gdn_design$k.txt"
 done
 if [ -n "${FLA_SRC:-}" ]; then
   echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
-  python3 bench/anchors/fla_gdn.py --bypass-guard 2>&1 | tail -6
+  python3 bench/anchors/fla_gdn.py --bypass-guard > "${OUT:-/tmp}/gdn_fla.txt" 2>&1
+  tail -6 "${OUT:-/tmp}/gdn_fla.txt"
+  python3 tools/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
 fi
 if [ "${1:-}" = "--detail" ]; then
   echo "== ${2:?kernel name} under ncu (one launch at 8x512) =="
