@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine: build, run `bitrank bench --device cuda`, then the
+# On the GPU machine: build, check (every cuda parity case against the f64
+# reference), run `bitrank bench --device cuda`, then the
 # anchors that are not part of it (PyTorch SDPA; FLA when FLA_SRC points at a
 # checkout of flash-linear-attention), and print the side-by-side table and
 # the ratios against the issue's targets (tools/bench_ratios.py) last.
@@ -10,6 +11,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: "
+# Check before timing: every op's cuda parity cases against the f64 reference.
+./build-gpu/bitrank_tests --gtest_filter='Parity/*.cuda' > "$out/bench_parity.txt" 2>&1
+checked=$?
 ./build-gpu/bitrank bench --device cuda --min-time 0.5 > "$out/bench_cuda.txt" 2>&1 || { tail -5 "$out/bench_cuda.txt"; exit 1; }
 python3 bench/anchors/sdpa.py > "$out/anchor_sdpa.txt" 2>&1 || tail -3 "$out/anchor_sdpa.txt"
 if [ -n "${FLA_SRC:-}" ]; then
@@ -20,5 +24,7 @@ sed -n '/^op /,$p' "$out/bench_cuda.txt"
 echo "== anchors (median ms) =="
 cat "$out/anchor_sdpa.txt"
 [ -f "$out/anchor_fla.txt" ] && cat "$out/anchor_fla.txt"
+echo "== cuda parity cases against the f64 reference (before the timings) =="
+grep -E "^\[  (PASSED|FAILED)  \]" "$out/bench_parity.txt" | sort -u
 python3 tools/bench_ratios.py "$out/bench_cuda.txt" "$out/anchor_sdpa.txt" $([ -f "$out/anchor_fla.txt" ] && echo "$out/anchor_fla.txt")
-exit 0
+exit $checked
