@@ -13,7 +13,7 @@
 //     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO, state
 //     grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
 //     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂);
-//   · state passes, one block per (32 state columns, v-head, window)
+//   · state passes, one block per (64 state columns, v-head, window)
 //     walking its window's chunks in order (forward: S₀ of each chunk, U =
 //     Ũ − W S₀, S ← e^{c_last} S + K̃ᵀU) or in reverse (backward: dS_L of
 //     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
@@ -43,7 +43,7 @@ using tile::gemm;
 
 constexpr int kC = 64;        // chunk
 constexpr int kD = 128;       // padded head_dim
-constexpr int kTV = 32;       // state columns per state-pass block
+constexpr int kTV = 64;       // state columns per state-pass block
 constexpr int kThreads = 256;
 constexpr int kLdD = kD + 4;  // padded shared row strides
 constexpr int kLdC = kC + 4;
@@ -365,47 +365,45 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
-// state's 32 columns stay in registers (an Acc) and go through shared memory
+// state's 64 columns stay in registers (an Acc) and go through shared memory
 // once per chunk, as the operand of W S₀. The pass is a chain over the
-// window's chunks, so every operand is in flight a phase ahead: K of this
-// chunk and Ũ, c of the next are fetched while W S₀ runs, W of the next
-// while U is stored. Three barriers per chunk.
-__global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, ChunkWs ws) {
+// window's chunks, so each chunk's operands (W, K, this block's columns of
+// Ũ, c) are double-buffered: fetched at the previous chunk's first barrier,
+// they have a whole chunk to land. One block per SM (206 KB of shared
+// memory); three barriers per chunk.
+__global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ss = smem;                // [128][36]: S₀
-  float* Xw = Ss + kD * kLdV;      // [64][132]: W
-  float* Xk = Xw + kC * kLdD;      // [64][132]: K
-  float* Ub = Xk + kC * kLdD;      // 2 × [64][36]: Ũ, then U, then f ⊙ U
+  float* Ss = smem;                // [128][68]: S₀
+  float* Xw = Ss + kD * kLdV;      // 2 × [64][132]: W
+  float* Xk = Xw + 2 * kC * kLdD;  // 2 × [64][132]: K
+  float* Ub = Xk + 2 * kC * kLdD;  // 2 × [64][68]: Ũ, then U, then f ⊙ U
   float* cb = Ub + 2 * kC * kLdV;  // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
-  const auto fetch_u_c = [&](const Pos& q, int buf) {
+  const auto fetch_chunk = [&](int ci, int buf) {
+    const Pos q = chunk(ci);
+    fetch_tile<kC, kD>(Xw + buf * kC * kLdD, kLdD, ws.W + q.idx * kRowTile, kD);
+    fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
     fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
-  {
-    const Pos q = chunk(0);
-    fetch_tile<kC, kD>(Xw, kLdD, ws.W + q.idx * kRowTile, kD);
-    fetch_u_c(q, 0);
-  }
+  fetch_chunk(0, 0);
   tile::Acc<kD, kTV> S;  // zero
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
+    const float* W = Xw + buf * kC * kLdD;
+    const float* K = Xk + buf * kC * kLdD;
     float* U = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
     S.store(Ss, kLdV, 1.0f, false);
-    landed();  // W, Ũ, c of this chunk
-    __syncthreads();  // [1] S₀, W, Ũ, c visible; the last chunk's readers of Xk and of the other buffers done
-    fetch_rows(Xk, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-    if (ci + 1 < nch) fetch_u_c(chunk(ci + 1), buf ^ 1);
-    commit();
+    landed();         // this chunk's operands (the only copies in flight)
+    __syncthreads();  // [1] S₀ and the operands visible; the last chunk's readers of the other buffers done
+    if (ci + 1 < nch) fetch_chunk(ci + 1, buf ^ 1);
     copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, Ss, kLdV);
-    gemm<kC, kTV, kD, Row, Row>(U, kLdV, Xw, kLdD, Ss, kLdV, -1.0f, true);
-    __syncthreads();  // [2] U done; Xw free
-    if (ci + 1 < nch) fetch_tile<kC, kD>(Xw, kLdD, ws.W + chunk(ci + 1).idx * kRowTile, kD);
-    commit();
+    gemm<kC, kTV, kD, Row, Row>(U, kLdV, W, kLdD, Ss, kLdV, -1.0f, true);
+    __syncthreads();  // [2] U done
     const float cl = c[p.L - 1];
     for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // U out, then f ⊙ U in place
       const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
@@ -416,9 +414,8 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
       *reinterpret_cast<float4*>(U + r * kLdV + i) = v;
     }
     S.scale(expf(cl));
-    landed_but<1>();  // K (the group before W's)
-    __syncthreads();  // [3] K and f ⊙ U visible
-    S.mma<kC, Col, Row>(Xk, kLdD, U, kLdV);
+    __syncthreads();  // [3] f ⊙ U visible
+    S.mma<kC, Col, Row>(K, kLdD, U, kLdV);
   }
 }
 
@@ -472,61 +469,82 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
 // (K̃ = e^{c_last−c} ⊙ K rows, 0 past L), dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO
-// − Wᵀ dU. dS stays in registers as in the forward pass; the scalars of a
-// chunk arrive a chunk ahead, so its K and Q rows are scaled by the threads
-// that fetched them before the first barrier. In flight across phases: K,
-// dO and c of the next chunk while W of this one lands; its Q and dU from
-// the last barrier on. Four barriers per chunk.
-__global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, ChunkWs ws) {
+// − Wᵀ dU. dS stays in registers as in the forward pass. A chunk's operands
+// arrive in groups of copies issued during the chunk after it (in pass
+// order, the one before): c, then K and dU, at its first barrier (all
+// double-buffered), Q and dO at its second, W at its last. c is waited for
+// before that chunk's third barrier, which publishes it; K, dU, Q and dO at
+// the top of the chunk they belong to, where the threads that fetched K
+// and Q rows scale them (their own copies: no barrier needed); W before
+// the third barrier. One block per SM (223 KB); four barriers per chunk.
+__global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ds = smem;                // [128][36]: dS_L
-  float* Xk = Ds + kD * kLdV;      // [64][132]: K̃
-  float* Xq = Xk + kC * kLdD;      // [64][132]: e^c Q, then W
-  float* Us = Xq + kC * kLdD;      // [64][36]: dU, then −dU
-  float* Do = Us + kC * kLdV;      // [64][36]: dO
+  float* Ds = smem;                // [128][68]: dS_L
+  float* Xk = Ds + kD * kLdV;      // 2 × [64][132]: K̃
+  float* Xq = Xk + 2 * kC * kLdD;  // [64][132]: e^c Q
+  float* Xw = Xq + kC * kLdD;      // [64][132]: W
+  float* Ub = Xw + kC * kLdD;      // 2 × [64][68]: dU, then −dU
+  float* Do = Ub + 2 * kC * kLdV;  // [64][68]: dO
   float* cb = Do + kC * kLdV;      // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
   const int dcols = max(0, min(kTV, g.d - j0));
-  const auto fetch_k_do = [&](const Pos& q) {
-    fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
-    fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+  // The groups of chunk ci, each committed even when empty (ci < 0), so
+  // that the waits below count the same in every iteration.
+  const auto fetch_c = [&](int ci) {
+    if (ci >= 0) fetch_scalars(ws.cb, chunk(ci).idx, cb + (ci & 1) * kScalars);
+    commit();
   };
-  const auto fetch_q_du = [&](const Pos& q) {
-    fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
-    fetch_tile<kC, kTV>(Us, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+  const auto fetch_k_du = [&](int ci) {
+    if (ci >= 0) {
+      const Pos q = chunk(ci);
+      const int buf = ci & 1;
+      fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
+      fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+    }
+    commit();
   };
-  {
-    const Pos q = chunk(nch - 1);
-    fetch_scalars(ws.cb, q.idx, cb + ((nch - 1) & 1) * kScalars);
-    fetch_k_do(q);
-    fetch_q_du(q);
-    landed();
-    __syncthreads();  // the first chunk's c visible for the scaling below
-  }
+  const auto fetch_q_do = [&](int ci) {
+    if (ci >= 0) {
+      const Pos q = chunk(ci);
+      fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
+      fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+    }
+    commit();
+  };
+  const auto fetch_w = [&](int ci) {
+    if (ci >= 0) fetch_tile<kC, kD>(Xw, kLdD, ws.W + chunk(ci).idx * kRowTile, kD);
+    commit();
+  };
+  fetch_c(nch - 1);
+  landed();
+  __syncthreads();  // the first chunk's c visible
+  fetch_k_du(nch - 1);
+  fetch_q_do(nch - 1);
+  fetch_w(nch - 1);
   tile::Acc<kD, kTV> D;  // dS, zero
   for (int ci = nch - 1; ci >= 0; --ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
+    float* K = Xk + buf * kC * kLdD;
+    float* Us = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
-    const float cl = c[p.L - 1];
     D.store(Ds, kLdV, 1.0f, false);
-    landed();  // K, dO, Q, dU of this chunk
-    scale_rows(Xk, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    landed_but<1>();  // K, dU, Q, dO of this chunk (W may still be in flight)
+    const float cl = c[p.L - 1];
+    scale_rows(K, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
     scale_rows(Xq, kLdD, [&](int r) { return expf(c[r]); });
-    __syncthreads();  // [1]
+    __syncthreads();  // [1] dS_L, K̃, e^cQ, dO, dU visible; the chunk after's readers of the other buffers done
+    fetch_c(ci - 1);
+    fetch_k_du(ci - 1);
     copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, Ds, kLdV);
     tile::Acc<kD, kTV> qdo;
-    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                          // (e^cQ)ᵀ dO
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xk, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
-    __syncthreads();  // [2] dU done; Xk, Xq, Do free
-    fetch_rows(Xq, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD);
-    if (ci > 0) fetch_scalars(ws.cb, chunk(ci - 1).idx, cb + (buf ^ 1) * kScalars);
-    commit();
-    if (ci > 0) fetch_k_do(chunk(ci - 1));
-    commit();
+    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                        // (e^cQ)ᵀ dO
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, K, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
+    __syncthreads();  // [2] dU done; Xq, Do free
+    fetch_q_do(ci - 1);
     for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // dU out, then −dU in place
       const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
       float4 v = *reinterpret_cast<const float4*>(Us + r * kLdV + i);
@@ -536,11 +554,11 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
     }
     D.scale(expf(cl));
     D.add(qdo);
-    landed_but<1>();  // W and the next chunk's c
-    __syncthreads();  // [3] W, −dU, the next c visible
-    D.mma<kC, Col, Row>(Xq, kLdD, Us, kLdV);  // − Wᵀ dU
-    __syncthreads();  // [4] Xq and Us free
-    if (ci > 0) fetch_q_du(chunk(ci - 1));
+    landed_but<2>();  // W of this chunk and c of the next (all but the newest two groups: K and dU, Q and dO)
+    __syncthreads();  // [3] W, −dU, the next chunk's c visible
+    D.mma<kC, Col, Row>(Xw, kLdD, Us, kLdV);  // − Wᵀ dU
+    __syncthreads();  // [4] Xw free
+    fetch_w(ci - 1);
   }
 }
 
@@ -854,10 +872,11 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
-constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 4 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
 constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 4 * kC * kLdD + 3 * kC * kLdV + 2 * kScalars);
+static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
@@ -935,7 +954,8 @@ void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStr
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
   // The attention grads need nothing of the state pass (dO, U, Q, K, c):
   // beside it, at the side stream's lower priority, they fill the slots its
-  // (head × 32 columns × window) blocks leave free — 72 of 264 at 1×32768.
+  // (head × 64 columns × window) blocks, one per SM, leave free — 36 of
+  // 132 SMs at 1×32768.
   BR_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   launch(grads_attn_kernel, cg, kGradAttnSmem, side.stream, a, ws);
   BR_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
