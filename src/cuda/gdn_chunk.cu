@@ -39,6 +39,7 @@ namespace {
 
 using tile::Col;
 using tile::Row;
+using tile::Split;
 using tile::gemm;
 
 constexpr int kC = 64;        // chunk
@@ -48,6 +49,9 @@ constexpr int kThreads = 256;
 constexpr int kLdD = kD + 4;  // padded shared row strides
 constexpr int kLdC = kC + 4;
 constexpr int kLdV = kTV + 4;
+constexpr int kLdS = kD + 8;  // bf16 rows of split planes (tile::Split: ≡ 8 mod 64)
+constexpr int kLdSC = kC + 8;
+constexpr int kLdP = kC + 8;  // f32 rows of a 64-wide tile whose region later holds a [64][72] Split
 constexpr index_t kRowTile = static_cast<index_t>(kC) * kD;  // a 64×128 workspace tile
 constexpr index_t kStateTile = static_cast<index_t>(kD) * kD;
 constexpr index_t kSqTile = static_cast<index_t>(kC) * kC;
@@ -223,6 +227,34 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, 
   if constexpr (!std::is_same_v<Scale, One>) scale_rows(dst, ld, scale);
 }
 
+// dst (a Split, 64 rows × kD columns) = src[r·stride + i] for r < L, i < d,
+// zero elsewhere: every load of the thread first, then the splits and stores.
+__device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L, int d) {
+  constexpr int kSlots = kC * kD / 4 / kThreads;
+  const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  float4 v[kSlots];
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kD / 4), i = 4 * (e % (kD / 4));
+    const float* from = src + r * stride + i;
+    if (r >= L || i >= d) {
+      v[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    } else if (vec && i + 4 <= d) {
+      v[n] = *reinterpret_cast<const float4*>(from);
+    } else {
+      v[n].x = from[0];
+      v[n].y = i + 1 < d ? from[1] : 0.0f;
+      v[n].z = i + 2 < d ? from[2] : 0.0f;
+      v[n].w = i + 3 < d ? from[3] : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    tile::split_store4(dst, e / (kD / 4), 4 * (e % (kD / 4)), v[n]);
+  }
+}
+
 // Issues a dense ROWS×COLS copy from a workspace tile (row stride lds,
 // 16-byte aligned rows) into shared memory (row stride ldd).
 template <int ROWS, int COLS>
@@ -299,6 +331,29 @@ static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The chunk's q̂, k̂ rows split into Q, K (64 × kD), then P = M ⊙ QKᵀ on s ≤
+// r < L (f32, row stride kLdP; c fetched into shared memory before). Ends
+// with a barrier.
+__device__ void split_scores(const Dims& g, const Tape& tp, const Pos& p, const Split& Q, const Split& K, float* P,
+                             const float* c) {
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  load_split_rows(Q, q_rows(g, tp, p), kstride, p.L, g.d);
+  load_split_rows(K, k_rows(g, tp, p), kstride, p.L, g.d);
+  landed();  // c
+  __syncthreads();
+  {
+    tile::Acc<kC, kC> acc;
+    acc.mma<kD, Row, Col>(Q, K);
+    acc.store(P, kLdP, 1.0f, false);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    P[r * kLdP + s] = (s <= r && r < p.L) ? P[r * kLdP + s] * expf(c[r] - c[s]) : 0.0f;
+  }
+  __syncthreads();
 }
 
 // Block sum of one value per thread (every thread gets the total).
@@ -454,20 +509,38 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
 
 // ---- backward ---------------------------------------------------------------
 
-// dU_local = Pᵀ dO (into ws.dU).
+// dU_local = Pᵀ dO (into ws.dU), its operands split once (tile::Split): Q
+// and K for P, then P (in place) and dO.
 __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Qs = smem;             // [64][132]
-  float* Ks = Qs + kC * kLdD;   // [64][132]: K, then dO
-  float* Ps = Ks + kC * kLdD;   // [64][68]
-  float* c = Ps + kC * kLdC;
-  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
-  chunk_scores(g, a.tp, p, Qs, Ks, Ps, c);
-  load_rows(Ks, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then dO
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K
+  float* Ps = reinterpret_cast<float*>(X2.lo + kC * kLdS);          // [64][72], then P split
+  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  float* c = Ps + kC * kLdP;
+  fetch_scalars(ws.cb, p.idx, c);
+  split_scores(g, a.tp, p, X1, X2, Ps, c);
+  constexpr int kSlots = kC * kC / 4 / kThreads;
+  float4 pv[kSlots];  // this thread's P, held while its region is rewritten as the split
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    pv[n] = *reinterpret_cast<const float4*>(Ps + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
+  }
+  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
+  __syncthreads();  // every P read
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    tile::split_store4(Pm, e / (kC / 4), 4 * (e % (kC / 4)), pv[n]);
+  }
   __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Ps, kLdC, Ks, kLdD, 1.0f, false);
+  tile::Acc<kC, kD> acc;
+  acc.mma<kC, Col, Row>(Pm, X1);
+  acc.store(ws.dU + p.idx * kRowTile, kD, 1.0f, false);
 }
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
@@ -636,40 +709,64 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
 // Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r = Σ_s dP⊙P
 // − Σ_q dP_qr P_qr; dQ = (dP⊙M) K; dK = (dP⊙M)ᵀ Q. The first to write ws.dQ,
 // ws.dK and ws.dc: it needs nothing of the backward state pass, so it runs
-// beside it on the side stream (chunk_backward).
+// beside it on the side stream (chunk_backward). Its four products read
+// operands split once (tile::Split): dO, U, then Q, K as they are loaded,
+// dP ⊙ M as it is formed.
 __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* X1 = smem;               // [64][132]: dO, then Q
-  float* X2 = X1 + kC * kLdD;     // [64][132]: U, then K
-  float* dP = X2 + kC * kLdD;     // [64][68]
-  float* Ps = dP + kC * kLdC;     // [64][68]
-  float* c = Ps + kC * kLdC;
-  fetch_scalars(ws.cb, p.idx, c);  // lands with dO and U
-  fetch_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
-  load_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split X1{planes, planes + kC * kLdS, kLdS};                  // dO, then Q
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};    // U, then K
+  float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);            // [64][68]
+  float* Ps = dP + kC * kLdC;                                         // [64][72], then dP ⊙ M split
+  const Split Dm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  float* c = Ps + kC * kLdP;
+  fetch_scalars(ws.cb, p.idx, c);
+  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
+  load_split_rows(X2, ws.U + p.idx * kRowTile, kD, kC, kD);
+  landed();
   __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
-  __syncthreads();
-  chunk_scores(g, a.tp, p, X1, X2, Ps, c);
+  {
+    tile::Acc<kC, kC> acc;
+    acc.mma<kD, Row, Col>(X1, X2);
+    acc.store(dP, kLdC, 1.0f, false);
+  }
+  __syncthreads();  // X1, X2 free
+  split_scores(g, a.tp, p, X1, X2, Ps, c);
+  float dc_r;
   {  // four threads per r, each a quarter of row r and of column r
     const int r = threadIdx.x / 4, part = threadIdx.x % 4;
     float acc = 0.0f;
     // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
-    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);            // row r
-    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
-    acc = quad_sum(acc);
-    if (part == 0) ws.dc[p.idx * kC + r] = acc;
+    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdP + s], acc);            // row r
+    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdP + r], acc);  // column r
+    dc_r = quad_sum(acc);
+  }
+  __syncthreads();  // P read for the last time: its region takes dP ⊙ M
+  if (threadIdx.x % 4 == 0) ws.dc[p.idx * kC + threadIdx.x / 4] = dc_r;
+  for (int e = threadIdx.x; e < kC * kC / 4; e += kThreads) {
+    const int r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+    float v[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int s = s0 + q;
+      v[q] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+    }
+    tile::split_store4(Dm, r, s0, make_float4(v[0], v[1], v[2], v[3]));
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
-    dP[r * kLdC + s] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+  {
+    tile::Acc<kC, kD> acc;
+    acc.mma<kC, Row, Row>(Dm, X2);
+    acc.store(ws.dQ + p.idx * kRowTile, kD, 1.0f, false);
   }
-  __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, false);
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, false);
+  {
+    tile::Acc<kC, kD> acc;
+    acc.mma<kC, Col, Row>(Dm, X1);
+    acc.store(ws.dK + p.idx * kRowTile, kD, 1.0f, false);
+  }
 }
 
 // A warp per row of the chunk, two rows of a warp at a time: for its lane's
@@ -856,10 +953,11 @@ constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
-constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
+constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
 constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
-constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
+constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
+static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
 constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
 static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
 

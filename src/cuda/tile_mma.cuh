@@ -63,6 +63,44 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// An operand kept in shared memory already split: its hi and lo halves as
+// two row-major bf16 planes with row stride ld (elements; a multiple of 8,
+// and ≡ 8 mod 64 so that the eight 16-byte rows one ldmatrix reads fall in
+// distinct banks: 72 for 64 columns, 136 for 128). Split once where the
+// operand is produced, its fragments load with ldmatrix — one instruction
+// per 16×16 half — instead of f32 loads and a split per use.
+struct Split {
+  __nv_bfloat16* hi;
+  __nv_bfloat16* lo;
+  int ld;
+};
+
+// Stores x0..x3 (columns c..c+3 of row r, c a multiple of 4) into a Split.
+__device__ __forceinline__ void split_store4(const Split& s, int r, int c, float4 x) {
+  uint2 hi, lo;
+  split_bf16x2(x.x, x.y, hi.x, lo.x);
+  split_bf16x2(x.z, x.w, hi.y, lo.y);
+  *reinterpret_cast<uint2*>(s.hi + r * s.ld + c) = hi;
+  *reinterpret_cast<uint2*>(s.lo + r * s.ld + c) = lo;
+}
+
+// Four 8×8 bf16 matrices from shared memory (lane l gives the address of
+// row l % 8 of matrix l / 8); .trans hands out their transposes.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
 // The warp grid (WM × WN warps) and each warp's tile (RM × RN tiles of
 // 16×8) for an M×N product: of the grids that cover C evenly, the one that
 // loads the fewest operand values per mma (an A fragment holds 8 values per
@@ -154,6 +192,48 @@ class Acc {
         uint32_t b_hi[2], b_lo[2];
         split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
         split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          mma_bf16(acc_[i][j], a_lo[i], b_hi);
+          mma_bf16(acc_[i][j], a_hi[i], b_lo);
+          mma_bf16(acc_[i][j], a_hi[i], b_hi);
+        }
+      }
+    }
+  }
+
+  // += A (M×K) · B (K×N), both already split in shared memory (Split):
+  // per 16-wide k step, A's hi and lo fragments are one ldmatrix each and
+  // B's hi and lo one between them. Row A and Col B read their planes as
+  // stored, Col A and Row B transposed (ldmatrix .trans).
+  template <int K, class LA, class LB>
+  __device__ __forceinline__ void mma(const Split& A, const Split& B) {
+    static_assert(K % 16 == 0, "bf16 mma tiles are 16×8×16");
+    constexpr bool a_row = std::is_same_v<LA, Row>, b_col = std::is_same_v<LB, Col>;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    // A: matrix q = lane / 8 is (rows 8(q % 2).., k 8(q / 2)..) of a 16×16 tile.
+    const int a_r = a_row ? (lane & 15) : (lane & 7) + 8 * (lane >> 4);  // row of the stored plane
+    const int a_c = a_row ? 8 * (lane >> 4) : 8 * ((lane >> 3) & 1);     // column of the stored plane
+    // B: matrices 0, 1 = hi at k 0.., 8..; 2, 3 = lo.
+    const __nv_bfloat16* b_plane = lane >= 16 ? B.lo : B.hi;
+    const int b_r = (lane & 7) + (b_col ? 0 : 8 * ((lane >> 3) & 1));
+    const int b_c = b_col ? 8 * ((lane >> 3) & 1) : 0;
+#pragma unroll 2
+    for (int k = 0; k < K; k += 16) {
+      uint32_t a_hi[RM][4], a_lo[RM][4];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const int m = m0_ + 16 * i;
+        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
+        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
+      }
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0_ + 8 * j;
+        uint32_t bf[4];
+        ldmatrix_x4<!b_col>(bf, b_plane + (b_col ? (n + b_r) * B.ld + k + b_c : (k + b_r) * B.ld + n + b_c));
+        const uint32_t b_hi[2] = {bf[0], bf[1]}, b_lo[2] = {bf[2], bf[3]};
 #pragma unroll
         for (int i = 0; i < RM; ++i) {
           mma_bf16(acc_[i][j], a_lo[i], b_hi);
