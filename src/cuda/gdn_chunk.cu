@@ -227,15 +227,18 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, 
   if constexpr (!std::is_same_v<Scale, One>) scale_rows(dst, ld, scale);
 }
 
-// dst (a Split, 64 rows × kD columns) = src[r·stride + i] for r < L, i < d,
-// zero elsewhere: every load of the thread first, then the splits and stores.
-__device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L, int d) {
-  constexpr int kSlots = kC * kD / 4 / kThreads;
+// dst (a Split, ROWS × COLS) = src[r·stride + i] for r < L, i < d, zero
+// elsewhere: every load of the thread first, then the splits and stores.
+template <int ROWS = kC, int COLS = kD>
+__device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L = ROWS,
+                                                int d = COLS) {
+  static_assert(COLS % 4 == 0 && (ROWS * COLS / 4) % kThreads == 0, "whole passes of the block");
+  constexpr int kSlots = ROWS * COLS / 4 / kThreads;
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   float4 v[kSlots];
 #pragma unroll
   for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kD / 4), i = 4 * (e % (kD / 4));
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
     const float* from = src + r * stride + i;
     if (r >= L || i >= d) {
       v[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -251,8 +254,30 @@ __device__ __forceinline__ void load_split_rows(const Split& dst, const float* s
 #pragma unroll
   for (int n = 0; n < kSlots; ++n) {
     const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    tile::split_store4(dst, e / (kD / 4), 4 * (e % (kD / 4)), v[n]);
+    tile::split_store4(dst, e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
   }
+}
+
+// A 64 × 64 f32 tile of shared memory (row stride kLdP) rewritten in place
+// as its Split (row stride kLdSC): each thread holds its values across the
+// barrier. Ends with a barrier.
+__device__ __forceinline__ void split_in_place(float* P) {
+  constexpr int kSlots = kC * kC / 4 / kThreads;
+  float4 v[kSlots];
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    v[n] = *reinterpret_cast<const float4*>(P + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
+  }
+  __syncthreads();
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(P);
+  const Split dst{hi, hi + kC * kLdSC, kLdSC};
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    tile::split_store4(dst, e / (kC / 4), 4 * (e % (kC / 4)), v[n]);
+  }
+  __syncthreads();
 }
 
 // Issues a dense ROWS×COLS copy from a workspace tile (row stride lds,
@@ -303,26 +328,6 @@ __device__ __forceinline__ const float* q_rows(const Dims& g, const Tape& tp, co
 }
 __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
   return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
-}
-
-// P = M ⊙ QKᵀ on s ≤ r < L (0 elsewhere), from Q, K in shared memory.
-__device__ void attention_scores(const float* Qs, const float* Ks, float* P, const float* c, int L) {
-  gemm<kC, kC, kD, Row, Col>(P, kLdC, Qs, kLdD, Ks, kLdD, 1.0f, false);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
-    P[r * kLdC + s] = (s <= r && r < L) ? P[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
-  }
-  __syncthreads();
-}
-
-// The chunk's q̂, k̂ rows into Qs, Ks, then P (c already in shared memory).
-__device__ void chunk_scores(const Dims& g, const Tape& tp, const Pos& p, float* Qs, float* Ks, float* P,
-                             const float* c) {
-  fetch_rows(Qs, kLdD, q_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-  load_rows(Ks, kLdD, k_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  attention_scores(Qs, Ks, P, c, p.L);
 }
 
 // Sum over the four consecutive lanes of a quad (every lane gets it): the
@@ -478,33 +483,35 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
 }
 
 // out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z); both
-// products accumulate in registers and O goes through Q's buffer.
+// products accumulate in registers (the row factors e^c applied between
+// them) and O goes to the tape from there. Operands split once
+// (tile::Split): Q, K for P, then S₀'s and U's 64 columns, and P in place.
 __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   const int j0 = blockIdx.z * 64;
   extern __shared__ __align__(128) float smem[];
-  float* Qs = smem;                // [64][132], then O [64][68]
-  float* KS = Qs + kC * kLdD;      // K [64][132], then S₀'s columns [128][68]
-  float* Ps = KS + kD * kLdC;      // [64][68]
-  float* Us = Ps + kC * kLdC;      // [64][68]
-  float* c = Us + kC * kLdC;     // [64], then β [64]
-  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
-  chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
-  scale_rows(Qs, kLdD, [&](int r) { return expf(c[r]); });
-  fetch_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
-  load_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
-  __syncthreads();
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split Q{planes, planes + kC * kLdS, kLdS};
+  const Split KS{Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC, kLdS};  // K [64][136], then S₀'s columns
+  const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
+  float* Ps = reinterpret_cast<float*>(KS.lo + kD * kLdSC);               // [64][72], then P split
+  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  auto* uplanes = reinterpret_cast<__nv_bfloat16*>(Ps + kC * kLdP);
+  const Split U{uplanes, uplanes + kC * kLdSC, kLdSC};  // [64][72]
+  float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
+  fetch_scalars(ws.cb, p.idx, c);
+  split_scores(g, a.tp, p, Q, KS, Ps, c);
+  load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);  // over K (read for the last time)
+  load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
+  split_in_place(Ps);
   tile::Acc<kC, 64> o;
-  o.mma<kD, Row, Row>(Qs, kLdD, KS, kLdC);
-  o.mma<kC, Row, Row>(Ps, kLdC, Us, kLdC);
-  __syncthreads();
-  o.store(Qs, kLdC, 1.0f, false);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kC * 64; e += kThreads) {
-    const int r = e / 64, jj = e % 64;
-    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = Qs[r * kLdC + jj];
-  }
+  o.mma<kD, Row, Row>(Q, S0);
+  o.scale_rows([&](int r) { return expf(c[r]); });
+  o.mma<kC, Row, Row>(Pm, U);
+  o.visit([&](int r, int jj, float v) {
+    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = v;
+  });
 }
 
 // ---- backward ---------------------------------------------------------------
@@ -523,21 +530,8 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   float* c = Ps + kC * kLdP;
   fetch_scalars(ws.cb, p.idx, c);
   split_scores(g, a.tp, p, X1, X2, Ps, c);
-  constexpr int kSlots = kC * kC / 4 / kThreads;
-  float4 pv[kSlots];  // this thread's P, held while its region is rewritten as the split
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    pv[n] = *reinterpret_cast<const float4*>(Ps + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
-  }
-  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
-  __syncthreads();  // every P read
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    tile::split_store4(Pm, e / (kC / 4), 4 * (e % (kC / 4)), pv[n]);
-  }
-  __syncthreads();
+  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO over Q (read for the last time)
+  split_in_place(Ps);
   tile::Acc<kC, kD> acc;
   acc.mma<kC, Col, Row>(Pm, X1);
   acc.store(ws.dU + p.idx * kRowTile, kD, 1.0f, false);
@@ -952,14 +946,14 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
 constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
-constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
+constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
+static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
 constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
 static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
 constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
-static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
 
 template <class Kernel>
 void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs& a, const ChunkWs& ws) {

@@ -244,6 +244,30 @@ class Acc {
     }
   }
 
+  // Row m of the sum ×= f(m) (per thread, no barrier).
+  template <class F>
+  __device__ __forceinline__ void scale_rows(F f) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float s = f(m0_ + 16 * i + g_ + 8 * h);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc_[i][j][2 * h] *= s, acc_[i][j][2 * h + 1] *= s;
+      }
+  }
+  // f(m, n, value) for each element this thread holds (n even: value, then
+  // f(m, n + 1, …) for its neighbour).
+  template <class F>
+  __device__ __forceinline__ void visit(F f) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) f(m0_ + 16 * i + g_ + 8 * (e / 2), n0_ + 8 * j + 2 * t_ + e % 2, acc_[i][j][e]);
+  }
+
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
   __device__ __forceinline__ void scale(float s) {
 #pragma unroll
