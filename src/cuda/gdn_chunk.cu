@@ -374,28 +374,40 @@ __device__ float block_sum(float x, float* red) {
 
 // ---- forward ----------------------------------------------------------------
 
-// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the workspace).
+// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the
+// workspace). K and V are split once, raw (tile::Split); the diagonal
+// factors go into T's columns instead (T' = T diag(βe^c), T'' = T diag(β),
+// split where T's f32 tile was), so W = T' K and Ũ = T'' V.
 __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Ks = smem;               // [64][132]
-  float* Vs = Ks + kC * kLdD;     // [64][132]
-  float* As = Vs + kC * kLdD;     // [64][68]
-  float* Ts = As + kC * kLdC;     // [64][68]
-  float* c = Ts + kC * kLdC;      // [64]
-  float* b = c + kC;              // [64]
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split K{planes, planes + kC * kLdS, kLdS};
+  const Split V{K.lo + kC * kLdS, K.lo + 2 * kC * kLdS, kLdS};
+  float* As = reinterpret_cast<float*>(V.lo + kC * kLdS);  // [64][72], then T' split
+  float* Ts = As + kC * kLdP;                               // [64][72], then T'' split
+  float* c = Ts + kC * kLdP;                                // [64]
+  float* b = c + kC;                                        // [64]
+  const auto split_at = [](float* f32) {
+    auto* hi = reinterpret_cast<__nv_bfloat16*>(f32);
+    return Split{hi, hi + kC * kLdSC, kLdSC};
+  };
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   if (threadIdx.x < kScalars) ws.cb[p.idx * kScalars + threadIdx.x] = c[threadIdx.x];  // c, then β (b = c + 64)
-  fetch_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-  load_rows(Vs, kLdD, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d, One{});
+  load_split_rows(K, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+  load_split_rows(V, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(As, kLdC, Ks, kLdD, Ks, kLdD, 1.0f, false);
+  {
+    tile::Acc<kC, kC> kk;
+    kk.mma<kD, Row, Col>(K, K);
+    kk.store(As, kLdP, 1.0f, false);
+  }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    As[r * kLdC + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdC + s] : 0.0f;
-    Ts[r * kLdC + s] = r == s ? 1.0f : 0.0f;
+    As[r * kLdP + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdP + s] : 0.0f;
+    Ts[r * kLdP + s] = r == s ? 1.0f : 0.0f;
   }
   __syncthreads();
   // Forward substitution, a row at a time: T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj;
@@ -408,19 +420,46 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     for (int r = (j & ~7) + 1; r < kC; ++r) {
       float v = 0.0f;
       if (j < r)
-        for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdC + s], Ts[s * kLdC + j], v);
+        for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + j], v);
       v = quad_sum(v);
-      if (j < r && part == 0) Ts[r * kLdC + j] = -As[r * kLdC + j] - v;
+      if (j < r && part == 0) Ts[r * kLdP + j] = -As[r * kLdP + j] - v;
       __syncwarp();
     }
   }
   __syncthreads();
-  scale_rows(Ks, kLdD, [&](int r) { return b[r] * expf(c[r]); });
-  scale_rows(Vs, kLdD, [&](int r) { return b[r]; });
+  {  // T to the workspace; T' and T'' over A's and T's tiles, split
+    constexpr int kSlots = kC * kC / 4 / kThreads;
+    float4 t[kSlots];
+#pragma unroll
+    for (int n = 0; n < kSlots; ++n) {
+      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+      t[n] = *reinterpret_cast<const float4*>(Ts + r * kLdP + s0);
+      *reinterpret_cast<float4*>(ws.T + p.idx * kSqTile + r * kC + s0) = t[n];
+    }
+    __syncthreads();
+    const Split T1 = split_at(As), T2 = split_at(Ts);
+#pragma unroll
+    for (int n = 0; n < kSlots; ++n) {
+      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+      float f[4], h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) h[q] = b[s0 + q], f[q] = h[q] * expf(c[s0 + q]);
+      const float4 v = t[n];
+      tile::split_store4(T1, r, s0, make_float4(v.x * f[0], v.y * f[1], v.z * f[2], v.w * f[3]));
+      tile::split_store4(T2, r, s0, make_float4(v.x * h[0], v.y * h[1], v.z * h[2], v.w * h[3]));
+    }
+  }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, Ts, kLdC, Ks, kLdD, 1.0f, false);
-  gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, Ts, kLdC, Vs, kLdD, 1.0f, false);
-  copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
+  {
+    tile::Acc<kC, kD> w;
+    w.mma<kC, Row, Row>(split_at(As), K);
+    w.store(ws.W + p.idx * kRowTile, kD, 1.0f, false);
+  }
+  {
+    tile::Acc<kC, kD> u;
+    u.mma<kC, Row, Row>(split_at(Ts), V);
+    u.store(ws.U + p.idx * kRowTile, kD, 1.0f, false);
+  }
 }
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
@@ -944,7 +983,7 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
-constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
+constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
 constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
