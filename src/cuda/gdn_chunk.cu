@@ -305,19 +305,6 @@ __device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src,
       [&](int r, int q) { return *reinterpret_cast<const float4*>(src + r * lds + 4 * q); },
       [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
 }
-// The same, adding onto the workspace tile: dst += src.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void add_tile(float* dst, int ldd, const float* src, int lds) {
-  static_assert(COLS % 4 == 0, "float4 rows");
-  tile_pass<ROWS, COLS / 4, float4>(
-      [&](int r, int q) {
-        const float4 a = *reinterpret_cast<const float4*>(dst + r * ldd + 4 * q);
-        const float4 b = *reinterpret_cast<const float4*>(src + r * lds + 4 * q);
-        return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-      },
-      [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
-}
-
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
 __device__ __forceinline__ const float* k_rows(const Dims& g, const Tape& tp, const Pos& p) {
@@ -548,8 +535,10 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   o.mma<kD, Row, Row>(Q, S0);
   o.scale_rows([&](int r) { return expf(c[r]); });
   o.mma<kC, Row, Row>(Pm, U);
-  o.visit([&](int r, int jj, float v) {
-    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = v;
+  o.visit_pairs([&](int r, int jj, float2 v) {
+    float* to = a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj;
+    if (r < p.L && j0 + jj < g.d) to[0] = v.x;
+    if (r < p.L && j0 + jj + 1 < g.d) to[1] = v.y;
   });
 }
 
@@ -650,90 +639,98 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
   }
 }
 
-// acc += X · Sᵀ for X [64][132] in shared memory and a [128][128] state S of
-// the workspace, S taken in two halves of 64 columns (the contraction
-// index) through Sh [128][68]; barriers before each half and at the end.
-__device__ __forceinline__ void times_state_t(tile::Acc<kC, kD>& acc, const float* X, const float* S, float* Sh) {
-  for (int j0 = 0; j0 < kD; j0 += 64) {
-    __syncthreads();
-    load_tile<kD, 64>(Sh, kLdC, S + j0, kD);
-    __syncthreads();
-    acc.mma<64, Row, Col>(X + j0, kLdD, Sh, kLdC);
-  }
-  __syncthreads();
-}
-
-// State grads (steps (a), (b) first part, (c)), the states taken in two
-// halves of 64 columns (the contraction index): dW = −dU S₀ᵀ;
-// dQ = (e^c dO) S₀ᵀ, dc_r = q_r·dQ_r; dK = (e^{c_last−c} U) dS_Lᵀ,
-// τ_r = k_r·dK_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
-// Writes ws.dW; adds onto the attention grads' ws.dQ, ws.dK, ws.dc.
+// State grads (steps (a), (b) first part, (c)): dW = −dU S₀ᵀ; dQ = diag(e^c)
+// dO S₀ᵀ, dc_r = q_r·dQ_r; dK = diag(e^{c_last−c}) U dS_Lᵀ, τ_r = k_r·dK_r
+// (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩. Operands
+// split once (tile::Split): the whole state (S₀, then dS_L) and one 64-row
+// operand at a time (dU, dO, U), the row factors applied to the
+// accumulators; dQ and dK are added to the workspace from the registers
+// and their dot products with q and k taken there too (row sums per warp
+// column, added in a fixed order). Writes ws.dW; adds onto the attention
+// grads' ws.dQ, ws.dK, ws.dc.
 __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
+  using Acc = tile::Acc<kC, kD>;
+  constexpr int kParts = Acc::kWarpCols;
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Sh = smem;               // [128][68]: half of S₀, then of dS_L
-  float* X1 = Sh + kD * kLdC;     // [64][132]: dU, then Q, then e^{c_last−c} U, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: e^c dO, then dQ, then dK
-  float* c = X2 + kC * kLdD;
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split S{planes, planes + kD * kLdS, kLdS};                // [128][136]: S₀, then dS_L
+  const Split X{S.lo + kD * kLdS, S.lo + kD * kLdS + kC * kLdS, kLdS};  // [64][136]: dU, dO, then U
+  float* part = reinterpret_cast<float*>(X.lo + kC * kLdS);        // [64][kParts]
+  float* c = part + kC * kParts;
   float* b = c + kC;
-  float* dc = b + kC;             // [64]
-  float* red = dc + kC;           // [8]
+  float* dc = b + kC;    // [64]
+  float* red = dc + kC;  // [8]
   load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
   const float* S0 = ws.S + p.idx * kStateTile;
   const float* dh = ws.dh + p.idx * kStateTile;
   float* dQ = ws.dQ + p.idx * kRowTile;
   float* dK = ws.dK + p.idx * kRowTile;
-  fetch_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
-  load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, [&](int r) { return expf(c[r]); });
-  float part = 0.0f;  // ⟨S₀, dS_L⟩
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  const float* qsrc = q_rows(g, a.tp, p);
+  const float* ksrc = k_rows(g, a.tp, p);
+  const auto rows_dot = [&](const Acc& acc, const float* src) {  // part[m][w] = Σ_n src[m][n]·acc(m, n)
+    acc.row_sums(
+        [&](int m, int n, float v) { return (m < p.L && n < g.d) ? src[m * kstride + n] * v : 0.0f; },
+        [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
+  };
+  const auto load_state = [&](const float* src) {  // a [128][128] workspace state into S, 64 rows at a time
+    for (int h = 0; h < 2; ++h)
+      load_split_rows(Split{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS}, src + h * kC * kD, kD);
+  };
+  const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
+    acc.visit_pairs([&](int m, int n, float2 v) {
+      float2* to = reinterpret_cast<float2*>(dst + m * kD + n);
+      const float2 o = *to;
+      *to = make_float2(o.x + v.x, o.y + v.y);
+    });
+  };
+  load_state(S0);
+  load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
+  __syncthreads();
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X1, S0, Sh);
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // dU S₀ᵀ
     acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
   }
+  __syncthreads();  // X free
+  load_split_rows(X, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO
+  __syncthreads();
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X2, S0, Sh);
-    acc.store(X2, kLdD, 1.0f, false);  // dQ, over e^c dO (read for the last time before the barrier above)
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
+    acc.scale_rows([&](int r) { return expf(c[r]); });
+    add_to(acc, dQ);
+    rows_dot(acc, qsrc);
   }
-  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  float s0dh = 0.0f;  // ⟨S₀, dS_L⟩
   tile_pass<kD, kD, float2>([&](int i, int j) { return make_float2(S0[i * kD + j], dh[i * kD + j]); },
-                            [&](int, int, float2 v) { part = fmaf(v.x, v.y, part); });
-  const float s0dh = block_sum(part, red);  // (its barriers also publish dQ and Q)
-  add_tile<kC, kD>(dQ, kD, X2, kLdD);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < kC; r += kThreads / 32) {  // dc_r = q_r·dQ_r (Q is zero past L and d)
+                            [&](int, int, float2 v) { s0dh = fmaf(v.x, v.y, s0dh); });
+  s0dh = block_sum(s0dh, red);  // (its barriers also publish part and free S, X)
+  if (threadIdx.x < kC) {
     float qy = 0.0f;
-#pragma unroll
-    for (int i = lane; i < kD; i += 32) qy = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], qy);
-    for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
-    if (lane == 0) dc[r] = qy;
+    for (int w = 0; w < kParts; ++w) qy += part[threadIdx.x * kParts + w];
+    dc[threadIdx.x] = qy;  // dc_r = q_r·dQ_r
   }
+  load_state(dh);                                                // dS_L
+  load_split_rows(X, ws.U + p.idx * kRowTile, kD);               // U
   __syncthreads();
-  load_rows(X1, kLdD, ws.U + p.idx * kRowTile, kD, kC, kD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X1, dh, Sh);
-    acc.store(X2, kLdD, 1.0f, false);  // dK (X2's last readers are behind the barriers above)
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // U dS_Lᵀ
+    acc.scale_rows([&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    add_to(acc, dK);
+    rows_dot(acc, ksrc);
   }
   __syncthreads();
-  add_tile<kC, kD>(dK, kD, X2, kLdD);
-  load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
-  for (int r = warp; r < kC; r += kThreads / 32) {
-    float kz = 0.0f;
-#pragma unroll
-    for (int i = lane; i < kD; i += 32) kz = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], kz);
-    for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
-    if (lane == 0) {
-      dc[r] -= kz;
-      tau_sum += kz;
-    }
+  float tau = 0.0f;
+  if (threadIdx.x < kC) {
+    for (int w = 0; w < kParts; ++w) tau += part[threadIdx.x * kParts + w];
+    dc[threadIdx.x] -= tau;
   }
-  const float tau_total = block_sum(threadIdx.x % 32 == 0 ? tau_sum : 0.0f, red);
+  const float tau_total = block_sum(tau, red);
   if (threadIdx.x == 0) dc[p.L - 1] += tau_total + expf(cl) * s0dh;
   __syncthreads();
   if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
@@ -989,7 +986,8 @@ constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) +
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
 constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
-constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
+constexpr std::size_t kGradStateSmem =
+    2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
 static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
 constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);

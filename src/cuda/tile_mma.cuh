@@ -256,16 +256,43 @@ class Acc {
         for (int j = 0; j < RN; ++j) acc_[i][j][2 * h] *= s, acc_[i][j][2 * h + 1] *= s;
       }
   }
-  // f(m, n, value) for each element this thread holds (n even: value, then
-  // f(m, n + 1, …) for its neighbour).
+  // f(m, n, {value at (m, n), value at (m, n + 1)}) for each pair of
+  // neighbours this thread holds (n even).
   template <class F>
-  __device__ __forceinline__ void visit(F f) const {
+  __device__ __forceinline__ void visit_pairs(F f) const {
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
       for (int j = 0; j < RN; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) f(m0_ + 16 * i + g_ + 8 * (e / 2), n0_ + 8 * j + 2 * t_ + e % 2, acc_[i][j][e]);
+        for (int h = 0; h < 2; ++h)
+          f(m0_ + 16 * i + g_ + 8 * h, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]));
+  }
+
+  // Row sums over the columns of one warp tile: for each row m this warp
+  // holds, done(m, w, Σ_n term(m, n, value)) with w the warp's column of the
+  // warp grid (0 .. kWarpCols − 1), called once per (m, w) — a caller adds
+  // the kWarpCols parts in a fixed order for the whole row. Every lane must
+  // call it (quad shuffles).
+  static constexpr int kWarpCols = WT::WN;
+  template <class Term, class Done>
+  __device__ __forceinline__ void row_sums(Term term, Done done) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0_ + 16 * i + g_ + 8 * h;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+          const int n = n0_ + 8 * j + 2 * t_;
+          s += term(m, n, acc_[i][j][2 * h]);
+          s += term(m, n + 1, acc_[i][j][2 * h + 1]);
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if (t_ == 0) done(m, n0_ / (RN * 8), s);
+      }
   }
 
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
