@@ -12,7 +12,12 @@
 //     memory: prep (c, A, T = (I+A)⁻¹ by forward substitution, W, Ũ), out
 //     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO, state
 //     grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
-//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂);
+//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂). Their
+//     product operands sit in shared memory already split (tile::Split:
+//     bf16 hi/lo planes, split once where loaded or formed), diagonal
+//     factors moved onto the accumulators' rows or columns so that q̂, k̂,
+//     v are split raw; row dots and sums of a product are taken from its
+//     accumulators (Acc::row_sums, in a fixed order);
 //   · state passes, one block per (32 state columns, v-head, window)
 //     walking its window's chunks in order (forward: S₀ of each chunk, U =
 //     Ũ − W S₀, S ← e^{c_last} S + K̃ᵀU) or in reverse (backward: dS_L of
@@ -216,17 +221,6 @@ __device__ __forceinline__ void scale_rows(float* dst, int ld, Scale scale) {
   });
 }
 
-struct One {};  // load_rows without a scale
-
-// fetch_rows, landed, then dst[r][·] *= scale(r).
-template <class Scale>
-__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d,
-                                          Scale scale) {
-  fetch_rows(dst, ld, src, stride, L, d);
-  landed();
-  if constexpr (!std::is_same_v<Scale, One>) scale_rows(dst, ld, scale);
-}
-
 // dst (a Split, ROWS × COLS) = src[r·stride + i] for r < L, i < d, zero
 // elsewhere: every load of the thread first, then the splits and stores.
 template <int ROWS = kC, int COLS = kD>
@@ -290,12 +284,6 @@ __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src
     cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16);
   }
 }
-template <int ROWS, int COLS>
-__device__ __forceinline__ void load_tile(float* dst, int ldd, const float* src, int lds) {
-  fetch_tile<ROWS, COLS>(dst, ldd, src, lds);
-  landed();
-}
-
 // Dense copy of a ROWS×COLS tile from shared memory to a workspace tile
 // (16-byte aligned rows).
 template <int ROWS, int COLS>
@@ -799,146 +787,161 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   }
 }
 
-// A warp per row of the chunk, two rows of a warp at a time: for its lane's
-// columns i = lane + 32k, first every v = load(r, i) (a store between
-// global loads may alias them, so loads interleaved with stores would each
-// wait in turn), then acc = each(r, i, v, acc) in k order, and
-// done(r, Σ over the row of acc) on lane 0.
-template <class T, class Load, class Each, class Done>
-__device__ __forceinline__ void row_sweep(Load load, Each each, Done done) {
-  constexpr int kPer = kD / 32, kWarps = kThreads / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r0 = warp; r0 < kC; r0 += 2 * kWarps) {
-    T v[2][kPer];
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) v[h2][k] = load(r0 + h2 * kWarps, lane + 32 * k);
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = r0 + h2 * kWarps;
-      float acc = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) acc = each(r, lane + 32 * k, v[h2][k], acc);
-      for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-      if (lane == 0) done(r, acc);
-    }
-  }
-}
-
 // WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;
 // dT = dU (βV)ᵀ + dW (βe^cK)ᵀ; dBk = TᵀdW → dK += βe^c dBk, dβ += e^c k·dBk,
 // dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
 // Writes dV (into d_qkv's v columns) and ws.db; accumulates ws.dK, ws.dc.
+// Operands split once (tile::Split): T, dU, V and dW, K raw (the factors β
+// and βe^c of dT's columns applied to the accumulators); dBv and dBk never
+// leave the registers (dV, dK and the row dots taken there); dT, dT Tᵀ and
+// E split in place.
 __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkWs ws) {
+  using Wide = tile::Acc<kC, kD>;
+  using Square = tile::Acc<kC, kC>;
+  constexpr int kParts = Wide::kWarpCols;
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Ts = smem;               // [64][68]
-  float* X1 = Ts + kC * kLdC;     // [64][132]: dU, then dW, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: dBv, βV, βe^cK, dBk, then G [64][68]
-  float* Y1 = X2 + kC * kLdD;     // [64][68]: dT, then dT Tᵀ, then dA, then E
-  float* Y2 = X2;                 // G
-  float* c = Y1 + kC * kLdC;
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split T{planes, planes + kC * kLdSC, kLdSC};                     // [64][72]
+  const Split X1{T.lo + kC * kLdSC, T.lo + kC * kLdSC + kC * kLdS, kLdS};  // dU, then dW; then G f32 [64][72]
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};          // V, then K
+  float* Y1 = reinterpret_cast<float*>(X2.lo + kC * kLdS);  // [64][72]: dT, dT Tᵀ, dA, E (each split in place)
+  float* Y2 = reinterpret_cast<float*>(X1.hi);              // G
+  float* part = Y1 + kC * kLdP;                             // [64][kParts]
+  float* c = part + kC * kParts;
   float* b = c + kC;
-  float* dc = b + kC;             // [64]
-  float* db = dc + kC;            // [64]
-  fetch_scalars(ws.cb, p.idx, c);  // lands with T and dU
+  float* dc = b + kC;  // [64]
+  float* db = dc + kC;  // [64]
+  const Split Y1s{reinterpret_cast<__nv_bfloat16*>(Y1), reinterpret_cast<__nv_bfloat16*>(Y1) + kC * kLdSC, kLdSC};
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  fetch_tile<kC, kC>(Ts, kLdC, ws.T + p.idx * kSqTile, kC);
-  load_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  float* dK = ws.dK + p.idx * kRowTile;
+  const auto part_sum = [&](int r) {
+    float t = 0.0f;
+    for (int w = 0; w < kParts; ++w) t += part[r * kParts + w];
+    return t;
+  };
+  fetch_scalars(ws.cb, p.idx, c);
+  load_split_rows<kC, kC>(T, ws.T + p.idx * kSqTile, kC);
+  load_split_rows(X1, ws.dU + p.idx * kRowTile, kD);
+  load_split_rows(X2, vsrc, g.C, p.L, g.d);
+  landed();
   __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
+  {  // dBv = Tᵀ dU: dV = β dBv, dβ = v·dBv
+    Wide acc;
+    acc.mma<kC, Col, Row>(T, X1);
+    acc.visit_pairs([&](int r, int i, float2 v) {
+      float* to = a.d_qkv + v_col(g, p) + r * g.C + i;
+      if (r < p.L && i < g.d) to[0] = b[r] * v.x;
+      if (r < p.L && i + 1 < g.d) to[1] = b[r] * v.y;
+    });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+  }
+  Square dt;
+  dt.mma<kD, Row, Col>(X1, X2);  // dU Vᵀ
+  dt.scale_cols([&](int s) { return b[s]; });
+  __syncthreads();  // [the parts visible; X1, X2 free]
+  if (threadIdx.x < kC) db[threadIdx.x] = part_sum(threadIdx.x);
+  load_split_rows(X1, ws.dW + p.idx * kRowTile, kD);
+  load_split_rows(X2, ksrc, kstride, p.L, g.d);
   __syncthreads();
-  row_sweep<float>([&](int r, int i) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] : 0.0f; },
-                   [&](int r, int i, float v, float acc) {
-                     const float x = X2[r * kLdD + i];
-                     if (r < p.L && i < g.d) a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
-                     return fmaf(v, x, acc);
-                   },
-                   [&](int r, float vb) { db[r] = vb; });
-  __syncthreads();
-  load_rows(X2, kLdD, vsrc, g.C, p.L, g.d, [&](int r) { return b[r]; });
-  __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);  // dU (βV)ᵀ
-  __syncthreads();
-  fetch_tile<kC, kD>(X1, kLdD, ws.dW + p.idx * kRowTile, kD);
-  load_rows(X2, kLdD, ksrc, kstride, p.L, g.d, [&](int r) { return b[r] * expf(c[r]); });
-  __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, true);  // + dW (βe^cK)ᵀ
-  __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBk
-  __syncthreads();
-  row_sweep<float2>(
-      [&](int r, int i) {
-        return make_float2((r < p.L && i < g.d) ? ksrc[r * kstride + i] : 0.0f, ws.dK[p.idx * kRowTile + r * kD + i]);
-      },
-      [&](int r, int i, float2 v, float acc) {
-        const float x = X2[r * kLdD + i];
-        ws.dK[p.idx * kRowTile + r * kD + i] = fmaf(b[r] * expf(c[r]), x, v.y);
-        return fmaf(v.x, x, acc);
-      },
-      [&](int r, float kb) {
-        db[r] += expf(c[r]) * kb;
-        dc[r] = b[r] * expf(c[r]) * kb;
-      });
+  {
+    Square dw;
+    dw.mma<kD, Row, Col>(X1, X2);  // dW Kᵀ
+    dw.scale_cols([&](int s) { return b[s] * expf(c[s]); });
+    dt.add(dw);
+    dt.store(Y1, kLdP, 1.0f, false);
+  }
+  {  // dBk = Tᵀ dW: dK += βe^c dBk; kb = k·dBk
+    Wide acc;
+    acc.mma<kC, Col, Row>(T, X1);
+    acc.visit_pairs([&](int r, int i, float2 v) {
+      float2* to = reinterpret_cast<float2*>(dK + r * kD + i);
+      const float f = b[r] * expf(c[r]);
+      const float2 o = *to;
+      *to = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
+    });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? ksrc[r * kstride + i] * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+  }
+  __syncthreads();  // parts and dT visible; X1 free
+  if (threadIdx.x < kC) {
+    const int r = threadIdx.x;
+    const float kb = part_sum(r);
+    db[r] += expf(c[r]) * kb;
+    dc[r] = b[r] * expf(c[r]) * kb;
+  }
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    if (s > r) Y1[r * kLdC + s] = 0.0f;
+    if (s > r) Y1[r * kLdP + s] = 0.0f;
   }
   __syncthreads();
+  split_in_place(Y1);
   {  // X = dT Tᵀ, then dA = −Tᵀ X, each over its input in Y1
-    tile::Acc<kC, kC> x;
-    x.mma<kC, Row, Col>(Y1, kLdC, Ts, kLdC);
+    Square x;
+    x.mma<kC, Row, Col>(Y1s, T);
     __syncthreads();
-    x.store(Y1, kLdC, 1.0f, false);
-    __syncthreads();
-    tile::Acc<kC, kC> da;
-    da.mma<kC, Col, Row>(Ts, kLdC, Y1, kLdC);
-    load_rows(X1, kLdD, ksrc, kstride, p.L, g.d, One{});
-    __syncthreads();
-    da.store(Y1, kLdC, -1.0f, false);
+    x.store(Y1, kLdP, 1.0f, false);
   }
-  gemm<kC, kC, kD, Row, Col>(Y2, kLdC, X1, kLdD, X1, kLdD, 1.0f, false);  // G = KKᵀ
+  __syncthreads();
+  split_in_place(Y1);
+  {
+    Square da;
+    da.mma<kC, Col, Row>(T, Y1s);
+    Square gk;
+    gk.mma<kD, Row, Col>(X2, X2);  // G = KKᵀ
+    gk.store(Y2, kLdP, 1.0f, false);
+    __syncthreads();
+    da.store(Y1, kLdP, -1.0f, false);
+  }
   __syncthreads();
   {  // row sums dβ_r, dc_r; four threads per row, each a quarter of it
-    const int r = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int r = threadIdx.x / 4, part4 = threadIdx.x % 4;
     float dbr = 0.0f, dcr = 0.0f;
-    for (int s = part; s < r && r < p.L; s += 4) {
-      const float m = expf(c[r] - c[s]), da = Y1[r * kLdC + s], gg = Y2[r * kLdC + s];
+    for (int s = part4; s < r && r < p.L; s += 4) {
+      const float m = expf(c[r] - c[s]), da = Y1[r * kLdP + s], gg = Y2[r * kLdP + s];
       dbr = fmaf(da, m * gg, dbr);
       dcr = fmaf(da, b[r] * m * gg, dcr);
     }
     dbr = quad_sum(dbr);
     dcr = quad_sum(dcr);
-    if (part == 0) {
+    if (part4 == 0) {
       db[r] += dbr;
       dc[r] += dcr;
     }
   }
   __syncthreads();
   {  // column sums dc_s, the same way
-    const int s = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int s = threadIdx.x / 4, part4 = threadIdx.x % 4;
     float dcs = 0.0f;
-    for (int r = s + 1 + part; r < p.L; r += 4) {
+    for (int r = s + 1 + part4; r < p.L; r += 4) {
       const float m = expf(c[r] - c[s]);
-      dcs = fmaf(Y1[r * kLdC + s], b[r] * m * Y2[r * kLdC + s], dcs);
+      dcs = fmaf(Y1[r * kLdP + s], b[r] * m * Y2[r * kLdP + s], dcs);
     }
     dcs = quad_sum(dcs);
-    if (part == 0) dc[s] -= dcs;
+    if (part4 == 0) dc[s] -= dcs;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    Y1[r * kLdC + s] = (s < r && r < p.L) ? Y1[r * kLdC + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
+    Y1[r * kLdP + s] = (s < r && r < p.L) ? Y1[r * kLdP + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
   }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + E K
-  __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + EᵀK
+  split_in_place(Y1);
+  {  // dK += E K + Eᵀ K
+    Wide acc;
+    acc.mma<kC, Row, Row>(Y1s, X2);
+    acc.mma<kC, Col, Row>(Y1s, X2);
+    acc.visit_pairs([&](int r, int i, float2 v) {
+      float2* to = reinterpret_cast<float2*>(dK + r * kD + i);
+      const float2 o = *to;
+      *to = make_float2(o.x + v.x, o.y + v.y);
+    });
+  }
   if (threadIdx.x < kC) {
     ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
     ws.db[p.idx * kC + threadIdx.x] = db[threadIdx.x];
@@ -990,7 +993,8 @@ constexpr std::size_t kGradStateSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
 constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
 static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
-constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
+constexpr std::size_t kGradWySmem =
+    2 * 2 * (kC * kLdSC + 2 * kC * kLdS) + 4 * (kC * kLdP + kC * tile::Acc<kC, kD>::kWarpCols + kScal + 2 * kC);
 
 template <class Kernel>
 void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs& a, const ChunkWs& ws) {

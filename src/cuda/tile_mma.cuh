@@ -30,6 +30,10 @@
 // hardware's pairs stay: their scalar loads are free of bank conflicts at
 // the padded strides above (≡ 4 mod 32), the quads' would not be.
 //
+// Operands used more than once, or formed in a kernel anyway, can instead be
+// kept split in shared memory (Split: hi and lo bf16 planes); their
+// fragments then load with ldmatrix, with no conversion per use.
+//
 // Work split: each warp owns an RM×RN block of 16×8 output tiles (WarpTile,
 // chosen to load the fewest operand values per mma); callers
 // __syncthreads() between a product and any use of its C.
@@ -255,6 +259,18 @@ class Acc {
 #pragma unroll
         for (int j = 0; j < RN; ++j) acc_[i][j][2 * h] *= s, acc_[i][j][2 * h + 1] *= s;
       }
+  }
+  // Column n of the sum ×= f(n) (per thread, no barrier).
+  template <class F>
+  __device__ __forceinline__ void scale_cols(F f) {
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const float s0 = f(n0_ + 8 * j + 2 * t_), s1 = f(n0_ + 8 * j + 2 * t_ + 1);
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc_[i][j][2 * h] *= s0, acc_[i][j][2 * h + 1] *= s1;
+    }
   }
   // f(m, n, {value at (m, n), value at (m, n + 1)}) for each pair of
   // neighbours this thread holds (n even).
