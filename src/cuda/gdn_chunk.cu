@@ -323,11 +323,7 @@ __device__ void split_scores(const Dims& g, const Tape& tp, const Pos& p, const 
   load_split_rows(K, k_rows(g, tp, p), kstride, p.L, g.d);
   landed();  // c
   __syncthreads();
-  {
-    tile::Acc<kC, kC> acc;
-    acc.mma<kD, Row, Col>(Q, K);
-    acc.store(P, kLdP, 1.0f, false);
-  }
+  gemm<kC, kC, kD, Row, Col>(P, kLdP, Q, K, 1.0f, false);
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
@@ -373,11 +369,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   load_split_rows(K, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
   load_split_rows(V, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
-  {
-    tile::Acc<kC, kC> kk;
-    kk.mma<kD, Row, Col>(K, K);
-    kk.store(As, kLdP, 1.0f, false);
-  }
+  gemm<kC, kC, kD, Row, Col>(As, kLdP, K, K, 1.0f, false);
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
@@ -425,16 +417,8 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     }
   }
   __syncthreads();
-  {
-    tile::Acc<kC, kD> w;
-    w.mma<kC, Row, Row>(split_at(As), K);
-    w.store(ws.W + p.idx * kRowTile, kD, 1.0f, false);
-  }
-  {
-    tile::Acc<kC, kD> u;
-    u.mma<kC, Row, Row>(split_at(Ts), V);
-    u.store(ws.U + p.idx * kRowTile, kD, 1.0f, false);
-  }
+  gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, split_at(As), K, 1.0f, false);
+  gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
 }
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
@@ -548,9 +532,7 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   split_scores(g, a.tp, p, X1, X2, Ps, c);
   load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO over Q (read for the last time)
   split_in_place(Ps);
-  tile::Acc<kC, kD> acc;
-  acc.mma<kC, Col, Row>(Pm, X1);
-  acc.store(ws.dU + p.idx * kRowTile, kD, 1.0f, false);
+  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Pm, X1, 1.0f, false);
 }
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
@@ -746,11 +728,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   load_split_rows(X2, ws.U + p.idx * kRowTile, kD, kC, kD);
   landed();
   __syncthreads();
-  {
-    tile::Acc<kC, kC> acc;
-    acc.mma<kD, Row, Col>(X1, X2);
-    acc.store(dP, kLdC, 1.0f, false);
-  }
+  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, X2, 1.0f, false);
   __syncthreads();  // X1, X2 free
   split_scores(g, a.tp, p, X1, X2, Ps, c);
   float dc_r;
@@ -775,16 +753,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
     tile::split_store4(Dm, r, s0, make_float4(v[0], v[1], v[2], v[3]));
   }
   __syncthreads();
-  {
-    tile::Acc<kC, kD> acc;
-    acc.mma<kC, Row, Row>(Dm, X2);
-    acc.store(ws.dQ + p.idx * kRowTile, kD, 1.0f, false);
-  }
-  {
-    tile::Acc<kC, kD> acc;
-    acc.mma<kC, Col, Row>(Dm, X1);
-    acc.store(ws.dK + p.idx * kRowTile, kD, 1.0f, false);
-  }
+  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, Dm, X2, 1.0f, false);
+  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Dm, X1, 1.0f, false);
 }
 
 // WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;

@@ -358,4 +358,13 @@ __device__ __forceinline__ void gemm(float* C, int ldc, const float* A, int lda,
   acc.store(C, ldc, alpha, accumulate);
 }
 
+// The same from split operands.
+template <int M, int N, int K, class LA, class LB, int kWarps = 8>
+__device__ __forceinline__ void gemm(float* C, int ldc, const Split& A, const Split& B, float alpha,
+                                     bool accumulate) {
+  Acc<M, N, kWarps> acc;
+  acc.template mma<K, LA, LB>(A, B);
+  acc.store(C, ldc, alpha, accumulate);
+}
+
 }  // namespace bitrank::cuda::tile
