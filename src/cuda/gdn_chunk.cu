@@ -480,14 +480,14 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
   }
 }
 
-// out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z); both
+// out: O = diag(e^c) Q S₀ + P U, 64 of the v columns at a time; both
 // products accumulate in registers (the row factors e^c applied between
 // them) and O goes to the tape from there. Operands split once
-// (tile::Split): Q, K for P, then S₀'s and U's 64 columns, and P in place.
+// (tile::Split): Q, K for P (once for all columns), P in place, then each
+// half's columns of S₀ and U.
 __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
-  const int j0 = blockIdx.z * 64;
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split Q{planes, planes + kC * kLdS, kLdS};
@@ -500,18 +500,24 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
   fetch_scalars(ws.cb, p.idx, c);
   split_scores(g, a.tp, p, Q, KS, Ps, c);
-  load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);  // over K (read for the last time)
-  load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
-  split_in_place(Ps);
-  tile::Acc<kC, 64> o;
-  o.mma<kD, Row, Row>(Q, S0);
-  o.scale_rows([&](int r) { return expf(c[r]); });
-  o.mma<kC, Row, Row>(Pm, U);
-  o.visit_pairs([&](int r, int jj, float2 v) {
-    float* to = a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj;
-    if (r < p.L && j0 + jj < g.d) to[0] = v.x;
-    if (r < p.L && j0 + jj + 1 < g.d) to[1] = v.y;
-  });
+  for (int j0 = 0; j0 < g.d; j0 += 64) {
+    if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
+    load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);  // (the first time over K, read for the last time)
+    load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
+    if (j0 == 0)
+      split_in_place(Ps);  // (its barriers also publish S₀'s and U's columns)
+    else
+      __syncthreads();
+    tile::Acc<kC, 64> o;
+    o.mma<kD, Row, Row>(Q, S0);
+    o.scale_rows([&](int r) { return expf(c[r]); });
+    o.mma<kC, Row, Row>(Pm, U);
+    o.visit_pairs([&](int r, int jj, float2 v) {
+      float* to = a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj;
+      if (r < p.L && j0 + jj < g.d) to[0] = v.x;
+      if (r < p.L && j0 + jj + 1 < g.d) to[1] = v.y;
+    });
+  }
 }
 
 // ---- backward ---------------------------------------------------------------
@@ -1027,7 +1033,7 @@ ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
   forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g);
-  launch(out_kernel, dim3(cg.x, cg.y, static_cast<unsigned>((a.g.d + 63) / 64)), kOutSmem, s, a, ws);
+  launch(out_kernel, cg, kOutSmem, s, a, ws);
 }
 
 void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s, const SideStream& side) {
