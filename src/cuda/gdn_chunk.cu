@@ -305,6 +305,20 @@ __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
   return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
 }
 
+// The last addition to a chunk's dQ or dK tile goes to the tape instead
+// (dq̂ / dk̂ of this v-head, rows < L, columns < head_dim): dst = ws + v.
+template <class AccT>
+__device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_tile, float* tape, const Dims& g,
+                                            const Pos& p) {
+  acc.visit_pairs([&](int m, int n, float2 v) {
+    if (m >= p.L) return;
+    float* to = tape + ((p.t0 + m) * g.hv + p.h) * g.d + n;
+    const float* from = ws_tile + m * kD + n;
+    if (n < g.d) to[0] = from[0] + v.x;
+    if (n + 1 < g.d) to[1] = from[1] + v.y;
+  });
+}
+
 // Sum over the four consecutive lanes of a quad (every lane gets it): the
 // per-row sums over 64 entries run four threads per row (kThreads = 4·kC).
 static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
@@ -620,10 +634,10 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
 // (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩. Operands
 // split once (tile::Split): the whole state (S₀, then dS_L) and one 64-row
 // operand at a time (dU, dO, U), the row factors applied to the
-// accumulators; dQ and dK are added to the workspace from the registers
-// and their dot products with q and k taken there too (row sums per warp
-// column, added in a fixed order). Writes ws.dW; adds onto the attention
-// grads' ws.dQ, ws.dK, ws.dc.
+// accumulators; dQ and dK are added from the registers and their dot
+// products with q and k taken there too (row sums per warp column, added
+// in a fixed order). Writes ws.dW and, dQ being complete, the tape's dq̂ of
+// this v-head (the attention grads' part + this one); adds onto ws.dK, ws.dc.
 __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
   using Acc = tile::Acc<kC, kD>;
   constexpr int kParts = Acc::kWarpCols;
@@ -678,7 +692,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
     Acc acc;
     acc.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
     acc.scale_rows([&](int r) { return expf(c[r]); });
-    add_to(acc, dQ);
+    add_to_tape(acc, dQ, a.tp.dq_hat, g, p);  // the last part of dQ
     rows_dot(acc, qsrc);
   }
   float s0dh = 0.0f;  // ⟨S₀, dS_L⟩
@@ -767,8 +781,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
 // dT = dU (βV)ᵀ + dW (βe^cK)ᵀ; dBk = TᵀdW → dK += βe^c dBk, dβ += e^c k·dBk,
 // dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
-// Writes dV (into d_qkv's v columns) and ws.db; accumulates ws.dK, ws.dc.
-// Operands split once (tile::Split): T, dU, V and dW, K raw (the factors β
+// Writes dV (into d_qkv's v columns), ws.db and, with its last part of dK,
+// the tape's dk̂ of this v-head; accumulates ws.dc. Operands split once (tile::Split): T, dU, V and dW, K raw (the factors β
 // and βe^c of dT's columns applied to the accumulators); dBv and dBk never
 // leave the registers (dV, dK and the row dots taken there); dT, dT Tᵀ and
 // E split in place.
@@ -908,15 +922,11 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   }
   __syncthreads();
   split_in_place(Y1);
-  {  // dK += E K + Eᵀ K
+  {  // dK + E K + Eᵀ K, the last part of dK: into the tape
     Wide acc;
     acc.mma<kC, Row, Row>(Y1s, X2);
     acc.mma<kC, Col, Row>(Y1s, X2);
-    acc.visit_pairs([&](int r, int i, float2 v) {
-      float2* to = reinterpret_cast<float2*>(dK + r * kD + i);
-      const float2 o = *to;
-      *to = make_float2(o.x + v.x, o.y + v.y);
-    });
+    add_to_tape(acc, dK, a.tp.dk_hat, g, p);
   }
   if (threadIdx.x < kC) {
     ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
@@ -924,7 +934,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   }
 }
 
-// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b; dq̂, dk̂ per v-head.
+// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b (dq̂, dk̂
+// per v-head were written by the state and WY grads).
 __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -946,15 +957,6 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
     a.d_b[th] = ws.db[p.idx * kC + r] * bet * (1.0f - bet);
     a.d_a[th] = dl[r] * -expf(a.a_log[p.h]) * sigmoidf_(a.tp.gate_in[th]);
   }
-  const float* dQ = ws.dQ + p.idx * kRowTile;
-  const float* dK = ws.dK + p.idx * kRowTile;
-  tile_pass<kC, kD, float2>([&](int r, int i) { return make_float2(dQ[r * kD + i], dK[r * kD + i]); },
-                            [&](int r, int i, float2 v) {
-                              if (r >= p.L || i >= g.d) return;
-                              const index_t th = (p.t0 + r) * g.hv + p.h;
-                              a.tp.dq_hat[th * g.d + i] = v.x;
-                              a.tp.dk_hat[th * g.d + i] = v.y;
-                            });
 }
 
 // Shared-memory bytes of each kernel (floats × 4).
