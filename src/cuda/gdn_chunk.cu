@@ -391,14 +391,17 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     Ts[r * kLdP + s] = r == s ? 1.0f : 0.0f;
   }
   __syncthreads();
-  // Forward substitution, a row at a time: T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj;
-  // four threads per column j, each a quarter of the s range. A column
-  // reads only its own entries, and its four threads sit in one warp (8
-  // columns per warp): the rows need warp barriers, not block ones, and a
-  // warp starts at the first row below its columns.
+  // T = (I + A)⁻¹ by 16×16 blocks. First the four diagonal blocks by
+  // forward substitution, T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj within a
+  // block: four threads per column j, each a quarter of the s range; a
+  // column's threads sit in one warp (8 columns per warp, all in one
+  // block), so the rows need warp barriers only — 15 dependent rows instead
+  // of 63. Then the blocks below the diagonal, nearest first:
+  // T_ij = −T_ii Σ_{k=j}^{i−1} A_ik T_kj (block indices), all blocks of one
+  // distance at once.
   {
-    const int j = threadIdx.x / 4, part = threadIdx.x % 4;
-    for (int r = (j & ~7) + 1; r < kC; ++r) {
+    const int j = threadIdx.x / 4, part = threadIdx.x % 4, end = (j & ~15) + 16;
+    for (int r = (j & ~7) + 1; r < end; ++r) {
       float v = 0.0f;
       if (j < r)
         for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + j], v);
@@ -408,6 +411,45 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     }
   }
   __syncthreads();
+  for (int dist = 1; dist < kC / 16; ++dist) {
+    const int blocks = kC / 16 - dist, per = blocks * 256 / kThreads;  // elements per thread
+    float x[3];
+    // X_ij = Σ_{k=j}^{i−1} A_ik T_kj for each block (i, j = i − dist), into T_ij's place.
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, r = 16 * (jb + dist) + (e % 256) / 16,
+                col = 16 * jb + e % 16;
+      float v = 0.0f;
+      for (int s = 16 * jb; s < 16 * (jb + dist); ++s) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + col], v);
+      x[q] = v;
+    }
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
+      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
+    }
+    __syncthreads();
+    // T_ij = −T_ii X_ij.
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, ib = jb + dist,
+                r = 16 * ib + (e % 256) / 16, col = 16 * jb + e % 16;
+      float v = Ts[r * kLdP + col];  // T_ii's diagonal is 1
+      for (int s = 16 * ib; s < r; ++s) v = fmaf(Ts[r * kLdP + s], Ts[s * kLdP + col], v);
+      x[q] = -v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
+      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
+    }
+    __syncthreads();
+  }
   {  // T to the workspace; T' and T'' over A's and T's tiles, split
     constexpr int kSlots = kC * kC / 4 / kThreads;
     float4 t[kSlots];
