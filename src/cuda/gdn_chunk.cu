@@ -252,6 +252,27 @@ __device__ __forceinline__ void load_split_rows(const Split& dst, const float* s
   }
 }
 
+// A 64 × kD Split in shared memory from its first float (it occupies
+// kSplitTile floats).
+constexpr int kSplitTile = kC * kLdS;
+__device__ __forceinline__ Split split_view(float* f) {
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
+  return Split{hi, hi + kC * kLdS, kLdS};
+}
+
+// Issues the copy of a workspace tile stored split (ws.W: the hi plane
+// [64][128] of bf16, then the lo plane) into a Split of shared memory.
+__device__ __forceinline__ void fetch_split_tile(const Split& dst, const float* src) {
+  const auto* hi = reinterpret_cast<const __nv_bfloat16*>(src);
+  const auto* lo = hi + kC * kD;
+  constexpr int kPerPlane = kC * kD / 8;  // 16-byte pieces
+  for (int e = threadIdx.x; e < 2 * kPerPlane; e += kThreads) {
+    const int plane = e / kPerPlane, r = (e % kPerPlane) / (kD / 8), q = e % (kD / 8);
+    cp_async(reinterpret_cast<float*>((plane ? dst.lo : dst.hi) + r * dst.ld + 8 * q),
+             reinterpret_cast<const float*>((plane ? lo : hi) + r * kD + 8 * q), 16, 16);
+  }
+}
+
 // A 64 × 64 f32 tile of shared memory (row stride kLdP) rewritten in place
 // as its Split (row stride kLdSC): each thread holds its values across the
 // barrier. Ends with a barrier.
@@ -473,7 +494,12 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     }
   }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, split_at(As), K, 1.0f, false);
+  {  // W, stored split: the state passes only ever use it as a product operand
+    tile::Acc<kC, kD> w;
+    w.mma<kC, Row, Row>(split_at(As), K);
+    auto* wt = reinterpret_cast<__nv_bfloat16*>(ws.W + p.idx * kRowTile);
+    w.store_split(Split{wt, wt + kC * kD, kD});
+  }
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
 }
 
@@ -490,14 +516,14 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
   float* Ss = smem;                // [128][68]: S₀
-  float* Xw = Ss + kD * kLdV;      // 2 × [64][132]: W
-  float* Xk = Xw + 2 * kC * kLdD;  // 2 × [64][132]: K
+  float* Xw = Ss + kD * kLdV;      // 2 × Split [64][136]: W
+  float* Xk = Xw + 2 * kSplitTile; // 2 × [64][132]: K
   float* Ub = Xk + 2 * kC * kLdD;  // 2 × [64][68]: Ũ, then U, then f ⊙ U
   float* cb = Ub + 2 * kC * kLdV;  // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const auto fetch_chunk = [&](int ci, int buf) {
     const Pos q = chunk(ci);
-    fetch_tile<kC, kD>(Xw + buf * kC * kLdD, kLdD, ws.W + q.idx * kRowTile, kD);
+    fetch_split_tile(split_view(Xw + buf * kSplitTile), ws.W + q.idx * kRowTile);
     fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
     fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
@@ -507,7 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
-    const float* W = Xw + buf * kC * kLdD;
+    const Split W = split_view(Xw + buf * kSplitTile);
     const float* K = Xk + buf * kC * kLdD;
     float* U = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
@@ -516,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     __syncthreads();  // [1] S₀ and the operands visible; the last chunk's readers of the other buffers done
     if (ci + 1 < nch) fetch_chunk(ci + 1, buf ^ 1);
     copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, Ss, kLdV);
-    gemm<kC, kTV, kD, Row, Row>(U, kLdV, W, kLdD, Ss, kLdV, -1.0f, true);
+    gemm<kC, kTV, kD, Row, Row>(U, kLdV, W, Ss, kLdV, -1.0f, true);
     __syncthreads();  // [2] U done
     const float cl = c[p.L - 1];
     for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // U out, then f ⊙ U in place
@@ -611,8 +637,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
   float* Ds = smem;                // [128][68]: dS_L
   float* Xk = Ds + kD * kLdV;      // 2 × [64][132]: K̃
   float* Xq = Xk + 2 * kC * kLdD;  // [64][132]: e^c Q
-  float* Xw = Xq + kC * kLdD;      // [64][132]: W
-  float* Ub = Xw + kC * kLdD;      // 2 × [64][68]: dU, then −dU
+  float* Xw = Xq + kC * kLdD;      // Split [64][136]: W
+  float* Ub = Xw + kSplitTile;     // 2 × [64][68]: dU, then −dU
   float* Do = Ub + 2 * kC * kLdV;  // [64][68]: dO
   float* cb = Do + kC * kLdV;      // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
@@ -642,7 +668,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
     commit();
   };
   const auto fetch_w = [&](int ci) {
-    if (ci >= 0) fetch_tile<kC, kD>(Xw, kLdD, ws.W + chunk(ci).idx * kRowTile, kD);
+    if (ci >= 0) fetch_split_tile(split_view(Xw), ws.W + chunk(ci).idx * kRowTile);
     commit();
   };
   fetch_c(nch - 1);
@@ -683,7 +709,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
     D.add(qdo);
     landed_but<2>();  // W of this chunk and c of the next (all but the newest two groups: K and dU, Q and dO)
     __syncthreads();  // [3] W, −dU, the next chunk's c visible
-    D.mma<kC, Col, Row>(Xw, kLdD, Us, kLdV);  // − Wᵀ dU
+    D.mma<kC, Col, Row>(split_view(Xw), Us, kLdV);  // − Wᵀ dU
     __syncthreads();  // [4] Xw free
     fetch_w(ci - 1);
   }
@@ -1022,11 +1048,11 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
-constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 4 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kSplitTile + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 4 * kC * kLdD + 3 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 3 * kC * kLdD + kSplitTile + 3 * kC * kLdV + 2 * kScalars);
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradStateSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);

@@ -248,6 +248,68 @@ class Acc {
     }
   }
 
+  // += A (M×K, split in shared memory: ldmatrix) · B (K×N, f32, split in
+  // registers as in the f32 product). B's pairs follow the hardware's k
+  // order, which ldmatrix gives A.
+  template <int K, class LA, class LB>
+  __device__ __forceinline__ void mma(const Split& A, const float* B, int ldb) {
+    static_assert(K % 16 == 0, "bf16 mma tiles are 16×8×16");
+    constexpr bool a_row = std::is_same_v<LA, Row>, b_col = std::is_same_v<LB, Col>;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int a_r = a_row ? (lane & 15) : (lane & 7) + 8 * (lane >> 4);
+    const int a_c = a_row ? 8 * (lane >> 4) : 8 * ((lane >> 3) & 1);
+    const int k0[2] = {2 * t_, 2 * t_ + 8};
+#pragma unroll 2
+    for (int k = 0; k < K; k += 16) {
+      uint32_t a_hi[RM][4], a_lo[RM][4];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const int m = m0_ + 16 * i;
+        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
+        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
+      }
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0_ + 8 * j + g_;
+        float y[4];  // column n at pair 0, then pair 1
+        if constexpr (b_col) {
+          const float2 v0 = *reinterpret_cast<const float2*>(B + n * ldb + k + k0[0]);
+          const float2 v1 = *reinterpret_cast<const float2*>(B + n * ldb + k + k0[1]);
+          y[0] = v0.x, y[1] = v0.y, y[2] = v1.x, y[3] = v1.y;
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) y[q] = B[(k + k0[q / 2] + q % 2) * ldb + n];
+        }
+        uint32_t b_hi[2], b_lo[2];
+        split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
+        split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          mma_bf16(acc_[i][j], a_lo[i], b_hi);
+          mma_bf16(acc_[i][j], a_hi[i], b_lo);
+          mma_bf16(acc_[i][j], a_hi[i], b_hi);
+        }
+      }
+    }
+  }
+
+  // C (row-major, any memory) = the sum, split (hi and lo planes).
+  __device__ __forceinline__ void store_split(const Split& C) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int at = (m0_ + 16 * i + g_ + 8 * h) * C.ld + n0_ + 8 * j + 2 * t_;
+          uint32_t hi, lo;
+          split_bf16x2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1], hi, lo);
+          *reinterpret_cast<uint32_t*>(C.hi + at) = hi;
+          *reinterpret_cast<uint32_t*>(C.lo + at) = lo;
+        }
+  }
+
   // Row m of the sum ×= f(m) (per thread, no barrier).
   template <class F>
   __device__ __forceinline__ void scale_rows(F f) {
@@ -355,6 +417,15 @@ __device__ __forceinline__ void gemm(float* C, int ldc, const float* A, int lda,
                                      bool accumulate) {
   Acc<M, N, kWarps> acc;
   acc.template mma<K, LA, LB>(A, lda, B, ldb);
+  acc.store(C, ldc, alpha, accumulate);
+}
+
+// The same with A split and B in f32.
+template <int M, int N, int K, class LA, class LB, int kWarps = 8>
+__device__ __forceinline__ void gemm(float* C, int ldc, const Split& A, const float* B, int ldb, float alpha,
+                                     bool accumulate) {
+  Acc<M, N, kWarps> acc;
+  acc.template mma<K, LA, LB>(A, B, ldb);
   acc.store(C, ldc, alpha, accumulate);
 }
 
