@@ -72,7 +72,8 @@ void rec2_backward(const RecArgs& a, cudaStream_t stream);
 // otherwise in the device pool, the backward recomputing it. The forward
 // writes o_pre; the backward writes what rec2_backward writes.
 struct ChunkWs {
-  float *W, *U, *S, *T;                    // forward part: [chunk][Hv][64][128] (S [128][128], T [64][64])
+  float *W, *U, *S, *T;                    // forward part: [chunk][Hv][64][128] (S [128][128], T [64][64];
+                                           //   W stored split: its bf16 hi plane, then its lo plane)
   float* cb;                               //   and [chunk][Hv][2][64]: c, then β (prep's, for the later kernels)
   float *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward part
 };

@@ -12,8 +12,13 @@
 //     memory: prep (c, A, T = (I+A)⁻¹ by forward substitution, W, Ũ), out
 //     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO, state
 //     grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
-//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂);
-//   · state passes, one block per (32 state columns, v-head, window)
+//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂). Their
+//     product operands sit in shared memory already split (tile::Split:
+//     bf16 hi/lo planes, split once where loaded or formed), diagonal
+//     factors moved onto the accumulators' rows or columns so that q̂, k̂,
+//     v are split raw; row dots and sums of a product are taken from its
+//     accumulators (Acc::row_sums, in a fixed order);
+//   · state passes, one block per (64 state columns, v-head, window)
 //     walking its window's chunks in order (forward: S₀ of each chunk, U =
 //     Ũ − W S₀, S ← e^{c_last} S + K̃ᵀU) or in reverse (backward: dS_L of
 //     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
@@ -39,15 +44,19 @@ namespace {
 
 using tile::Col;
 using tile::Row;
+using tile::Split;
 using tile::gemm;
 
 constexpr int kC = 64;        // chunk
 constexpr int kD = 128;       // padded head_dim
-constexpr int kTV = 32;       // state columns per state-pass block
+constexpr int kTV = 64;       // state columns per state-pass block
 constexpr int kThreads = 256;
 constexpr int kLdD = kD + 4;  // padded shared row strides
 constexpr int kLdC = kC + 4;
 constexpr int kLdV = kTV + 4;
+constexpr int kLdS = kD + 8;  // bf16 rows of split planes (tile::Split: ≡ 8 mod 64)
+constexpr int kLdSC = kC + 8;
+constexpr int kLdP = kC + 8;  // f32 rows of a 64-wide tile whose region later holds a [64][72] Split
 constexpr index_t kRowTile = static_cast<index_t>(kC) * kD;  // a 64×128 workspace tile
 constexpr index_t kStateTile = static_cast<index_t>(kD) * kD;
 constexpr index_t kSqTile = static_cast<index_t>(kC) * kC;
@@ -212,15 +221,78 @@ __device__ __forceinline__ void scale_rows(float* dst, int ld, Scale scale) {
   });
 }
 
-struct One {};  // load_rows without a scale
+// dst (a Split, ROWS × COLS) = src[r·stride + i] for r < L, i < d, zero
+// elsewhere: every load of the thread first, then the splits and stores.
+template <int ROWS = kC, int COLS = kD>
+__device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L = ROWS,
+                                                int d = COLS) {
+  static_assert(COLS % 4 == 0 && (ROWS * COLS / 4) % kThreads == 0, "whole passes of the block");
+  constexpr int kSlots = ROWS * COLS / 4 / kThreads;
+  const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  float4 v[kSlots];
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
+    const float* from = src + r * stride + i;
+    if (r >= L || i >= d) {
+      v[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    } else if (vec && i + 4 <= d) {
+      v[n] = *reinterpret_cast<const float4*>(from);
+    } else {
+      v[n].x = from[0];
+      v[n].y = i + 1 < d ? from[1] : 0.0f;
+      v[n].z = i + 2 < d ? from[2] : 0.0f;
+      v[n].w = i + 3 < d ? from[3] : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    tile::split_store4(dst, e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
+  }
+}
 
-// fetch_rows, landed, then dst[r][·] *= scale(r).
-template <class Scale>
-__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, index_t stride, int L, int d,
-                                          Scale scale) {
-  fetch_rows(dst, ld, src, stride, L, d);
-  landed();
-  if constexpr (!std::is_same_v<Scale, One>) scale_rows(dst, ld, scale);
+// A 64 × kD Split in shared memory from its first float (it occupies
+// kSplitTile floats).
+constexpr int kSplitTile = kC * kLdS;
+__device__ __forceinline__ Split split_view(float* f) {
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
+  return Split{hi, hi + kC * kLdS, kLdS};
+}
+
+// Issues the copy of a workspace tile stored split (ws.W: the hi plane
+// [64][128] of bf16, then the lo plane) into a Split of shared memory.
+__device__ __forceinline__ void fetch_split_tile(const Split& dst, const float* src) {
+  const auto* hi = reinterpret_cast<const __nv_bfloat16*>(src);
+  const auto* lo = hi + kC * kD;
+  constexpr int kPerPlane = kC * kD / 8;  // 16-byte pieces
+  for (int e = threadIdx.x; e < 2 * kPerPlane; e += kThreads) {
+    const int plane = e / kPerPlane, r = (e % kPerPlane) / (kD / 8), q = e % (kD / 8);
+    cp_async(reinterpret_cast<float*>((plane ? dst.lo : dst.hi) + r * dst.ld + 8 * q),
+             reinterpret_cast<const float*>((plane ? lo : hi) + r * kD + 8 * q), 16, 16);
+  }
+}
+
+// A 64 × 64 f32 tile of shared memory (row stride kLdP) rewritten in place
+// as its Split (row stride kLdSC): each thread holds its values across the
+// barrier. Ends with a barrier.
+__device__ __forceinline__ void split_in_place(float* P) {
+  constexpr int kSlots = kC * kC / 4 / kThreads;
+  float4 v[kSlots];
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    v[n] = *reinterpret_cast<const float4*>(P + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
+  }
+  __syncthreads();
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(P);
+  const Split dst{hi, hi + kC * kLdSC, kLdSC};
+#pragma unroll
+  for (int n = 0; n < kSlots; ++n) {
+    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    tile::split_store4(dst, e / (kC / 4), 4 * (e % (kC / 4)), v[n]);
+  }
+  __syncthreads();
 }
 
 // Issues a dense ROWS×COLS copy from a workspace tile (row stride lds,
@@ -233,12 +305,6 @@ __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src
     cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16);
   }
 }
-template <int ROWS, int COLS>
-__device__ __forceinline__ void load_tile(float* dst, int ldd, const float* src, int lds) {
-  fetch_tile<ROWS, COLS>(dst, ldd, src, lds);
-  landed();
-}
-
 // Dense copy of a ROWS×COLS tile from shared memory to a workspace tile
 // (16-byte aligned rows).
 template <int ROWS, int COLS>
@@ -248,19 +314,6 @@ __device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src,
       [&](int r, int q) { return *reinterpret_cast<const float4*>(src + r * lds + 4 * q); },
       [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
 }
-// The same, adding onto the workspace tile: dst += src.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void add_tile(float* dst, int ldd, const float* src, int lds) {
-  static_assert(COLS % 4 == 0, "float4 rows");
-  tile_pass<ROWS, COLS / 4, float4>(
-      [&](int r, int q) {
-        const float4 a = *reinterpret_cast<const float4*>(dst + r * ldd + 4 * q);
-        const float4 b = *reinterpret_cast<const float4*>(src + r * lds + 4 * q);
-        return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-      },
-      [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
-}
-
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
 __device__ __forceinline__ const float* k_rows(const Dims& g, const Tape& tp, const Pos& p) {
@@ -273,24 +326,18 @@ __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
   return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
 }
 
-// P = M ⊙ QKᵀ on s ≤ r < L (0 elsewhere), from Q, K in shared memory.
-__device__ void attention_scores(const float* Qs, const float* Ks, float* P, const float* c, int L) {
-  gemm<kC, kC, kD, Row, Col>(P, kLdC, Qs, kLdD, Ks, kLdD, 1.0f, false);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
-    P[r * kLdC + s] = (s <= r && r < L) ? P[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
-  }
-  __syncthreads();
-}
-
-// The chunk's q̂, k̂ rows into Qs, Ks, then P (c already in shared memory).
-__device__ void chunk_scores(const Dims& g, const Tape& tp, const Pos& p, float* Qs, float* Ks, float* P,
-                             const float* c) {
-  fetch_rows(Qs, kLdD, q_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-  load_rows(Ks, kLdD, k_rows(g, tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  attention_scores(Qs, Ks, P, c, p.L);
+// The last addition to a chunk's dQ or dK tile goes to the tape instead
+// (dq̂ / dk̂ of this v-head, rows < L, columns < head_dim): dst = ws + v.
+template <class AccT>
+__device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_tile, float* tape, const Dims& g,
+                                            const Pos& p) {
+  acc.visit_pairs([&](int m, int n, float2 v) {
+    if (m >= p.L) return;
+    float* to = tape + ((p.t0 + m) * g.hv + p.h) * g.d + n;
+    const float* from = ws_tile + m * kD + n;
+    if (n < g.d) to[0] = from[0] + v.x;
+    if (n + 1 < g.d) to[1] = from[1] + v.y;
+  });
 }
 
 // Sum over the four consecutive lanes of a quad (every lane gets it): the
@@ -299,6 +346,25 @@ static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The chunk's q̂, k̂ rows split into Q, K (64 × kD), then P = M ⊙ QKᵀ on s ≤
+// r < L (f32, row stride kLdP; c fetched into shared memory before). Ends
+// with a barrier.
+__device__ void split_scores(const Dims& g, const Tape& tp, const Pos& p, const Split& Q, const Split& K, float* P,
+                             const float* c) {
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  load_split_rows(Q, q_rows(g, tp, p), kstride, p.L, g.d);
+  load_split_rows(K, k_rows(g, tp, p), kstride, p.L, g.d);
+  landed();  // c
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(P, kLdP, Q, K, 1.0f, false);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
+    const int r = e / kC, s = e % kC;
+    P[r * kLdP + s] = (s <= r && r < p.L) ? P[r * kLdP + s] * expf(c[r] - c[s]) : 0.0f;
+  }
+  __syncthreads();
 }
 
 // Block sum of one value per thread (every thread gets the total).
@@ -314,98 +380,170 @@ __device__ float block_sum(float x, float* red) {
 
 // ---- forward ----------------------------------------------------------------
 
-// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the workspace).
+// prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the
+// workspace). K and V are split once, raw (tile::Split); the diagonal
+// factors go into T's columns instead (T' = T diag(βe^c), T'' = T diag(β),
+// split where T's f32 tile was), so W = T' K and Ũ = T'' V.
 __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Ks = smem;               // [64][132]
-  float* Vs = Ks + kC * kLdD;     // [64][132]
-  float* As = Vs + kC * kLdD;     // [64][68]
-  float* Ts = As + kC * kLdC;     // [64][68]
-  float* c = Ts + kC * kLdC;      // [64]
-  float* b = c + kC;              // [64]
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split K{planes, planes + kC * kLdS, kLdS};
+  const Split V{K.lo + kC * kLdS, K.lo + 2 * kC * kLdS, kLdS};
+  float* As = reinterpret_cast<float*>(V.lo + kC * kLdS);  // [64][72], then T' split
+  float* Ts = As + kC * kLdP;                               // [64][72], then T'' split
+  float* c = Ts + kC * kLdP;                                // [64]
+  float* b = c + kC;                                        // [64]
+  const auto split_at = [](float* f32) {
+    auto* hi = reinterpret_cast<__nv_bfloat16*>(f32);
+    return Split{hi, hi + kC * kLdSC, kLdSC};
+  };
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   if (threadIdx.x < kScalars) ws.cb[p.idx * kScalars + threadIdx.x] = c[threadIdx.x];  // c, then β (b = c + 64)
-  fetch_rows(Ks, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-  load_rows(Vs, kLdD, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d, One{});
+  load_split_rows(K, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+  load_split_rows(V, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(As, kLdC, Ks, kLdD, Ks, kLdD, 1.0f, false);
+  gemm<kC, kC, kD, Row, Col>(As, kLdP, K, K, 1.0f, false);
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    As[r * kLdC + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdC + s] : 0.0f;
-    Ts[r * kLdC + s] = r == s ? 1.0f : 0.0f;
+    As[r * kLdP + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdP + s] : 0.0f;
+    Ts[r * kLdP + s] = r == s ? 1.0f : 0.0f;
   }
   __syncthreads();
-  // Forward substitution, a row at a time: T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj;
-  // four threads per column j, each a quarter of the s range. A column
-  // reads only its own entries, and its four threads sit in one warp (8
-  // columns per warp): the rows need warp barriers, not block ones, and a
-  // warp starts at the first row below its columns.
+  // T = (I + A)⁻¹ by 16×16 blocks. First the four diagonal blocks by
+  // forward substitution, T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj within a
+  // block: four threads per column j, each a quarter of the s range; a
+  // column's threads sit in one warp (8 columns per warp, all in one
+  // block), so the rows need warp barriers only — 15 dependent rows instead
+  // of 63. Then the blocks below the diagonal, nearest first:
+  // T_ij = −T_ii Σ_{k=j}^{i−1} A_ik T_kj (block indices), all blocks of one
+  // distance at once.
   {
-    const int j = threadIdx.x / 4, part = threadIdx.x % 4;
-    for (int r = (j & ~7) + 1; r < kC; ++r) {
+    const int j = threadIdx.x / 4, part = threadIdx.x % 4, end = (j & ~15) + 16;
+    for (int r = (j & ~7) + 1; r < end; ++r) {
       float v = 0.0f;
       if (j < r)
-        for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdC + s], Ts[s * kLdC + j], v);
+        for (int s = j + 1 + part; s < r; s += 4) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + j], v);
       v = quad_sum(v);
-      if (j < r && part == 0) Ts[r * kLdC + j] = -As[r * kLdC + j] - v;
+      if (j < r && part == 0) Ts[r * kLdP + j] = -As[r * kLdP + j] - v;
       __syncwarp();
     }
   }
   __syncthreads();
-  scale_rows(Ks, kLdD, [&](int r) { return b[r] * expf(c[r]); });
-  scale_rows(Vs, kLdD, [&](int r) { return b[r]; });
+  for (int dist = 1; dist < kC / 16; ++dist) {
+    const int blocks = kC / 16 - dist, per = blocks * 256 / kThreads;  // elements per thread
+    float x[3];
+    // X_ij = Σ_{k=j}^{i−1} A_ik T_kj for each block (i, j = i − dist), into T_ij's place.
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, r = 16 * (jb + dist) + (e % 256) / 16,
+                col = 16 * jb + e % 16;
+      float v = 0.0f;
+      for (int s = 16 * jb; s < 16 * (jb + dist); ++s) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + col], v);
+      x[q] = v;
+    }
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
+      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
+    }
+    __syncthreads();
+    // T_ij = −T_ii X_ij.
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, ib = jb + dist,
+                r = 16 * ib + (e % 256) / 16, col = 16 * jb + e % 16;
+      float v = Ts[r * kLdP + col];  // T_ii's diagonal is 1
+      for (int s = 16 * ib; s < r; ++s) v = fmaf(Ts[r * kLdP + s], Ts[s * kLdP + col], v);
+      x[q] = -v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 3; ++q) {
+      if (q >= per) break;
+      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
+      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
+    }
+    __syncthreads();
+  }
+  {  // T to the workspace; T' and T'' over A's and T's tiles, split
+    constexpr int kSlots = kC * kC / 4 / kThreads;
+    float4 t[kSlots];
+#pragma unroll
+    for (int n = 0; n < kSlots; ++n) {
+      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+      t[n] = *reinterpret_cast<const float4*>(Ts + r * kLdP + s0);
+      *reinterpret_cast<float4*>(ws.T + p.idx * kSqTile + r * kC + s0) = t[n];
+    }
+    __syncthreads();
+    const Split T1 = split_at(As), T2 = split_at(Ts);
+#pragma unroll
+    for (int n = 0; n < kSlots; ++n) {
+      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+      float f[4], h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) h[q] = b[s0 + q], f[q] = h[q] * expf(c[s0 + q]);
+      const float4 v = t[n];
+      tile::split_store4(T1, r, s0, make_float4(v.x * f[0], v.y * f[1], v.z * f[2], v.w * f[3]));
+      tile::split_store4(T2, r, s0, make_float4(v.x * h[0], v.y * h[1], v.z * h[2], v.w * h[3]));
+    }
+  }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.W + p.idx * kRowTile, kD, Ts, kLdC, Ks, kLdD, 1.0f, false);
-  gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, Ts, kLdC, Vs, kLdD, 1.0f, false);
-  copy_tile<kC, kC>(ws.T + p.idx * kSqTile, kC, Ts, kLdC);
+  {  // W, stored split: the state passes only ever use it as a product operand
+    tile::Acc<kC, kD> w;
+    w.mma<kC, Row, Row>(split_at(As), K);
+    auto* wt = reinterpret_cast<__nv_bfloat16*>(ws.W + p.idx * kRowTile);
+    w.store_split(Split{wt, wt + kC * kD, kD});
+  }
+  gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
 }
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
-// state's 32 columns stay in registers (an Acc) and go through shared memory
+// state's 64 columns stay in registers (an Acc) and go through shared memory
 // once per chunk, as the operand of W S₀. The pass is a chain over the
-// window's chunks, so every operand is in flight a phase ahead: K of this
-// chunk and Ũ, c of the next are fetched while W S₀ runs, W of the next
-// while U is stored. Three barriers per chunk.
-__global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, ChunkWs ws) {
+// window's chunks, so each chunk's operands (W, K, this block's columns of
+// Ũ, c) are double-buffered: fetched at the previous chunk's first barrier,
+// they have a whole chunk to land. One block per SM (206 KB of shared
+// memory); three barriers per chunk.
+__global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ss = smem;                // [128][36]: S₀
-  float* Xw = Ss + kD * kLdV;      // [64][132]: W
-  float* Xk = Xw + kC * kLdD;      // [64][132]: K
-  float* Ub = Xk + kC * kLdD;      // 2 × [64][36]: Ũ, then U, then f ⊙ U
+  float* Ss = smem;                // [128][68]: S₀
+  float* Xw = Ss + kD * kLdV;      // 2 × Split [64][136]: W
+  float* Xk = Xw + 2 * kSplitTile; // 2 × [64][132]: K
+  float* Ub = Xk + 2 * kC * kLdD;  // 2 × [64][68]: Ũ, then U, then f ⊙ U
   float* cb = Ub + 2 * kC * kLdV;  // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
-  const auto fetch_u_c = [&](const Pos& q, int buf) {
+  const auto fetch_chunk = [&](int ci, int buf) {
+    const Pos q = chunk(ci);
+    fetch_split_tile(split_view(Xw + buf * kSplitTile), ws.W + q.idx * kRowTile);
+    fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
     fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
-  {
-    const Pos q = chunk(0);
-    fetch_tile<kC, kD>(Xw, kLdD, ws.W + q.idx * kRowTile, kD);
-    fetch_u_c(q, 0);
-  }
+  fetch_chunk(0, 0);
   tile::Acc<kD, kTV> S;  // zero
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
+    const Split W = split_view(Xw + buf * kSplitTile);
+    const float* K = Xk + buf * kC * kLdD;
     float* U = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
     S.store(Ss, kLdV, 1.0f, false);
-    landed();  // W, Ũ, c of this chunk
-    __syncthreads();  // [1] S₀, W, Ũ, c visible; the last chunk's readers of Xk and of the other buffers done
-    fetch_rows(Xk, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
-    if (ci + 1 < nch) fetch_u_c(chunk(ci + 1), buf ^ 1);
-    commit();
+    landed();         // this chunk's operands (the only copies in flight)
+    __syncthreads();  // [1] S₀ and the operands visible; the last chunk's readers of the other buffers done
+    if (ci + 1 < nch) fetch_chunk(ci + 1, buf ^ 1);
     copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, Ss, kLdV);
-    gemm<kC, kTV, kD, Row, Row>(U, kLdV, Xw, kLdD, Ss, kLdV, -1.0f, true);
-    __syncthreads();  // [2] U done; Xw free
-    if (ci + 1 < nch) fetch_tile<kC, kD>(Xw, kLdD, ws.W + chunk(ci + 1).idx * kRowTile, kD);
-    commit();
+    gemm<kC, kTV, kD, Row, Row>(U, kLdV, W, Ss, kLdV, -1.0f, true);
+    __syncthreads();  // [2] U done
     const float cl = c[p.L - 1];
     for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // U out, then f ⊙ U in place
       const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
@@ -416,117 +554,150 @@ __global__ void __launch_bounds__(kThreads, 2) state_fwd_kernel(RecArgs a, Chunk
       *reinterpret_cast<float4*>(U + r * kLdV + i) = v;
     }
     S.scale(expf(cl));
-    landed_but<1>();  // K (the group before W's)
-    __syncthreads();  // [3] K and f ⊙ U visible
-    S.mma<kC, Col, Row>(Xk, kLdD, U, kLdV);
+    __syncthreads();  // [3] f ⊙ U visible
+    S.mma<kC, Col, Row>(K, kLdD, U, kLdV);
   }
 }
 
-// out: O = diag(e^c) Q S₀ + P U, over 64 of the v columns (blockIdx.z); both
-// products accumulate in registers and O goes through Q's buffer.
+// out: O = diag(e^c) Q S₀ + P U, 64 of the v columns at a time; both
+// products accumulate in registers (the row factors e^c applied between
+// them) and O goes to the tape from there. Operands split once
+// (tile::Split): Q, K for P (once for all columns), P in place, then each
+// half's columns of S₀ and U.
 __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
-  const int j0 = blockIdx.z * 64;
   extern __shared__ __align__(128) float smem[];
-  float* Qs = smem;                // [64][132], then O [64][68]
-  float* KS = Qs + kC * kLdD;      // K [64][132], then S₀'s columns [128][68]
-  float* Ps = KS + kD * kLdC;      // [64][68]
-  float* Us = Ps + kC * kLdC;      // [64][68]
-  float* c = Us + kC * kLdC;     // [64], then β [64]
-  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
-  chunk_scores(g, a.tp, p, Qs, KS, Ps, c);
-  scale_rows(Qs, kLdD, [&](int r) { return expf(c[r]); });
-  fetch_tile<kD, 64>(KS, kLdC, ws.S + p.idx * kStateTile + j0, kD);
-  load_tile<kC, 64>(Us, kLdC, ws.U + p.idx * kRowTile + j0, kD);
-  __syncthreads();
-  tile::Acc<kC, 64> o;
-  o.mma<kD, Row, Row>(Qs, kLdD, KS, kLdC);
-  o.mma<kC, Row, Row>(Ps, kLdC, Us, kLdC);
-  __syncthreads();
-  o.store(Qs, kLdC, 1.0f, false);
-  __syncthreads();
-  for (int e = threadIdx.x; e < kC * 64; e += kThreads) {
-    const int r = e / 64, jj = e % 64;
-    if (r < p.L && j0 + jj < g.d) a.tp.o_pre[((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj] = Qs[r * kLdC + jj];
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split Q{planes, planes + kC * kLdS, kLdS};
+  const Split KS{Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC, kLdS};  // K [64][136], then S₀'s columns
+  const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
+  float* Ps = reinterpret_cast<float*>(KS.lo + kD * kLdSC);               // [64][72], then P split
+  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  auto* uplanes = reinterpret_cast<__nv_bfloat16*>(Ps + kC * kLdP);
+  const Split U{uplanes, uplanes + kC * kLdSC, kLdSC};  // [64][72]
+  float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
+  fetch_scalars(ws.cb, p.idx, c);
+  split_scores(g, a.tp, p, Q, KS, Ps, c);
+  for (int j0 = 0; j0 < g.d; j0 += 64) {
+    if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
+    load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);  // (the first time over K, read for the last time)
+    load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
+    if (j0 == 0)
+      split_in_place(Ps);  // (its barriers also publish S₀'s and U's columns)
+    else
+      __syncthreads();
+    tile::Acc<kC, 64> o;
+    o.mma<kD, Row, Row>(Q, S0);
+    o.scale_rows([&](int r) { return expf(c[r]); });
+    o.mma<kC, Row, Row>(Pm, U);
+    o.visit_pairs([&](int r, int jj, float2 v) {
+      float* to = a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj;
+      if (r < p.L && j0 + jj < g.d) to[0] = v.x;
+      if (r < p.L && j0 + jj + 1 < g.d) to[1] = v.y;
+    });
   }
 }
 
 // ---- backward ---------------------------------------------------------------
 
-// dU_local = Pᵀ dO (into ws.dU).
+// dU_local = Pᵀ dO (into ws.dU), its operands split once (tile::Split): Q
+// and K for P, then P (in place) and dO.
 __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Qs = smem;             // [64][132]
-  float* Ks = Qs + kC * kLdD;   // [64][132]: K, then dO
-  float* Ps = Ks + kC * kLdD;   // [64][68]
-  float* c = Ps + kC * kLdC;
-  fetch_scalars(ws.cb, p.idx, c);  // lands with chunk_scores' loads
-  chunk_scores(g, a.tp, p, Qs, Ks, Ps, c);
-  load_rows(Ks, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, One{});
-  __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Ps, kLdC, Ks, kLdD, 1.0f, false);
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then dO
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K
+  float* Ps = reinterpret_cast<float*>(X2.lo + kC * kLdS);          // [64][72], then P split
+  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  float* c = Ps + kC * kLdP;
+  fetch_scalars(ws.cb, p.idx, c);
+  split_scores(g, a.tp, p, X1, X2, Ps, c);
+  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO over Q (read for the last time)
+  split_in_place(Ps);
+  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Pm, X1, 1.0f, false);
 }
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
 // (K̃ = e^{c_last−c} ⊙ K rows, 0 past L), dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO
-// − Wᵀ dU. dS stays in registers as in the forward pass; the scalars of a
-// chunk arrive a chunk ahead, so its K and Q rows are scaled by the threads
-// that fetched them before the first barrier. In flight across phases: K,
-// dO and c of the next chunk while W of this one lands; its Q and dU from
-// the last barrier on. Four barriers per chunk.
-__global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, ChunkWs ws) {
+// − Wᵀ dU. dS stays in registers as in the forward pass. A chunk's operands
+// arrive in groups of copies issued during the chunk after it (in pass
+// order, the one before): c, then K and dU, at its first barrier (all
+// double-buffered), Q and dO at its second, W at its last. c is waited for
+// before that chunk's third barrier, which publishes it; K, dU, Q and dO at
+// the top of the chunk they belong to, where the threads that fetched K
+// and Q rows scale them (their own copies: no barrier needed); W before
+// the third barrier. One block per SM (223 KB); four barriers per chunk.
+__global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ds = smem;                // [128][36]: dS_L
-  float* Xk = Ds + kD * kLdV;      // [64][132]: K̃
-  float* Xq = Xk + kC * kLdD;      // [64][132]: e^c Q, then W
-  float* Us = Xq + kC * kLdD;      // [64][36]: dU, then −dU
-  float* Do = Us + kC * kLdV;      // [64][36]: dO
+  float* Ds = smem;                // [128][68]: dS_L
+  float* Xk = Ds + kD * kLdV;      // 2 × [64][132]: K̃
+  float* Xq = Xk + 2 * kC * kLdD;  // [64][132]: e^c Q
+  float* Xw = Xq + kC * kLdD;      // Split [64][136]: W
+  float* Ub = Xw + kSplitTile;     // 2 × [64][68]: dU, then −dU
+  float* Do = Ub + 2 * kC * kLdV;  // [64][68]: dO
   float* cb = Do + kC * kLdV;      // 2 × [128]: c and β
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
   const int dcols = max(0, min(kTV, g.d - j0));
-  const auto fetch_k_do = [&](const Pos& q) {
-    fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
-    fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+  // The groups of chunk ci, each committed even when empty (ci < 0), so
+  // that the waits below count the same in every iteration.
+  const auto fetch_c = [&](int ci) {
+    if (ci >= 0) fetch_scalars(ws.cb, chunk(ci).idx, cb + (ci & 1) * kScalars);
+    commit();
   };
-  const auto fetch_q_du = [&](const Pos& q) {
-    fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
-    fetch_tile<kC, kTV>(Us, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+  const auto fetch_k_du = [&](int ci) {
+    if (ci >= 0) {
+      const Pos q = chunk(ci);
+      const int buf = ci & 1;
+      fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
+      fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+    }
+    commit();
   };
-  {
-    const Pos q = chunk(nch - 1);
-    fetch_scalars(ws.cb, q.idx, cb + ((nch - 1) & 1) * kScalars);
-    fetch_k_do(q);
-    fetch_q_du(q);
-    landed();
-    __syncthreads();  // the first chunk's c visible for the scaling below
-  }
+  const auto fetch_q_do = [&](int ci) {
+    if (ci >= 0) {
+      const Pos q = chunk(ci);
+      fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
+      fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+    }
+    commit();
+  };
+  const auto fetch_w = [&](int ci) {
+    if (ci >= 0) fetch_split_tile(split_view(Xw), ws.W + chunk(ci).idx * kRowTile);
+    commit();
+  };
+  fetch_c(nch - 1);
+  landed();
+  __syncthreads();  // the first chunk's c visible
+  fetch_k_du(nch - 1);
+  fetch_q_do(nch - 1);
+  fetch_w(nch - 1);
   tile::Acc<kD, kTV> D;  // dS, zero
   for (int ci = nch - 1; ci >= 0; --ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
+    float* K = Xk + buf * kC * kLdD;
+    float* Us = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
-    const float cl = c[p.L - 1];
     D.store(Ds, kLdV, 1.0f, false);
-    landed();  // K, dO, Q, dU of this chunk
-    scale_rows(Xk, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    landed_but<1>();  // K, dU, Q, dO of this chunk (W may still be in flight)
+    const float cl = c[p.L - 1];
+    scale_rows(K, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
     scale_rows(Xq, kLdD, [&](int r) { return expf(c[r]); });
-    __syncthreads();  // [1]
+    __syncthreads();  // [1] dS_L, K̃, e^cQ, dO, dU visible; the chunk after's readers of the other buffers done
+    fetch_c(ci - 1);
+    fetch_k_du(ci - 1);
     copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, Ds, kLdV);
     tile::Acc<kD, kTV> qdo;
-    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                          // (e^cQ)ᵀ dO
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, Xk, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
-    __syncthreads();  // [2] dU done; Xk, Xq, Do free
-    fetch_rows(Xq, kLdD, ws.W + p.idx * kRowTile, kD, kC, kD);
-    if (ci > 0) fetch_scalars(ws.cb, chunk(ci - 1).idx, cb + (buf ^ 1) * kScalars);
-    commit();
-    if (ci > 0) fetch_k_do(chunk(ci - 1));
-    commit();
+    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                        // (e^cQ)ᵀ dO
+    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, K, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
+    __syncthreads();  // [2] dU done; Xq, Do free
+    fetch_q_do(ci - 1);
     for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // dU out, then −dU in place
       const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
       float4 v = *reinterpret_cast<const float4*>(Us + r * kLdV + i);
@@ -536,98 +707,106 @@ __global__ void __launch_bounds__(kThreads, 2) state_bwd_kernel(RecArgs a, Chunk
     }
     D.scale(expf(cl));
     D.add(qdo);
-    landed_but<1>();  // W and the next chunk's c
-    __syncthreads();  // [3] W, −dU, the next c visible
-    D.mma<kC, Col, Row>(Xq, kLdD, Us, kLdV);  // − Wᵀ dU
-    __syncthreads();  // [4] Xq and Us free
-    if (ci > 0) fetch_q_du(chunk(ci - 1));
+    landed_but<2>();  // W of this chunk and c of the next (all but the newest two groups: K and dU, Q and dO)
+    __syncthreads();  // [3] W, −dU, the next chunk's c visible
+    D.mma<kC, Col, Row>(split_view(Xw), Us, kLdV);  // − Wᵀ dU
+    __syncthreads();  // [4] Xw free
+    fetch_w(ci - 1);
   }
 }
 
-// acc += X · Sᵀ for X [64][132] in shared memory and a [128][128] state S of
-// the workspace, S taken in two halves of 64 columns (the contraction
-// index) through Sh [128][68]; barriers before each half and at the end.
-__device__ __forceinline__ void times_state_t(tile::Acc<kC, kD>& acc, const float* X, const float* S, float* Sh) {
-  for (int j0 = 0; j0 < kD; j0 += 64) {
-    __syncthreads();
-    load_tile<kD, 64>(Sh, kLdC, S + j0, kD);
-    __syncthreads();
-    acc.mma<64, Row, Col>(X + j0, kLdD, Sh, kLdC);
-  }
-  __syncthreads();
-}
-
-// State grads (steps (a), (b) first part, (c)), the states taken in two
-// halves of 64 columns (the contraction index): dW = −dU S₀ᵀ;
-// dQ = (e^c dO) S₀ᵀ, dc_r = q_r·dQ_r; dK = (e^{c_last−c} U) dS_Lᵀ,
-// τ_r = k_r·dK_r (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩.
-// Writes ws.dW; adds onto the attention grads' ws.dQ, ws.dK, ws.dc.
+// State grads (steps (a), (b) first part, (c)): dW = −dU S₀ᵀ; dQ = diag(e^c)
+// dO S₀ᵀ, dc_r = q_r·dQ_r; dK = diag(e^{c_last−c}) U dS_Lᵀ, τ_r = k_r·dK_r
+// (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩. Operands
+// split once (tile::Split): the whole state (S₀, then dS_L) and one 64-row
+// operand at a time (dU, dO, U), the row factors applied to the
+// accumulators; dQ and dK are added from the registers and their dot
+// products with q and k taken there too (row sums per warp column, added
+// in a fixed order). Writes ws.dW and, dQ being complete, the tape's dq̂ of
+// this v-head (the attention grads' part + this one); adds onto ws.dK, ws.dc.
 __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
+  using Acc = tile::Acc<kC, kD>;
+  constexpr int kParts = Acc::kWarpCols;
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Sh = smem;               // [128][68]: half of S₀, then of dS_L
-  float* X1 = Sh + kD * kLdC;     // [64][132]: dU, then Q, then e^{c_last−c} U, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: e^c dO, then dQ, then dK
-  float* c = X2 + kC * kLdD;
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split S{planes, planes + kD * kLdS, kLdS};                // [128][136]: S₀, then dS_L
+  const Split X{S.lo + kD * kLdS, S.lo + kD * kLdS + kC * kLdS, kLdS};  // [64][136]: dU, dO, then U
+  float* part = reinterpret_cast<float*>(X.lo + kC * kLdS);        // [64][kParts]
+  float* c = part + kC * kParts;
   float* b = c + kC;
-  float* dc = b + kC;             // [64]
-  float* red = dc + kC;           // [8]
+  float* dc = b + kC;    // [64]
+  float* red = dc + kC;  // [8]
   load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
   const float* S0 = ws.S + p.idx * kStateTile;
   const float* dh = ws.dh + p.idx * kStateTile;
   float* dQ = ws.dQ + p.idx * kRowTile;
   float* dK = ws.dK + p.idx * kRowTile;
-  fetch_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
-  load_rows(X2, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d, [&](int r) { return expf(c[r]); });
-  float part = 0.0f;  // ⟨S₀, dS_L⟩
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  const float* qsrc = q_rows(g, a.tp, p);
+  const float* ksrc = k_rows(g, a.tp, p);
+  const auto rows_dot = [&](const Acc& acc, const float* src) {  // part[m][w] = Σ_n src[m][n]·acc(m, n)
+    acc.row_sums(
+        [&](int m, int n, float v) { return (m < p.L && n < g.d) ? src[m * kstride + n] * v : 0.0f; },
+        [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
+  };
+  const auto load_state = [&](const float* src) {  // a [128][128] workspace state into S, 64 rows at a time
+    for (int h = 0; h < 2; ++h)
+      load_split_rows(Split{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS}, src + h * kC * kD, kD);
+  };
+  const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
+    acc.visit_pairs([&](int m, int n, float2 v) {
+      float2* to = reinterpret_cast<float2*>(dst + m * kD + n);
+      const float2 o = *to;
+      *to = make_float2(o.x + v.x, o.y + v.y);
+    });
+  };
+  load_state(S0);
+  load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
+  __syncthreads();
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X1, S0, Sh);
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // dU S₀ᵀ
     acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
   }
+  __syncthreads();  // X free
+  load_split_rows(X, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO
+  __syncthreads();
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X2, S0, Sh);
-    acc.store(X2, kLdD, 1.0f, false);  // dQ, over e^c dO (read for the last time before the barrier above)
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
+    acc.scale_rows([&](int r) { return expf(c[r]); });
+    add_to_tape(acc, dQ, a.tp.dq_hat, g, p);  // the last part of dQ
+    rows_dot(acc, qsrc);
   }
-  load_rows(X1, kLdD, q_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
+  float s0dh = 0.0f;  // ⟨S₀, dS_L⟩
   tile_pass<kD, kD, float2>([&](int i, int j) { return make_float2(S0[i * kD + j], dh[i * kD + j]); },
-                            [&](int, int, float2 v) { part = fmaf(v.x, v.y, part); });
-  const float s0dh = block_sum(part, red);  // (its barriers also publish dQ and Q)
-  add_tile<kC, kD>(dQ, kD, X2, kLdD);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < kC; r += kThreads / 32) {  // dc_r = q_r·dQ_r (Q is zero past L and d)
+                            [&](int, int, float2 v) { s0dh = fmaf(v.x, v.y, s0dh); });
+  s0dh = block_sum(s0dh, red);  // (its barriers also publish part and free S, X)
+  if (threadIdx.x < kC) {
     float qy = 0.0f;
-#pragma unroll
-    for (int i = lane; i < kD; i += 32) qy = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], qy);
-    for (int m = 16; m >= 1; m >>= 1) qy += __shfl_xor_sync(0xffffffffu, qy, m);
-    if (lane == 0) dc[r] = qy;
+    for (int w = 0; w < kParts; ++w) qy += part[threadIdx.x * kParts + w];
+    dc[threadIdx.x] = qy;  // dc_r = q_r·dQ_r
   }
+  load_state(dh);                                                // dS_L
+  load_split_rows(X, ws.U + p.idx * kRowTile, kD);               // U
   __syncthreads();
-  load_rows(X1, kLdD, ws.U + p.idx * kRowTile, kD, kC, kD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
   {
-    tile::Acc<kC, kD> acc;
-    times_state_t(acc, X1, dh, Sh);
-    acc.store(X2, kLdD, 1.0f, false);  // dK (X2's last readers are behind the barriers above)
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // U dS_Lᵀ
+    acc.scale_rows([&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    add_to(acc, dK);
+    rows_dot(acc, ksrc);
   }
   __syncthreads();
-  add_tile<kC, kD>(dK, kD, X2, kLdD);
-  load_rows(X1, kLdD, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d, One{});
-  __syncthreads();
-  float tau_sum = 0.0f;  // lane 0 of each warp: its rows' τ
-  for (int r = warp; r < kC; r += kThreads / 32) {
-    float kz = 0.0f;
-#pragma unroll
-    for (int i = lane; i < kD; i += 32) kz = fmaf(X1[r * kLdD + i], X2[r * kLdD + i], kz);
-    for (int m = 16; m >= 1; m >>= 1) kz += __shfl_xor_sync(0xffffffffu, kz, m);
-    if (lane == 0) {
-      dc[r] -= kz;
-      tau_sum += kz;
-    }
+  float tau = 0.0f;
+  if (threadIdx.x < kC) {
+    for (int w = 0; w < kParts; ++w) tau += part[threadIdx.x * kParts + w];
+    dc[threadIdx.x] -= tau;
   }
-  const float tau_total = block_sum(threadIdx.x % 32 == 0 ? tau_sum : 0.0f, red);
+  const float tau_total = block_sum(tau, red);
   if (threadIdx.x == 0) dc[p.L - 1] += tau_total + expf(cl) * s0dh;
   __syncthreads();
   if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
@@ -636,189 +815,213 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
 // Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r = Σ_s dP⊙P
 // − Σ_q dP_qr P_qr; dQ = (dP⊙M) K; dK = (dP⊙M)ᵀ Q. The first to write ws.dQ,
 // ws.dK and ws.dc: it needs nothing of the backward state pass, so it runs
-// beside it on the side stream (chunk_backward).
+// beside it on the side stream (chunk_backward). Its four products read
+// operands split once (tile::Split): dO, U, then Q, K as they are loaded,
+// dP ⊙ M as it is formed.
 __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* X1 = smem;               // [64][132]: dO, then Q
-  float* X2 = X1 + kC * kLdD;     // [64][132]: U, then K
-  float* dP = X2 + kC * kLdD;     // [64][68]
-  float* Ps = dP + kC * kLdC;     // [64][68]
-  float* c = Ps + kC * kLdC;
-  fetch_scalars(ws.cb, p.idx, c);  // lands with dO and U
-  fetch_rows(X1, kLdD, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
-  load_tile<kC, kD>(X2, kLdD, ws.U + p.idx * kRowTile, kD);
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split X1{planes, planes + kC * kLdS, kLdS};                  // dO, then Q
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};    // U, then K
+  float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);            // [64][68]
+  float* Ps = dP + kC * kLdC;                                         // [64][72], then dP ⊙ M split
+  const Split Dm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  float* c = Ps + kC * kLdP;
+  fetch_scalars(ws.cb, p.idx, c);
+  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
+  load_split_rows(X2, ws.U + p.idx * kRowTile, kD, kC, kD);
+  landed();
   __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);
-  __syncthreads();
-  chunk_scores(g, a.tp, p, X1, X2, Ps, c);
+  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, X2, 1.0f, false);
+  __syncthreads();  // X1, X2 free
+  split_scores(g, a.tp, p, X1, X2, Ps, c);
+  float dc_r;
   {  // four threads per r, each a quarter of row r and of column r
     const int r = threadIdx.x / 4, part = threadIdx.x % 4;
     float acc = 0.0f;
     // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
-    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdC + s], acc);            // row r
-    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
-    acc = quad_sum(acc);
-    if (part == 0) ws.dc[p.idx * kC + r] = acc;
+    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdP + s], acc);            // row r
+    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdP + r], acc);  // column r
+    dc_r = quad_sum(acc);
   }
-  __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
-    dP[r * kLdC + s] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
-  }
-  __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, dP, kLdC, X2, kLdD, 1.0f, false);
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, dP, kLdC, X1, kLdD, 1.0f, false);
-}
-
-// A warp per row of the chunk, two rows of a warp at a time: for its lane's
-// columns i = lane + 32k, first every v = load(r, i) (a store between
-// global loads may alias them, so loads interleaved with stores would each
-// wait in turn), then acc = each(r, i, v, acc) in k order, and
-// done(r, Σ over the row of acc) on lane 0.
-template <class T, class Load, class Each, class Done>
-__device__ __forceinline__ void row_sweep(Load load, Each each, Done done) {
-  constexpr int kPer = kD / 32, kWarps = kThreads / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r0 = warp; r0 < kC; r0 += 2 * kWarps) {
-    T v[2][kPer];
+  __syncthreads();  // P read for the last time: its region takes dP ⊙ M
+  if (threadIdx.x % 4 == 0) ws.dc[p.idx * kC + threadIdx.x / 4] = dc_r;
+  for (int e = threadIdx.x; e < kC * kC / 4; e += kThreads) {
+    const int r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+    float v[4];
 #pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) v[h2][k] = load(r0 + h2 * kWarps, lane + 32 * k);
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int r = r0 + h2 * kWarps;
-      float acc = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) acc = each(r, lane + 32 * k, v[h2][k], acc);
-      for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-      if (lane == 0) done(r, acc);
+    for (int q = 0; q < 4; ++q) {
+      const int s = s0 + q;
+      v[q] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
     }
+    tile::split_store4(Dm, r, s0, make_float4(v[0], v[1], v[2], v[3]));
   }
+  __syncthreads();
+  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, Dm, X2, 1.0f, false);
+  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Dm, X1, 1.0f, false);
 }
 
 // WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;
 // dT = dU (βV)ᵀ + dW (βe^cK)ᵀ; dBk = TᵀdW → dK += βe^c dBk, dβ += e^c k·dBk,
 // dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
-// Writes dV (into d_qkv's v columns) and ws.db; accumulates ws.dK, ws.dc.
+// Writes dV (into d_qkv's v columns), ws.db and, with its last part of dK,
+// the tape's dk̂ of this v-head; accumulates ws.dc. Operands split once (tile::Split): T, dU, V and dW, K raw (the factors β
+// and βe^c of dT's columns applied to the accumulators); dBv and dBk never
+// leave the registers (dV, dK and the row dots taken there); dT, dT Tᵀ and
+// E split in place.
 __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkWs ws) {
+  using Wide = tile::Acc<kC, kD>;
+  using Square = tile::Acc<kC, kC>;
+  constexpr int kParts = Wide::kWarpCols;
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
-  float* Ts = smem;               // [64][68]
-  float* X1 = Ts + kC * kLdC;     // [64][132]: dU, then dW, then K
-  float* X2 = X1 + kC * kLdD;     // [64][132]: dBv, βV, βe^cK, dBk, then G [64][68]
-  float* Y1 = X2 + kC * kLdD;     // [64][68]: dT, then dT Tᵀ, then dA, then E
-  float* Y2 = X2;                 // G
-  float* c = Y1 + kC * kLdC;
+  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
+  const Split T{planes, planes + kC * kLdSC, kLdSC};                     // [64][72]
+  const Split X1{T.lo + kC * kLdSC, T.lo + kC * kLdSC + kC * kLdS, kLdS};  // dU, then dW; then G f32 [64][72]
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};          // V, then K
+  float* Y1 = reinterpret_cast<float*>(X2.lo + kC * kLdS);  // [64][72]: dT, dT Tᵀ, dA, E (each split in place)
+  float* Y2 = reinterpret_cast<float*>(X1.hi);              // G
+  float* part = Y1 + kC * kLdP;                             // [64][kParts]
+  float* c = part + kC * kParts;
   float* b = c + kC;
-  float* dc = b + kC;             // [64]
-  float* db = dc + kC;            // [64]
-  fetch_scalars(ws.cb, p.idx, c);  // lands with T and dU
+  float* dc = b + kC;  // [64]
+  float* db = dc + kC;  // [64]
+  const Split Y1s{reinterpret_cast<__nv_bfloat16*>(Y1), reinterpret_cast<__nv_bfloat16*>(Y1) + kC * kLdSC, kLdSC};
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  fetch_tile<kC, kC>(Ts, kLdC, ws.T + p.idx * kSqTile, kC);
-  load_tile<kC, kD>(X1, kLdD, ws.dU + p.idx * kRowTile, kD);
+  float* dK = ws.dK + p.idx * kRowTile;
+  const auto part_sum = [&](int r) {
+    float t = 0.0f;
+    for (int w = 0; w < kParts; ++w) t += part[r * kParts + w];
+    return t;
+  };
+  fetch_scalars(ws.cb, p.idx, c);
+  load_split_rows<kC, kC>(T, ws.T + p.idx * kSqTile, kC);
+  load_split_rows(X1, ws.dU + p.idx * kRowTile, kD);
+  load_split_rows(X2, vsrc, g.C, p.L, g.d);
+  landed();
   __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBv
+  {  // dBv = Tᵀ dU: dV = β dBv, dβ = v·dBv
+    Wide acc;
+    acc.mma<kC, Col, Row>(T, X1);
+    acc.visit_pairs([&](int r, int i, float2 v) {
+      float* to = a.d_qkv + v_col(g, p) + r * g.C + i;
+      if (r < p.L && i < g.d) to[0] = b[r] * v.x;
+      if (r < p.L && i + 1 < g.d) to[1] = b[r] * v.y;
+    });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+  }
+  Square dt;
+  dt.mma<kD, Row, Col>(X1, X2);  // dU Vᵀ
+  dt.scale_cols([&](int s) { return b[s]; });
+  __syncthreads();  // [the parts visible; X1, X2 free]
+  if (threadIdx.x < kC) db[threadIdx.x] = part_sum(threadIdx.x);
+  load_split_rows(X1, ws.dW + p.idx * kRowTile, kD);
+  load_split_rows(X2, ksrc, kstride, p.L, g.d);
   __syncthreads();
-  row_sweep<float>([&](int r, int i) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] : 0.0f; },
-                   [&](int r, int i, float v, float acc) {
-                     const float x = X2[r * kLdD + i];
-                     if (r < p.L && i < g.d) a.d_qkv[v_col(g, p) + r * g.C + i] = b[r] * x;
-                     return fmaf(v, x, acc);
-                   },
-                   [&](int r, float vb) { db[r] = vb; });
-  __syncthreads();
-  load_rows(X2, kLdD, vsrc, g.C, p.L, g.d, [&](int r) { return b[r]; });
-  __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, false);  // dU (βV)ᵀ
-  __syncthreads();
-  fetch_tile<kC, kD>(X1, kLdD, ws.dW + p.idx * kRowTile, kD);
-  load_rows(X2, kLdD, ksrc, kstride, p.L, g.d, [&](int r) { return b[r] * expf(c[r]); });
-  __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(Y1, kLdC, X1, kLdD, X2, kLdD, 1.0f, true);  // + dW (βe^cK)ᵀ
-  __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(X2, kLdD, Ts, kLdC, X1, kLdD, 1.0f, false);  // dBk
-  __syncthreads();
-  row_sweep<float2>(
-      [&](int r, int i) {
-        return make_float2((r < p.L && i < g.d) ? ksrc[r * kstride + i] : 0.0f, ws.dK[p.idx * kRowTile + r * kD + i]);
-      },
-      [&](int r, int i, float2 v, float acc) {
-        const float x = X2[r * kLdD + i];
-        ws.dK[p.idx * kRowTile + r * kD + i] = fmaf(b[r] * expf(c[r]), x, v.y);
-        return fmaf(v.x, x, acc);
-      },
-      [&](int r, float kb) {
-        db[r] += expf(c[r]) * kb;
-        dc[r] = b[r] * expf(c[r]) * kb;
-      });
+  {
+    Square dw;
+    dw.mma<kD, Row, Col>(X1, X2);  // dW Kᵀ
+    dw.scale_cols([&](int s) { return b[s] * expf(c[s]); });
+    dt.add(dw);
+    dt.store(Y1, kLdP, 1.0f, false);
+  }
+  {  // dBk = Tᵀ dW: dK += βe^c dBk; kb = k·dBk
+    Wide acc;
+    acc.mma<kC, Col, Row>(T, X1);
+    acc.visit_pairs([&](int r, int i, float2 v) {
+      float2* to = reinterpret_cast<float2*>(dK + r * kD + i);
+      const float f = b[r] * expf(c[r]);
+      const float2 o = *to;
+      *to = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
+    });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? ksrc[r * kstride + i] * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+  }
+  __syncthreads();  // parts and dT visible; X1 free
+  if (threadIdx.x < kC) {
+    const int r = threadIdx.x;
+    const float kb = part_sum(r);
+    db[r] += expf(c[r]) * kb;
+    dc[r] = b[r] * expf(c[r]) * kb;
+  }
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    if (s > r) Y1[r * kLdC + s] = 0.0f;
+    if (s > r) Y1[r * kLdP + s] = 0.0f;
   }
   __syncthreads();
+  split_in_place(Y1);
   {  // X = dT Tᵀ, then dA = −Tᵀ X, each over its input in Y1
-    tile::Acc<kC, kC> x;
-    x.mma<kC, Row, Col>(Y1, kLdC, Ts, kLdC);
+    Square x;
+    x.mma<kC, Row, Col>(Y1s, T);
     __syncthreads();
-    x.store(Y1, kLdC, 1.0f, false);
-    __syncthreads();
-    tile::Acc<kC, kC> da;
-    da.mma<kC, Col, Row>(Ts, kLdC, Y1, kLdC);
-    load_rows(X1, kLdD, ksrc, kstride, p.L, g.d, One{});
-    __syncthreads();
-    da.store(Y1, kLdC, -1.0f, false);
+    x.store(Y1, kLdP, 1.0f, false);
   }
-  gemm<kC, kC, kD, Row, Col>(Y2, kLdC, X1, kLdD, X1, kLdD, 1.0f, false);  // G = KKᵀ
+  __syncthreads();
+  split_in_place(Y1);
+  {
+    Square da;
+    da.mma<kC, Col, Row>(T, Y1s);
+    Square gk;
+    gk.mma<kD, Row, Col>(X2, X2);  // G = KKᵀ
+    gk.store(Y2, kLdP, 1.0f, false);
+    __syncthreads();
+    da.store(Y1, kLdP, -1.0f, false);
+  }
   __syncthreads();
   {  // row sums dβ_r, dc_r; four threads per row, each a quarter of it
-    const int r = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int r = threadIdx.x / 4, part4 = threadIdx.x % 4;
     float dbr = 0.0f, dcr = 0.0f;
-    for (int s = part; s < r && r < p.L; s += 4) {
-      const float m = expf(c[r] - c[s]), da = Y1[r * kLdC + s], gg = Y2[r * kLdC + s];
+    for (int s = part4; s < r && r < p.L; s += 4) {
+      const float m = expf(c[r] - c[s]), da = Y1[r * kLdP + s], gg = Y2[r * kLdP + s];
       dbr = fmaf(da, m * gg, dbr);
       dcr = fmaf(da, b[r] * m * gg, dcr);
     }
     dbr = quad_sum(dbr);
     dcr = quad_sum(dcr);
-    if (part == 0) {
+    if (part4 == 0) {
       db[r] += dbr;
       dc[r] += dcr;
     }
   }
   __syncthreads();
   {  // column sums dc_s, the same way
-    const int s = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int s = threadIdx.x / 4, part4 = threadIdx.x % 4;
     float dcs = 0.0f;
-    for (int r = s + 1 + part; r < p.L; r += 4) {
+    for (int r = s + 1 + part4; r < p.L; r += 4) {
       const float m = expf(c[r] - c[s]);
-      dcs = fmaf(Y1[r * kLdC + s], b[r] * m * Y2[r * kLdC + s], dcs);
+      dcs = fmaf(Y1[r * kLdP + s], b[r] * m * Y2[r * kLdP + s], dcs);
     }
     dcs = quad_sum(dcs);
-    if (part == 0) dc[s] -= dcs;
+    if (part4 == 0) dc[s] -= dcs;
   }
   __syncthreads();
   for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
     const int r = e / kC, s = e % kC;
-    Y1[r * kLdC + s] = (s < r && r < p.L) ? Y1[r * kLdC + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
+    Y1[r * kLdP + s] = (s < r && r < p.L) ? Y1[r * kLdP + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
   }
   __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + E K
-  __syncthreads();
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Y1, kLdC, X1, kLdD, 1.0f, true);  // + EᵀK
+  split_in_place(Y1);
+  {  // dK + E K + Eᵀ K, the last part of dK: into the tape
+    Wide acc;
+    acc.mma<kC, Row, Row>(Y1s, X2);
+    acc.mma<kC, Col, Row>(Y1s, X2);
+    add_to_tape(acc, dK, a.tp.dk_hat, g, p);
+  }
   if (threadIdx.x < kC) {
     ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
     ws.db[p.idx * kC + threadIdx.x] = db[threadIdx.x];
   }
 }
 
-// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b; dq̂, dk̂ per v-head.
+// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b (dq̂, dk̂
+// per v-head were written by the state and WY grads).
 __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -840,28 +1043,23 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
     a.d_b[th] = ws.db[p.idx * kC + r] * bet * (1.0f - bet);
     a.d_a[th] = dl[r] * -expf(a.a_log[p.h]) * sigmoidf_(a.tp.gate_in[th]);
   }
-  const float* dQ = ws.dQ + p.idx * kRowTile;
-  const float* dK = ws.dK + p.idx * kRowTile;
-  tile_pass<kC, kD, float2>([&](int r, int i) { return make_float2(dQ[r * kD + i], dK[r * kD + i]); },
-                            [&](int r, int i, float2 v) {
-                              if (r >= p.L || i >= g.d) return;
-                              const index_t th = (p.t0 + r) * g.hv + p.h;
-                              a.tp.dq_hat[th * g.d + i] = v.x;
-                              a.tp.dk_hat[th * g.d + i] = v.y;
-                            });
 }
 
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
-constexpr std::size_t kPrepSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
-constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
-constexpr std::size_t kOutSmem = 4 * (kC * kLdD + kD * kLdC + 2 * kC * kLdC + kScal);
-constexpr std::size_t kDuSmem = 4 * (2 * kC * kLdD + kC * kLdC + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
-constexpr std::size_t kGradStateSmem = 4 * (kD * kLdC + 2 * kC * kLdD + kScal + kC + 8);
-constexpr std::size_t kGradAttnSmem = 4 * (2 * kC * kLdD + 2 * kC * kLdC + kScal);
-constexpr std::size_t kGradWySmem = 4 * (2 * kC * kLdC + 2 * kC * kLdD + kScal + 2 * kC);
-static_assert(kC * kLdD <= kD * kLdC, "out: the K/S region holds K");
+constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
+constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kSplitTile + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
+static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
+constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
+constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 3 * kC * kLdD + kSplitTile + 3 * kC * kLdV + 2 * kScalars);
+static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
+constexpr std::size_t kGradStateSmem =
+    2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
+constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
+static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
+constexpr std::size_t kGradWySmem =
+    2 * 2 * (kC * kLdSC + 2 * kC * kLdS) + 4 * (kC * kLdP + kC * tile::Acc<kC, kD>::kWarpCols + kScal + 2 * kC);
 
 template <class Kernel>
 void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs& a, const ChunkWs& ws) {
@@ -924,7 +1122,7 @@ ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
   forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g);
-  launch(out_kernel, dim3(cg.x, cg.y, static_cast<unsigned>((a.g.d + 63) / 64)), kOutSmem, s, a, ws);
+  launch(out_kernel, cg, kOutSmem, s, a, ws);
 }
 
 void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s, const SideStream& side) {
@@ -935,7 +1133,8 @@ void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStr
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
   // The attention grads need nothing of the state pass (dO, U, Q, K, c):
   // beside it, at the side stream's lower priority, they fill the slots its
-  // (head × 32 columns × window) blocks leave free — 72 of 264 at 1×32768.
+  // (head × 64 columns × window) blocks, one per SM, leave free — 36 of
+  // 132 SMs at 1×32768.
   BR_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   launch(grads_attn_kernel, cg, kGradAttnSmem, side.stream, a, ws);
   BR_CUDA_CHECK(cudaEventRecord(side.join, side.stream));

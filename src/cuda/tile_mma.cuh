@@ -30,6 +30,10 @@
 // hardware's pairs stay: their scalar loads are free of bank conflicts at
 // the padded strides above (≡ 4 mod 32), the quads' would not be.
 //
+// Operands used more than once, or formed in a kernel anyway, can instead be
+// kept split in shared memory (Split: hi and lo bf16 planes); their
+// fragments then load with ldmatrix, with no conversion per use.
+//
 // Work split: each warp owns an RM×RN block of 16×8 output tiles (WarpTile,
 // chosen to load the fewest operand values per mma); callers
 // __syncthreads() between a product and any use of its C.
@@ -61,6 +65,44 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// An operand kept in shared memory already split: its hi and lo halves as
+// two row-major bf16 planes with row stride ld (elements; a multiple of 8,
+// and ≡ 8 mod 64 so that the eight 16-byte rows one ldmatrix reads fall in
+// distinct banks: 72 for 64 columns, 136 for 128). Split once where the
+// operand is produced, its fragments load with ldmatrix — one instruction
+// per 16×16 half — instead of f32 loads and a split per use.
+struct Split {
+  __nv_bfloat16* hi;
+  __nv_bfloat16* lo;
+  int ld;
+};
+
+// Stores x0..x3 (columns c..c+3 of row r, c a multiple of 4) into a Split.
+__device__ __forceinline__ void split_store4(const Split& s, int r, int c, float4 x) {
+  uint2 hi, lo;
+  split_bf16x2(x.x, x.y, hi.x, lo.x);
+  split_bf16x2(x.z, x.w, hi.y, lo.y);
+  *reinterpret_cast<uint2*>(s.hi + r * s.ld + c) = hi;
+  *reinterpret_cast<uint2*>(s.lo + r * s.ld + c) = lo;
+}
+
+// Four 8×8 bf16 matrices from shared memory (lane l gives the address of
+// row l % 8 of matrix l / 8); .trans hands out their transposes.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
 }
 
 // The warp grid (WM × WN warps) and each warp's tile (RM × RN tiles of
@@ -164,6 +206,173 @@ class Acc {
     }
   }
 
+  // += A (M×K) · B (K×N), both already split in shared memory (Split):
+  // per 16-wide k step, A's hi and lo fragments are one ldmatrix each and
+  // B's hi and lo one between them. Row A and Col B read their planes as
+  // stored, Col A and Row B transposed (ldmatrix .trans).
+  template <int K, class LA, class LB>
+  __device__ __forceinline__ void mma(const Split& A, const Split& B) {
+    static_assert(K % 16 == 0, "bf16 mma tiles are 16×8×16");
+    constexpr bool a_row = std::is_same_v<LA, Row>, b_col = std::is_same_v<LB, Col>;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    // A: matrix q = lane / 8 is (rows 8(q % 2).., k 8(q / 2)..) of a 16×16 tile.
+    const int a_r = a_row ? (lane & 15) : (lane & 7) + 8 * (lane >> 4);  // row of the stored plane
+    const int a_c = a_row ? 8 * (lane >> 4) : 8 * ((lane >> 3) & 1);     // column of the stored plane
+    // B: matrices 0, 1 = hi at k 0.., 8..; 2, 3 = lo.
+    const __nv_bfloat16* b_plane = lane >= 16 ? B.lo : B.hi;
+    const int b_r = (lane & 7) + (b_col ? 0 : 8 * ((lane >> 3) & 1));
+    const int b_c = b_col ? 8 * ((lane >> 3) & 1) : 0;
+#pragma unroll 2
+    for (int k = 0; k < K; k += 16) {
+      uint32_t a_hi[RM][4], a_lo[RM][4];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const int m = m0_ + 16 * i;
+        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
+        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
+      }
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0_ + 8 * j;
+        uint32_t bf[4];
+        ldmatrix_x4<!b_col>(bf, b_plane + (b_col ? (n + b_r) * B.ld + k + b_c : (k + b_r) * B.ld + n + b_c));
+        const uint32_t b_hi[2] = {bf[0], bf[1]}, b_lo[2] = {bf[2], bf[3]};
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          mma_bf16(acc_[i][j], a_lo[i], b_hi);
+          mma_bf16(acc_[i][j], a_hi[i], b_lo);
+          mma_bf16(acc_[i][j], a_hi[i], b_hi);
+        }
+      }
+    }
+  }
+
+  // += A (M×K, split in shared memory: ldmatrix) · B (K×N, f32, split in
+  // registers as in the f32 product). B's pairs follow the hardware's k
+  // order, which ldmatrix gives A.
+  template <int K, class LA, class LB>
+  __device__ __forceinline__ void mma(const Split& A, const float* B, int ldb) {
+    static_assert(K % 16 == 0, "bf16 mma tiles are 16×8×16");
+    constexpr bool a_row = std::is_same_v<LA, Row>, b_col = std::is_same_v<LB, Col>;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int a_r = a_row ? (lane & 15) : (lane & 7) + 8 * (lane >> 4);
+    const int a_c = a_row ? 8 * (lane >> 4) : 8 * ((lane >> 3) & 1);
+    const int k0[2] = {2 * t_, 2 * t_ + 8};
+#pragma unroll 2
+    for (int k = 0; k < K; k += 16) {
+      uint32_t a_hi[RM][4], a_lo[RM][4];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const int m = m0_ + 16 * i;
+        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
+        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
+      }
+#pragma unroll
+      for (int j = 0; j < RN; ++j) {
+        const int n = n0_ + 8 * j + g_;
+        float y[4];  // column n at pair 0, then pair 1
+        if constexpr (b_col) {
+          const float2 v0 = *reinterpret_cast<const float2*>(B + n * ldb + k + k0[0]);
+          const float2 v1 = *reinterpret_cast<const float2*>(B + n * ldb + k + k0[1]);
+          y[0] = v0.x, y[1] = v0.y, y[2] = v1.x, y[3] = v1.y;
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) y[q] = B[(k + k0[q / 2] + q % 2) * ldb + n];
+        }
+        uint32_t b_hi[2], b_lo[2];
+        split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
+        split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+          mma_bf16(acc_[i][j], a_lo[i], b_hi);
+          mma_bf16(acc_[i][j], a_hi[i], b_lo);
+          mma_bf16(acc_[i][j], a_hi[i], b_hi);
+        }
+      }
+    }
+  }
+
+  // C (row-major, any memory) = the sum, split (hi and lo planes).
+  __device__ __forceinline__ void store_split(const Split& C) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int at = (m0_ + 16 * i + g_ + 8 * h) * C.ld + n0_ + 8 * j + 2 * t_;
+          uint32_t hi, lo;
+          split_bf16x2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1], hi, lo);
+          *reinterpret_cast<uint32_t*>(C.hi + at) = hi;
+          *reinterpret_cast<uint32_t*>(C.lo + at) = lo;
+        }
+  }
+
+  // Row m of the sum ×= f(m) (per thread, no barrier).
+  template <class F>
+  __device__ __forceinline__ void scale_rows(F f) {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float s = f(m0_ + 16 * i + g_ + 8 * h);
+#pragma unroll
+        for (int j = 0; j < RN; ++j) acc_[i][j][2 * h] *= s, acc_[i][j][2 * h + 1] *= s;
+      }
+  }
+  // Column n of the sum ×= f(n) (per thread, no barrier).
+  template <class F>
+  __device__ __forceinline__ void scale_cols(F f) {
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const float s0 = f(n0_ + 8 * j + 2 * t_), s1 = f(n0_ + 8 * j + 2 * t_ + 1);
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc_[i][j][2 * h] *= s0, acc_[i][j][2 * h + 1] *= s1;
+    }
+  }
+  // f(m, n, {value at (m, n), value at (m, n + 1)}) for each pair of
+  // neighbours this thread holds (n even).
+  template <class F>
+  __device__ __forceinline__ void visit_pairs(F f) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < RN; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          f(m0_ + 16 * i + g_ + 8 * h, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]));
+  }
+
+  // Row sums over the columns of one warp tile: for each row m this warp
+  // holds, done(m, w, Σ_n term(m, n, value)) with w the warp's column of the
+  // warp grid (0 .. kWarpCols − 1), called once per (m, w) — a caller adds
+  // the kWarpCols parts in a fixed order for the whole row. Every lane must
+  // call it (quad shuffles).
+  static constexpr int kWarpCols = WT::WN;
+  template <class Term, class Done>
+  __device__ __forceinline__ void row_sums(Term term, Done done) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0_ + 16 * i + g_ + 8 * h;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+          const int n = n0_ + 8 * j + 2 * t_;
+          s += term(m, n, acc_[i][j][2 * h]);
+          s += term(m, n + 1, acc_[i][j][2 * h + 1]);
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if (t_ == 0) done(m, n0_ / (RN * 8), s);
+      }
+  }
+
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
   __device__ __forceinline__ void scale(float s) {
 #pragma unroll
@@ -208,6 +417,24 @@ __device__ __forceinline__ void gemm(float* C, int ldc, const float* A, int lda,
                                      bool accumulate) {
   Acc<M, N, kWarps> acc;
   acc.template mma<K, LA, LB>(A, lda, B, ldb);
+  acc.store(C, ldc, alpha, accumulate);
+}
+
+// The same with A split and B in f32.
+template <int M, int N, int K, class LA, class LB, int kWarps = 8>
+__device__ __forceinline__ void gemm(float* C, int ldc, const Split& A, const float* B, int ldb, float alpha,
+                                     bool accumulate) {
+  Acc<M, N, kWarps> acc;
+  acc.template mma<K, LA, LB>(A, B, ldb);
+  acc.store(C, ldc, alpha, accumulate);
+}
+
+// The same from split operands.
+template <int M, int N, int K, class LA, class LB, int kWarps = 8>
+__device__ __forceinline__ void gemm(float* C, int ldc, const Split& A, const Split& B, float alpha,
+                                     bool accumulate) {
+  Acc<M, N, kWarps> acc;
+  acc.template mma<K, LA, LB>(A, B);
   acc.store(C, ldc, alpha, accumulate);
 }
 
