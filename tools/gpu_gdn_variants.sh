@@ -21,8 +21,8 @@ run_one() {  # $1: label
   ./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*:Parity/gdn*:*Hybrid*:*hybrid*' >> "$log" 2>&1
   local tests; tests=$(grep -E "^\[  (PASSED|FAILED)  \] [0-9]+ test" "$log" | tr '\n' ' ')
   local t8 t32
-  t8=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2)}')
-  t32=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2)}')
+  t8=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
+  t32=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s' "$label" "${t8:-?}" "${t32:-?}" "$tests")")
 }
 run_one "tree as is"

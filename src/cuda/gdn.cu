@@ -373,6 +373,9 @@ class CudaGdnOps final : public GdnOps<float> {
                          View<float> tape, CView<float> d_out, View<float> d_qkv, View<float> d_z, View<float> d_a,
                          View<float> d_b) override {
     check_supported("gdn_backward", cfg, qkv.dim(0));
+    // The conv backward keeps a row's taps in registers; checked before any work is queued.
+    check::require(cfg.conv_kernel <= kMaxConvTaps, "gdn_backward", "the cuda backend takes conv_kernel ≤ {}, got {}",
+                   kMaxConvTaps, cfg.conv_kernel);
     const int design = recurrence_design("gdn_backward");
     const Dims g = make_dims(cfg, qkv.dim(0));
     const Tape tp = make_tape(tape.data, cfg, g);
@@ -406,8 +409,6 @@ class CudaGdnOps final : public GdnOps<float> {
     qk_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
                                                                                              d_qkv.data);
     BR_CUDA_LAUNCHED();
-    check::require(g.K <= kMaxConvTaps, "gdn_backward", "the cuda backend takes conv_kernel ≤ {}, got {}",
-                   kMaxConvTaps, g.K);
     const std::size_t segs = static_cast<std::size_t>(g.nb) * ((g.T + kConvSeg - 1) / kConvSeg) * g.C;
     Buffer<float> halo(ctx_.memory, segs * (g.K - 1));
     if (g.K > 1) {

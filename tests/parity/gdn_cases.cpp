@@ -16,7 +16,7 @@ namespace {
 // Inputs at the scales of the seed's host-reference test: conv weights
 // ±0.5, A_log = −0.5 + 0.3h, dt_bias ±0.5, norm gain 1 ± 0.3, projections
 // and the output gradient ±1.
-void gdn_case(ParityRun& p, const GdnConfig& cfg, index_t windows, double tol) {
+void gdn_case(ParityRun& p, const GdnConfig& cfg, index_t windows, double tol, double d_b_tol = 0) {
   const index_t n = windows * cfg.window, C = cfg.channels(), V = cfg.value_width(), hv = cfg.v_heads;
   auto conv = p.input({C, cfg.conv_kernel}, 0.5f);
   std::vector<float> a_log_values(static_cast<std::size_t>(hv));
@@ -47,7 +47,7 @@ void gdn_case(ParityRun& p, const GdnConfig& cfg, index_t windows, double tol) {
   p.expect_close("d_qkv", d_qkv, tol);
   p.expect_close("d_z", d_z, tol);
   p.expect_close("d_a", d_a, tol);
-  p.expect_close("d_b", d_b, tol);
+  p.expect_close("d_b", d_b, d_b_tol > 0 ? d_b_tol : tol);
 }
 
 GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
@@ -67,7 +67,12 @@ GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_
 // tokens (not a multiple of the checkpoint interval 8).
 BR_PARITY_CASE(gdn_6v2k_d128_2x45_ckpt8) { gdn_case(p, config(2, 6, 128, 4, 45, 8), 2, 2e-4); }
 // One window of one token: no recurrence history, the conv sees only its last tap.
-BR_PARITY_CASE(gdn_1x1_token) { gdn_case(p, config(1, 2, 16, 4, 1, 8), 1, 2e-4); }
+// d_b is two values here, each a short sum that nearly cancels: the f32 cpu
+// backend's d_b error is 19× its output error on this case (2.2e-6 vs
+// 1.1e-7) against at most 3.5× on every other case, and the cuda backend's
+// (split-bf16 tensor-core products, ~2^-17 each) measured 2.3e-4 on the H200
+// beside an output error of 4.3e-6. d_b is held to 1e-3 on this case alone.
+BR_PARITY_CASE(gdn_1x1_token) { gdn_case(p, config(1, 2, 16, 4, 1, 8), 1, 2e-4, 1e-3); }
 // Hv = Hk: every k-head read by one v-head.
 BR_PARITY_CASE(gdn_hv_eq_hk_2x20) { gdn_case(p, config(3, 3, 32, 4, 20, 8), 2, 2e-4); }
 // A checkpoint after every step; head_dim 20 leaves tails in the 8-wide sums.
