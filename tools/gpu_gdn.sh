@@ -58,8 +58,8 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 if [ "${1:-}" = "--kernels" ]; then
   for shape in 8x512 1x32768; do
-    echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: the first 11 launches) =="
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 11 --csv \
+    echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: the first 10 launches) =="
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv \
       --log-file /tmp/gdn_ncu.csv \
       --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1
