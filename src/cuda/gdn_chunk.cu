@@ -331,13 +331,17 @@ __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
 template <class AccT>
 __device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_tile, float* tape, const Dims& g,
                                             const Pos& p) {
-  acc.visit_pairs([&](int m, int n, float2 v) {
-    if (m >= p.L) return;
-    float* to = tape + ((p.t0 + m) * g.hv + p.h) * g.d + n;
-    const float* from = ws_tile + m * kD + n;
-    if (n < g.d) to[0] = from[0] + v.x;
-    if (n + 1 < g.d) to[1] = from[1] + v.y;
-  });
+  acc.update_pairs(
+      [&](int m, int n) {
+        const float* from = ws_tile + m * kD + n;
+        return make_float2(m < p.L && n < g.d ? from[0] : 0.0f, m < p.L && n + 1 < g.d ? from[1] : 0.0f);
+      },
+      [&](int m, int n, float2 v, float2 o) {
+        if (m >= p.L) return;
+        float* to = tape + ((p.t0 + m) * g.hv + p.h) * g.d + n;
+        if (n < g.d) to[0] = o.x + v.x;
+        if (n + 1 < g.d) to[1] = o.y + v.y;
+      });
 }
 
 // Sum over the four consecutive lanes of a quad (every lane gets it): the
@@ -757,11 +761,10 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
       load_split_rows(Split{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS}, src + h * kC * kD, kD);
   };
   const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
-    acc.visit_pairs([&](int m, int n, float2 v) {
-      float2* to = reinterpret_cast<float2*>(dst + m * kD + n);
-      const float2 o = *to;
-      *to = make_float2(o.x + v.x, o.y + v.y);
-    });
+    acc.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dst + m * kD + n); },
+                     [&](int m, int n, float2 v, float2 o) {
+                       *reinterpret_cast<float2*>(dst + m * kD + n) = make_float2(o.x + v.x, o.y + v.y);
+                     });
   };
   load_state(S0);
   load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
@@ -935,12 +938,11 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   {  // dBk = Tᵀ dW: dK += βe^c dBk; kb = k·dBk
     Wide acc;
     acc.mma<kC, Col, Row>(T, X1);
-    acc.visit_pairs([&](int r, int i, float2 v) {
-      float2* to = reinterpret_cast<float2*>(dK + r * kD + i);
-      const float f = b[r] * expf(c[r]);
-      const float2 o = *to;
-      *to = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
-    });
+    acc.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(dK + r * kD + i); },
+                     [&](int r, int i, float2 v, float2 o) {
+                       const float f = b[r] * expf(c[r]);
+                       *reinterpret_cast<float2*>(dK + r * kD + i) = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
+                     });
     acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? ksrc[r * kstride + i] * v : 0.0f; },
                  [&](int r, int w, float s) { part[r * kParts + w] = s; });
   }

@@ -347,6 +347,27 @@ class Acc {
           f(m0_ + 16 * i + g_ + 8 * h, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]));
   }
 
+  // A read-modify-write of memory at every pair this thread holds:
+  // store(m, n, value pair, load(m, n)), row by row, each row's RN loads
+  // issued before its stores. (visit_pairs with a lambda that loads and
+  // stores waits for each load in turn: the compiler cannot move a load
+  // above a store that may alias it.)
+  template <class Load, class Store>
+  __device__ __forceinline__ void update_pairs(Load load, Store store) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0_ + 16 * i + g_ + 8 * h;
+        float2 old[RN];
+#pragma unroll
+        for (int j = 0; j < RN; ++j) old[j] = load(m, n0_ + 8 * j + 2 * t_);
+#pragma unroll
+        for (int j = 0; j < RN; ++j)
+          store(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]), old[j]);
+      }
+  }
+
   // Row sums over the columns of one warp tile: for each row m this warp
   // holds, done(m, w, Σ_n term(m, n, value)) with w the warp's column of the
   // warp grid (0 .. kWarpCols − 1), called once per (m, w) — a caller adds
