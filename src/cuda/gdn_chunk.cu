@@ -439,6 +439,14 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   for (int dist = 1; dist < kC / 16; ++dist) {
     const int blocks = kC / 16 - dist, per = blocks * 256 / kThreads;  // elements per thread
     float x[3];
+    const auto store_x = [&] {  // each thread's x[q] into its element of the blocks at this distance
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        if (q >= per) break;
+        const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
+        Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
+      }
+    };
     // X_ij = Σ_{k=j}^{i−1} A_ik T_kj for each block (i, j = i − dist), into T_ij's place.
 #pragma unroll
     for (int q = 0; q < 3; ++q) {
@@ -449,12 +457,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
       for (int s = 16 * jb; s < 16 * (jb + dist); ++s) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + col], v);
       x[q] = v;
     }
-#pragma unroll
-    for (int q = 0; q < 3; ++q) {
-      if (q >= per) break;
-      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
-      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
-    }
+    store_x();
     __syncthreads();
     // T_ij = −T_ii X_ij.
 #pragma unroll
@@ -467,12 +470,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
       x[q] = -v;
     }
     __syncthreads();
-#pragma unroll
-    for (int q = 0; q < 3; ++q) {
-      if (q >= per) break;
-      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
-      Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
-    }
+    store_x();
     __syncthreads();
   }
   {  // T to the workspace; T' and T'' over A's and T's tiles, split

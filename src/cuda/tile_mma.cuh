@@ -137,6 +137,30 @@ class Acc {
   float acc_[RM][RN][4];
   int m0_, n0_, g_, t_;  // warp tile origin; the lane's group (row) and thread-in-group
 
+  // acc += a·b from split operands: the three products that matter (lo·lo
+  // is below f32's rounding), the small ones first.
+  static __device__ __forceinline__ void split_mma(float (&acc)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
+                                                   const uint32_t (&b_hi)[2], const uint32_t (&b_lo)[2]) {
+    mma_bf16(acc, a_lo, b_hi);
+    mma_bf16(acc, a_hi, b_lo);
+    mma_bf16(acc, a_hi, b_hi);
+  }
+
+  // The RM A fragments (hi and lo) of k step k from a Split in shared
+  // memory, by ldmatrix (lane row a_r, column a_c of each 16×16 tile; .trans
+  // for a column-major A).
+  template <bool kARow>
+  __device__ __forceinline__ void load_split_a(const Split& A, int k, int a_r, int a_c, uint32_t (&a_hi)[RM][4],
+                                               uint32_t (&a_lo)[RM][4]) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const int m = m0_ + 16 * i;
+      const int off = kARow ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+      ldmatrix_x4<!kARow>(a_hi[i], A.hi + off);
+      ldmatrix_x4<!kARow>(a_lo[i], A.lo + off);
+    }
+  }
+
  public:
   __device__ Acc() {
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -197,11 +221,7 @@ class Acc {
         split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
         split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
 #pragma unroll
-        for (int i = 0; i < RM; ++i) {
-          mma_bf16(acc_[i][j], a_lo[i], b_hi);
-          mma_bf16(acc_[i][j], a_hi[i], b_lo);
-          mma_bf16(acc_[i][j], a_hi[i], b_hi);
-        }
+        for (int i = 0; i < RM; ++i) split_mma(acc_[i][j], a_hi[i], a_lo[i], b_hi, b_lo);
       }
     }
   }
@@ -225,13 +245,7 @@ class Acc {
 #pragma unroll 2
     for (int k = 0; k < K; k += 16) {
       uint32_t a_hi[RM][4], a_lo[RM][4];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        const int m = m0_ + 16 * i;
-        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
-        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
-        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
-      }
+      load_split_a<a_row>(A, k, a_r, a_c, a_hi, a_lo);
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         const int n = n0_ + 8 * j;
@@ -239,11 +253,7 @@ class Acc {
         ldmatrix_x4<!b_col>(bf, b_plane + (b_col ? (n + b_r) * B.ld + k + b_c : (k + b_r) * B.ld + n + b_c));
         const uint32_t b_hi[2] = {bf[0], bf[1]}, b_lo[2] = {bf[2], bf[3]};
 #pragma unroll
-        for (int i = 0; i < RM; ++i) {
-          mma_bf16(acc_[i][j], a_lo[i], b_hi);
-          mma_bf16(acc_[i][j], a_hi[i], b_lo);
-          mma_bf16(acc_[i][j], a_hi[i], b_hi);
-        }
+        for (int i = 0; i < RM; ++i) split_mma(acc_[i][j], a_hi[i], a_lo[i], b_hi, b_lo);
       }
     }
   }
@@ -262,13 +272,7 @@ class Acc {
 #pragma unroll 2
     for (int k = 0; k < K; k += 16) {
       uint32_t a_hi[RM][4], a_lo[RM][4];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        const int m = m0_ + 16 * i;
-        const int off = a_row ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
-        ldmatrix_x4<!a_row>(a_hi[i], A.hi + off);
-        ldmatrix_x4<!a_row>(a_lo[i], A.lo + off);
-      }
+      load_split_a<a_row>(A, k, a_r, a_c, a_hi, a_lo);
 #pragma unroll
       for (int j = 0; j < RN; ++j) {
         const int n = n0_ + 8 * j + g_;
@@ -285,11 +289,7 @@ class Acc {
         split_bf16x2(y[0], y[1], b_hi[0], b_lo[0]);
         split_bf16x2(y[2], y[3], b_hi[1], b_lo[1]);
 #pragma unroll
-        for (int i = 0; i < RM; ++i) {
-          mma_bf16(acc_[i][j], a_lo[i], b_hi);
-          mma_bf16(acc_[i][j], a_hi[i], b_lo);
-          mma_bf16(acc_[i][j], a_hi[i], b_hi);
-        }
+        for (int i = 0; i < RM; ++i) split_mma(acc_[i][j], a_hi[i], a_lo[i], b_hi, b_lo);
       }
     }
   }
