@@ -182,8 +182,8 @@ TEST(Blr, ReferenceBackwardMatchesFiniteDifferences) {
   auto x = rnd64(static_cast<std::size_t>(ntok * n), 140, 1.0);
   const auto dy = rnd64(static_cast<std::size_t>(ntok * m), 141, 1.0);
   std::vector<double> y(static_cast<std::size_t>(ntok * m)), a(static_cast<std::size_t>(paths * ntok * r)),
-      c(static_cast<std::size_t>(paths * ntok * m)), dx(static_cast<std::size_t>(ntok * n));
-  const BlrSaved<double> saved{View<double>(a.data(), Shape{paths, ntok, r}), View<double>(c.data(), Shape{paths, ntok, m})};
+      dx(static_cast<std::size_t>(ntok * n));
+  const BlrSaved<double> saved{View<double>(a.data(), Shape{paths, ntok, r})};
   const CView<double> xv(x.data(), Shape{ntok, n});
   const auto loss = [&] {
     ops.blr_forward(layer, xv, View<double>(y.data(), Shape{ntok, m}), saved);
@@ -212,10 +212,10 @@ void sign_grads_match_host(Backend<T>& be, double tol) {
   auto x = upload<T>(*be.memory, xf);
   auto dy = upload<T>(*be.memory, dyf);
   Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m)), a(*be.memory, static_cast<std::size_t>(paths * ntok * r)),
-      c(*be.memory, static_cast<std::size_t>(paths * ntok * m)), dx(*be.memory, static_cast<std::size_t>(ntok * n)),
+      dx(*be.memory, static_cast<std::size_t>(ntok * n)),
       b(*be.memory, static_cast<std::size_t>(paths * ntok * r)), g_u(*be.memory, static_cast<std::size_t>(paths * m * r)),
       g_v(*be.memory, static_cast<std::size_t>(paths * n * r));
-  const BlrSaved<T> saved{a.view({paths, ntok, r}), c.view({paths, ntok, m})};
+  const BlrSaved<T> saved{a.view({paths, ntok, r})};
   be.blr().blr_forward(bl.layer(), x.view({ntok, n}), y.view({ntok, m}), saved);
   be.blr().blr_backward(bl.layer(), x.view({ntok, n}), dy.view({ntok, m}), saved, dx.view({ntok, n}), 1024.0f, b.view({paths, ntok, r}));
   be.blr().blr_sign_grad(bl.layer(), x.view({ntok, n}), dy.view({ntok, m}), a.view({paths, ntok, r}), b.view({paths, ntok, r}),
@@ -255,10 +255,10 @@ void fused_equals_two_calls(Backend<T>& be) {
   const auto run = [&](bool fused) {
     BackendLayer<T> bl(*be.memory, host, m, n, r);  // fresh (zero) scale gradients
     Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m)), a(*be.memory, static_cast<std::size_t>(paths * ntok * r)),
-        c(*be.memory, static_cast<std::size_t>(paths * ntok * m)), dx(*be.memory, static_cast<std::size_t>(ntok * n)),
+        dx(*be.memory, static_cast<std::size_t>(ntok * n)),
         b(*be.memory, static_cast<std::size_t>(paths * ntok * r)), g_u(*be.memory, static_cast<std::size_t>(paths * m * r)),
         g_v(*be.memory, static_cast<std::size_t>(paths * n * r));
-    const BlrSaved<T> saved{a.view({paths, ntok, r}), c.view({paths, ntok, m})};
+    const BlrSaved<T> saved{a.view({paths, ntok, r})};
     const CView<T> xv = x.view({ntok, n}), dyv = dy.view({ntok, m});
     be.blr().blr_forward(bl.layer(), xv, y.view({ntok, m}), saved);
     if (fused) {
@@ -319,10 +319,10 @@ FlipErrors sign_flip_identity(Backend<T>& be) {
   for (float v : rnd(static_cast<std::size_t>(ntok * n), 70, 1.0f)) xf.push_back(std::round(v * 4.0f) / 8.0f);  // a 1/8 grid
   auto x = upload<T>(*be.memory, xf);
   Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m)), a(*be.memory, static_cast<std::size_t>(paths * ntok * r)),
-      c(*be.memory, static_cast<std::size_t>(paths * ntok * m)), dx(*be.memory, static_cast<std::size_t>(ntok * n)),
+      dx(*be.memory, static_cast<std::size_t>(ntok * n)),
       b(*be.memory, static_cast<std::size_t>(paths * ntok * r)), g_u(*be.memory, static_cast<std::size_t>(paths * m * r)),
       g_v(*be.memory, static_cast<std::size_t>(paths * n * r));
-  const BlrSaved<T> saved{a.view({paths, ntok, r}), c.view({paths, ntok, m})};
+  const BlrSaved<T> saved{a.view({paths, ntok, r})};
   const auto forward = [&] {
     be.blr().blr_forward(bl.layer(), x.view({ntok, n}), y.view({ntok, m}), saved);
     return y.download();
@@ -427,7 +427,7 @@ struct SmallLayer {
   std::vector<float> h = std::vector<float>(8, 1.0f), l = std::vector<float>(64, 1.0f), g = std::vector<float>(6, 1.0f);
   std::vector<float> dh = std::vector<float>(8), dl = std::vector<float>(64), dg = std::vector<float>(6);
   std::vector<float> x = std::vector<float>(4 * 6, 1.0f), y = std::vector<float>(4 * 8), dy = std::vector<float>(4 * 8, 1.0f),
-                     dx = std::vector<float>(4 * 6), a = std::vector<float>(4 * 64), c = std::vector<float>(4 * 8),
+                     dx = std::vector<float>(4 * 6), a = std::vector<float>(4 * 64),
                      g_u = std::vector<float>(8 * 64), g_v = std::vector<float>(6 * 64);
   std::vector<BlrPath<float>> paths;
   SmallLayer() {
@@ -436,7 +436,7 @@ struct SmallLayer {
                      View<float>(dh.data(), Shape{m}), View<float>(dl.data(), Shape{r}), View<float>(dg.data(), Shape{n})});
   }
   BlrLayer<float> layer() const { return {m, n, r, paths}; }
-  BlrSaved<float> saved() { return {View<float>(a.data(), Shape{1, ntok, r}), View<float>(c.data(), Shape{1, ntok, m})}; }
+  BlrSaved<float> saved() { return {View<float>(a.data(), Shape{1, ntok, r})}; }
   CView<float> xv() { return CView<float>(x.data(), Shape{ntok, n}); }
   View<float> yv() { return View<float>(y.data(), Shape{ntok, m}); }
 };
@@ -468,7 +468,7 @@ TEST(Blr, BadInputIsAnError) {
   // no paths
   test::expect_error([&] { ops.blr_forward(BlrLayer<float>{8, 6, 32, {}}, s.xv(), s.yv(), s.saved()); }, "blr_forward: layer has no paths");
   // saved tensors for the wrong number of paths
-  test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32}), View<float>(s.c.data(), Shape{1, 4, 8})}); },
+  test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32})}); },
                "blr_forward: saved a has shape [2, 4, 32], expected [1, 4, 32]");
   // backward: grad_scale not a power of two, non-finite, missing gradients, wrong b
   const CView<float> dyv(s.dy.data(), Shape{s.ntok, s.m});

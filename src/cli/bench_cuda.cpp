@@ -46,7 +46,7 @@ std::vector<BenchCase> cuda_bench_cases(Backend<float>& be) {
   std::vector<BenchCase> cases;
   const index_t d = 5120, r = 1024, T = 4096;
   cases.push_back(six_gemms_case(be, d, d, r, T));
-  for (auto& c : blr_cases(be, d, d, r, T, 1, {"", "", "cuBLAS f16: six BLR GEMMs"})) cases.push_back(std::move(c));
+  for (auto& c : blr_cases(be, d, d, r, T, 1, {"", "cuBLAS f16: six BLR GEMMs"})) cases.push_back(std::move(c));
   if (be.attention_ops) {
     cases.push_back(attention_case(be, 8, 512, 24, 4, 256));
     cases.push_back(attention_case(be, 1, 4096, 24, 4, 256));

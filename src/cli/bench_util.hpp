@@ -52,7 +52,7 @@ inline double blr_sign_flops(index_t m, index_t n, index_t r, index_t T, index_t
 
 // Names of the anchor cases that run a BLR layer's GEMMs alone ("" = none).
 struct BlrAnchors {
-  std::string fwd_bwd, sign, all;
+  std::string sign, all;  // the sign-gradient GEMMs; all six (the forward and backward's)
 };
 
 // "blr fwd+bwd", "blr sign grads" and "blr fwd+bwd+sign" on `be` at the

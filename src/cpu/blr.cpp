@@ -7,11 +7,15 @@
 // call, so bits rewritten in place by the sign optimizer are always seen).
 // Everything between the GEMMs is one fused pass per GEMM operand:
 //
-//   forward   stage x⊙g → GEMM a → stage a⊙ℓ → GEMM c;  then y = Σ_p h⊙c
-//   backward  stage dy⊙h·gs with dh += Σ dy⊙c → GEMM b
-//             stage b⊙ℓ·gs with dℓ += Σ a⊙b  → GEMM dx'
-//             dg += Σ x⊙dx' with dx (=, +=) g⊙dx'
+//   forward   stage x⊙g → GEMM a → stage a⊙ℓ → GEMM c (scratch);  y (=, +=) h⊙c
+//   backward  stage dy⊙h·gs → GEMM b
+//             stage b⊙ℓ·gs with dℓ += Σ a⊙b → GEMM dx' (scratch); dx (=, +=) g⊙dx'
+//             stage dy·gs, a⊙ℓ → GEMM E_U [m][r];  dh += Σ_k S_U⊙E_U  (G_U = h⊙E_U)
+//             stage x → GEMM E_V [n][r] with b⊙ℓ·gs;  dg += Σ_k S_V⊙E_V  (G_V = g⊙E_V)
 //
+// E_U and E_V are the sign gradients before their row scales: the backward
+// forms them for dh and dg, blr_backward_sign_grad hands them out as G_U,
+// G_V, blr_sign_grad forms them from a and b without touching dh, dg.
 // Column sums are f32 partials over row blocks (one block per thread, fixed
 // for a given pool size, so results are deterministic), added in block
 // order. Staging uses the F16C conversion where the CPU has it (the same
@@ -79,81 +83,55 @@ class CpuBlrOps final : public BlrOps<float> {
     ensure_path_caches(paths);
     float* xg = act_.get(ntok * std::max(m, n));
     float* al = act_r_.get(ntok * r);
+    float* c = wide_.get(ntok * std::max(m, n));
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
       const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
       float* a = saved.a.data + p * ntok * r;
-      float* c = saved.c.data + p * ntok * m;
       stage_rows(x.data, path.g.data, 1.0f, ntok, n, xg);
       sgemm(false, false, ntok, r, n, 1.0f, xg, n, sv, r, 0.0f, a, r);  // a = (x⊙g)·S_V
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
       sgemm(false, true, ntok, m, r, 1.0f, al, r, su, r, 0.0f, c, m);  // c = (a⊙ℓ)·S_Uᵀ
+      scale_columns(c, path.h.data, ntok, m, y.data, p > 0);           // y (=, +=) h⊙c
     }
-    // y = Σ_p h⊙c
-    struct Job {
-      const BlrLayer<float>* layer;
-      const BlrSaved<float>* saved;
-      float* y;
-      index_t ntok;
-    } job{&layer, &saved, y.data, ntok};
-    pool_.parallel_for(
-        ntok,
-        [&job](index_t t0, index_t t1) {
-          const index_t m = job.layer->m, ntok = job.ntok;
-          for (index_t t = t0; t < t1; ++t) {
-            float* yt = job.y + t * m;
-            for (std::size_t p = 0; p < job.layer->paths.size(); ++p) {
-              const float* h = job.layer->paths[p].h.data;
-              const float* ct = job.saved->c.data + (static_cast<index_t>(p) * ntok + t) * m;
-              if (p == 0) {
-                for (index_t i = 0; i < m; ++i) yt[i] = h[i] * ct[i];
-              } else {
-                for (index_t i = 0; i < m; ++i) yt[i] += h[i] * ct[i];
-              }
-            }
-          }
-        },
-        row_grain(m));
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
     const Staged st = staging(layer, x.dim(0));
-    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p)
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
+      token_sums(layer, x, dy, saved.a, grad_scale, p, st, {}, {}, true);
+    }
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
+    const index_t r = layer.r, ntok = x.dim(0);
     const Staged st = staging(layer, ntok);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      stage_rows(dy.data, path.h.data, grad_scale, ntok, m, st.big);
-      sign_grad_u(layer, a, grad_scale, p, st, g_u);
-      stage_rows(b.data + p * ntok * r, path.l.data, grad_scale, ntok, r, st.small);
-      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+      stage_rows(b.data + p * ntok * r, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, r, st.small);
+      token_sums(layer, x, dy, a, grad_scale, p, st, g_u, g_v, false);
     }
   }
 
-  // Per path: the backward leaves dy⊙h·gs and b⊙ℓ·gs staged, and the sign
-  // gradients take them from there.
+  // Per path: the backward leaves b⊙ℓ·gs staged and its token sums are the
+  // sign gradients' E_U, E_V: handed out here, scaled by h and g.
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
     const Staged st = staging(layer, x.dim(0));
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
-      sign_grad_u(layer, saved.a, grad_scale, p, st, g_u);
-      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+      token_sums(layer, x, dy, saved.a, grad_scale, p, st, g_u, g_v, true);
     }
   }
 
  private:
   // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
-  // (dy⊙h·gs or x⊙g), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
-  // G_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  // (dy⊙h·gs, dy·gs or x), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
+  // E_U, apart from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
     float *big, *small, *small2;
   };
@@ -161,7 +139,7 @@ class CpuBlrOps final : public BlrOps<float> {
     return {act_.get(ntok * std::max(layer.m, layer.n)), act_r_.get(ntok * layer.r), act_r2_.get(ntok * layer.r)};
   }
 
-  // Path p of the backward; leaves dy⊙h·gs in st.big and b⊙ℓ·gs in st.small.
+  // Path p of the backward but its token sums: b, dℓ and dx; leaves b⊙ℓ·gs in st.small.
   void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                      View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
@@ -171,33 +149,36 @@ class CpuBlrOps final : public BlrOps<float> {
     const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
     const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
     const float* a = saved.a.data + p * ntok * r;
-    const float* c = saved.c.data + p * ntok * m;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
-    float* dxp = dxp_.get(ntok * n);
-    // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
-    stage_and_colsum(dy.data, path.h.data, grad_scale, st.big, dy.data, c, ntok, m, path.dh.data);
+    float* dxp = wide_.get(ntok * std::max(m, n));
+    stage_rows(dy.data, path.h.data, grad_scale, ntok, m, st.big);
     sgemm(false, false, ntok, r, m, inv_scale, st.big, m, su, r, 0.0f, b, r);  // b = (dy⊙h)·S_U
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_and_colsum(b, path.l.data, grad_scale, st.small, a, b, ntok, r, path.dl.data);
     sgemm(false, true, ntok, n, r, inv_scale, st.small, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
-    // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
-    input_grad(x.data, dxp, path.g.data, ntok, n, path.dg.data, dx.data, p > 0);
+    scale_columns(dxp, path.g.data, ntok, n, dx.data, p > 0);                      // dx (=, +=) g⊙dx'
   }
 
-  // G_U of path p = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs from dy⊙h·gs staged in st.big.
-  void sign_grad_u(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t p, const Staged& st,
-                   View<float> g_u) {
-    const index_t m = layer.m, r = layer.r, ntok = a.dim(1);
-    stage_rows(a.data + p * ntok * r, layer.paths[static_cast<std::size_t>(p)].l.data, 1.0f, ntok, r, st.small2);
-    sgemm(true, false, m, r, ntok, 1.0f / grad_scale, st.big, m, st.small2, r, 0.0f, g_u.data + p * m * r, r);
-  }
-
-  // G_V of path p = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs from b⊙ℓ·gs staged in st.small (st.big is overwritten).
-  void sign_grad_v(const BlrLayer<float>& layer, CView<float> x, float grad_scale, index_t p, const Staged& st,
-                   View<float> g_v) {
-    const index_t n = layer.n, r = layer.r, ntok = x.dim(0);
-    stage_rows(x.data, layer.paths[static_cast<std::size_t>(p)].g.data, 1.0f, ntok, n, st.big);
-    sgemm(true, false, n, r, ntok, 1.0f / grad_scale, st.big, n, st.small, r, 0.0f, g_v.data + p * n * r, r);
+  // The token sums of path p, with b⊙ℓ·gs staged in st.small:
+  // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
+  // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
+  // when g_u, g_v are given (else E_U, E_V go to scratch).
+  void token_sums(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a, float grad_scale,
+                  index_t p, const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const float inv_scale = 1.0f / grad_scale;
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(m * r);
+    float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(n * r);
+    stage_rows(dy.data, nullptr, grad_scale, ntok, m, st.big);
+    stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, st.small2);
+    sgemm(true, false, m, r, ntok, inv_scale, st.big, m, st.small2, r, 0.0f, eu, r);
+    signed_row_sums(planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_), eu, m, r,
+                    grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
+    stage_rows(x.data, nullptr, 1.0f, ntok, n, st.big);
+    sgemm(true, false, n, r, ntok, inv_scale, st.big, n, st.small, r, 0.0f, ev, r);
+    signed_row_sums(planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_), ev, n, r,
+                    grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
   // Rows per parallel chunk so that a chunk holds ≥ ~16k elements.
@@ -251,38 +232,53 @@ class CpuBlrOps final : public BlrOps<float> {
     add_partials(partial, blocks, k, sum);
   }
 
-  // sum[j] += Σ_t x[t][j]·dxp[t][j]; dx[t][j] (= or +=) g[j]·dxp[t][j].
-  void input_grad(const float* x, const float* dxp, const float* g, index_t rows, index_t k, float* sum, float* dx,
-                  bool accumulate) {
-    const index_t blocks = row_blocks(rows, k);
-    float* partial = partial_.get(blocks * k);
+  // out[t][j] (= or +=) col[j]·src[t][j] over [rows][k].
+  void scale_columns(const float* src, const float* col, index_t rows, index_t k, float* out, bool accumulate) {
     struct Job {
-      const float *x, *dxp, *g;
-      float* dx;
-      index_t rows, k, blocks;
-      float* partial;
+      const float *src, *col;
+      float* out;
+      index_t k;
       bool accumulate;
-    } job{x, dxp, g, dx, rows, k, blocks, partial, accumulate};
-    pool_.parallel_for(blocks, [&job](index_t b0, index_t b1) {
-      const index_t k = job.k;
-      for (index_t blk = b0; blk < b1; ++blk) {
-        float* acc = job.partial + blk * k;
-        std::fill(acc, acc + k, 0.0f);
-        const index_t t0 = job.rows * blk / job.blocks, t1 = job.rows * (blk + 1) / job.blocks;
-        for (index_t t = t0; t < t1; ++t) {
-          const float* xt = job.x + t * k;
-          const float* dt = job.dxp + t * k;
-          float* out = job.dx + t * k;
-          for (index_t j = 0; j < k; ++j) acc[j] += xt[j] * dt[j];
-          if (job.accumulate) {
-            for (index_t j = 0; j < k; ++j) out[j] += job.g[j] * dt[j];
-          } else {
-            for (index_t j = 0; j < k; ++j) out[j] = job.g[j] * dt[j];
+    } job{src, col, out, k, accumulate};
+    pool_.parallel_for(
+        rows,
+        [&job](index_t t0, index_t t1) {
+          const index_t k = job.k;
+          for (index_t t = t0; t < t1; ++t) {
+            const float* st = job.src + t * k;
+            float* ot = job.out + t * k;
+            if (job.accumulate) {
+              for (index_t j = 0; j < k; ++j) ot[j] += job.col[j] * st[j];
+            } else {
+              for (index_t j = 0; j < k; ++j) ot[j] = job.col[j] * st[j];
+            }
           }
-        }
-      }
-    });
-    add_partials(partial, blocks, k, sum);
+        },
+        row_grain(k));
+  }
+
+  // Per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] (when sum is
+  // given; dot_lanes' fixed order), then e[j][:] ×= scale[j] (when given).
+  void signed_row_sums(const float* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
+    struct Job {
+      const float* plane;
+      float* e;
+      index_t r;
+      float* sum;
+      const float* scale;
+    } job{plane, e, r, sum, scale};
+    pool_.parallel_for(
+        rows,
+        [&job](index_t j0, index_t j1) {
+          const index_t r = job.r;
+          for (index_t j = j0; j < j1; ++j) {
+            float* ej = job.e + j * r;
+            if (job.sum) job.sum[j] += dot_lanes(job.plane + j * r, ej, r);
+            if (job.scale)
+              for (index_t k = 0; k < r; ++k) ej[k] *= job.scale[j];
+          }
+        },
+        row_grain(r));
   }
 
   static void add_partials(const float* partial, index_t blocks, index_t k, float* sum) {
@@ -299,7 +295,9 @@ class CpuBlrOps final : public BlrOps<float> {
   Scratch act_r_;    // staged [ntok][r] operand: a⊙ℓ or b⊙ℓ·gs
   Scratch act_r2_;   // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
   Scratch b_;        // b of one path when the caller does not keep it
-  Scratch dxp_;      // dx' of one path [ntok][n]
+  Scratch wide_;     // c or dx' of one path [ntok][max(m, n)]
+  Scratch e_u_;      // E_U of one path [m][r] when G_U is not wanted
+  Scratch e_v_;      // E_V of one path [n][r] when G_V is not wanted
   Scratch partial_;  // column-sum partials [blocks][width]
 };
 

@@ -4,21 +4,22 @@
 // f32 accumulation, output × 1/grad_scale) on operands staged exactly as the
 // CPU backend stages them; the ±1 planes come from the bitmaps. Per path:
 //
-//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM c (plane S_U)
-//             then one pass y = Σ_p h_p⊙c_p over all paths
-//   backward  stage dy⊙h·gs with Σ dy⊙c → dh;  GEMM b (plane S_Uᵀ) / gs
-//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;    GEMM dx' (plane S_V) / gs
-//             Σ x⊙dx' → dg with dx (= or +=) g⊙dx'  (path 0 writes dx' into dx)
-//   sign grad stage dy⊙h·gs, a⊙ℓ → GEMM G_U = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs
-//             stage x⊙g, b⊙ℓ·gs  → GEMM G_V = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs
-//             (blr_backward_sign_grad: per path right after the backward,
-//             whose staged dy⊙h·gs and b⊙ℓ·gs it reuses)
-//             (the token-sum GEMM reads the row-major staged operands as
+//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM c (plane S_U,
+//             scratch), then one pass y = Σ_p h_p⊙c_p over all paths
+//   backward  stage dy⊙h·gs → GEMM b (plane S_Uᵀ) / gs
+//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx' (plane S_V) / gs;  dx (=, +=) g⊙dx'
+//             stage dy·gs, a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;  dh += Σ_k S_U⊙E_U
+//             stage x → GEMM E_V = xᵀ·(b⊙ℓ·gs) / gs;            dg += Σ_k S_V⊙E_V
+//             (the token-sum GEMMs read the row-major staged operands as
 //             they are: the same f16 values a transposed staging would hold)
+//   sign grad G_U = h⊙E_U, G_V = g⊙E_V: blr_backward_sign_grad hands the
+//             backward's E_U, E_V out scaled; blr_sign_grad forms them from
+//             a and b without touching dh, dg
 //
 // Elementwise passes move 4 columns per thread (16-byte loads) wherever
 // widths and alignment allow, over grids sized to fill the device.
-// Column sums are deterministic: blocks of 128 (or 32) columns × 8 row lanes
+// dh and dg are row sums of E_U, E_V over the rank (one warp per row, f64
+// lanes added in a fixed order). Column sums are deterministic: blocks of 128 (or 32) columns × 8 row lanes
 // sum a fixed token block each in f64 (a product of two f32 is exact in
 // f64), the lanes are added in a fixed order into one partial per (block,
 // column), and col_sum.cuh's finishing pass adds the partials in a fixed
@@ -48,23 +49,17 @@ constexpr int kRowLanes = kColSumRowLanes;  // row lanes per column-sum block
 constexpr unsigned kThreads = 256;
 constexpr int kPathsPerPass = 4;  // paths one y pass reads
 
-// ---- fused row passes with column sums -----------------------------------
+// ---- staging with column sums -------------------------------------------
 
-enum class RowPass {
-  stage,  // dst[t][j] = f16(f32(f32(s[t][j]·col[j])·scale)), s = p or q
-  scale,  // out[t][j] (= or +=) col[j]·q[t][j]
-};
-
+// dst[t][j] = f16(f32(f32(s[t][j]·col[j])·scale)), s = p or q.
 // Block (32, 8), grid (column tiles of 32·V, token blocks); thread (tx, ty)
 // owns columns V·(32·blockIdx.x + tx) … + V − 1 and rows t0 + ty, + 8, ….
 // Besides its pass, each block writes partial[blockIdx.y][j] =
-// Σ_{t in block} p[t][j]·q[t][j] (f64). No __restrict__ on q and out: the
-// scale pass runs in place (out = q).
-template <RowPass kPass, int V>
-__global__ void rows_colsum_kernel(const float* __restrict__ p, const float* q, bool stage_p,
-                                   const float* __restrict__ col, float scale, index_t rows, index_t k,
-                                   index_t rows_per_block, __half* __restrict__ dst, float* out, bool accumulate,
-                                   double* __restrict__ partial) {
+// Σ_{t in block} p[t][j]·q[t][j] (f64).
+template <int V>
+__global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __restrict__ q, bool stage_p,
+                                    const float* __restrict__ col, float scale, index_t rows, index_t k,
+                                    index_t rows_per_block, __half* __restrict__ dst, double* __restrict__ partial) {
   __shared__ double lanes[kRowLanes][kColTile * V];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const index_t j = (static_cast<index_t>(blockIdx.x) * kColTile + tx) * V;
@@ -78,19 +73,9 @@ __global__ void rows_colsum_kernel(const float* __restrict__ p, const float* q, 
       const index_t e = t * k + j;
       const Floats<V> pe = load_floats<V>(p + e), qe = load_floats<V>(q + e);
       for (int v = 0; v < V; ++v) sum[v] += static_cast<double>(pe.v[v]) * qe.v[v];
-      if constexpr (kPass == RowPass::stage) {
-        Floats<V> st;
-        for (int v = 0; v < V; ++v) st.v[v] = stage_product(stage_p ? pe.v[v] : qe.v[v], c.v[v], scale);
-        store_halves<V>(dst + e, st);
-      } else {
-        Floats<V> o;
-        if (accumulate) o = load_floats<V>(out + e);
-        for (int v = 0; v < V; ++v) {
-          const float x = __fmul_rn(c.v[v], qe.v[v]);
-          o.v[v] = accumulate ? __fadd_rn(o.v[v], x) : x;
-        }
-        store_floats<V>(out + e, o);
-      }
+      Floats<V> st;
+      for (int v = 0; v < V; ++v) st.v[v] = stage_product(stage_p ? pe.v[v] : qe.v[v], c.v[v], scale);
+      store_halves<V>(dst + e, st);
     }
   }
   for (int v = 0; v < V; ++v) lanes[ty][tx * V + v] = sum[v];
@@ -137,6 +122,30 @@ __global__ void path_sum_kernel(PathTerms terms, index_t ntok, index_t m, bool a
       }
     }
     store_floats<V>(y + e, acc);
+  }
+}
+
+// ---- dh, dg from the token sums -------------------------------------------
+
+// One warp per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] when
+// sum is given (lane l takes k ≡ l mod 32 in f64, the lanes added by a fixed
+// shuffle tree), then e[j][:] ×= scale[j] when scale is given.
+__global__ void signed_row_sums_kernel(const __half* __restrict__ plane, float* __restrict__ e, index_t rows, index_t r,
+                                       float* __restrict__ sum, const float* __restrict__ scale) {
+  const index_t j = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (j >= rows) return;
+  const __half* pj = plane + j * r;
+  float* ej = e + j * r;
+  if (sum) {
+    double s = 0.0;
+    for (index_t k = lane; k < r; k += 32) s += static_cast<double>(__half2float(pj[k])) * ej[k];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) sum[j] += static_cast<float>(s);
+  }
+  if (scale) {
+    const float f = scale[j];
+    for (index_t k = lane; k < r; k += 32) ej[k] = __fmul_rn(ej[k], f);
   }
 }
 
@@ -192,17 +201,16 @@ class CudaBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const index_t paths = static_cast<index_t>(layer.paths.size());
     const cudaStream_t s = ctx_.stream.get();
-    ensure_path_caches(paths);
     __half* xg = half_scratch(act_, ntok * std::max(m, n));
     __half* al = half_scratch(act_r_, ntok * r);
+    float* c_all = c_.get(ctx_.memory, paths * ntok * m);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-      PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
-      pu.update(ctx_, path.sign_u, r);
-      pv.update(ctx_, path.sign_v, r);
+      update_planes(layer, p);
+      const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+      const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
       float* a = saved.a.data + p * ntok * r;
-      float* c = saved.c.data + p * ntok * m;
+      float* c = c_all + p * ntok * m;
       launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, xg, s);
       gemm_.run(xg, pv.plane_t(), 1.0f, a, ntok, r, n, r);  // a = (x⊙g)·S_V
       launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
@@ -214,59 +222,49 @@ class CudaBlrOps final : public BlrOps<float> {
       terms.count = static_cast<int>(std::min<index_t>(kPathsPerPass, paths - p0));
       for (int q = 0; q < terms.count; ++q) {
         terms.h[q] = layer.paths[static_cast<std::size_t>(p0 + q)].h.data;
-        terms.c[q] = saved.c.data + (p0 + q) * ntok * m;
+        terms.c[q] = c_all + (p0 + q) * ntok * m;
       }
-      bool wide = vector_width(m, {y.data}) == 4;
-      for (int q = 0; q < terms.count; ++q) wide = wide && vector_width(m, {terms.h[q], terms.c[q]}) == 4;
-      const unsigned col_blocks = blocks_for(static_cast<std::size_t>(m / (wide ? 4 : 1)), kThreads);
-      const dim3 grid(col_blocks, row_steps(ntok, col_blocks));
-      if (wide) {
-        path_sum_kernel<4><<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
-      } else {
-        path_sum_kernel<1><<<grid, kThreads, 0, s>>>(terms, ntok, m, p0 > 0, y.data);
-      }
-      BR_CUDA_LAUNCHED();
+      path_sum(terms, ntok, m, p0 > 0, y.data);
     }
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
     const Staged st = staging(layer, x.dim(0));
-    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p)
+    for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
+      token_sums(layer, x, dy, saved.a, grad_scale, p, st, {}, {}, true);
+    }
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
-    const cudaStream_t s = ctx_.stream.get();
+    const index_t r = layer.r, ntok = x.dim(0);
     const Staged st = staging(layer, ntok);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, st.big, s);
-      sign_grad_u(layer, a, grad_scale, p, st, g_u);
-      launch_stage(b.data + p * ntok * r, r, 0, path.l.data, grad_scale, ntok, ntok, r, st.small, s);
-      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+      update_planes(layer, p);
+      launch_stage(b.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, ntok,
+                   r, st.small, ctx_.stream.get());
+      token_sums(layer, x, dy, a, grad_scale, p, st, g_u, g_v, false);
     }
   }
 
-  // Per path: the backward leaves dy⊙h·gs and b⊙ℓ·gs staged, and the sign
-  // gradients take them from there (two staging passes fewer per path).
+  // Per path: the backward leaves b⊙ℓ·gs staged and its token sums are the
+  // sign gradients' E_U, E_V: handed out here, scaled by h and g.
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
     const Staged st = staging(layer, x.dim(0));
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
-      sign_grad_u(layer, saved.a, grad_scale, p, st, g_u);
-      sign_grad_v(layer, x, grad_scale, p, st, g_v);
+      token_sums(layer, x, dy, saved.a, grad_scale, p, st, g_u, g_v, true);
     }
   }
 
  private:
   // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
-  // (dy⊙h·gs or x⊙g), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
-  // G_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  // (dy⊙h·gs, dy·gs or x), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
+  // E_U, apart from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
     __half *big, *small, *small2;
   };
@@ -275,49 +273,84 @@ class CudaBlrOps final : public BlrOps<float> {
             half_scratch(act_r2_, ntok * layer.r)};
   }
 
-  // Path p of the backward; leaves dy⊙h·gs in st.big and b⊙ℓ·gs in st.small.
+  // Path p of the backward but its token sums: b, dℓ and dx; leaves b⊙ℓ·gs in st.small.
   void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                      View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    const cudaStream_t s = ctx_.stream.get();
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-    PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
-    pu.update(ctx_, path.sign_u, r);
-    pv.update(ctx_, path.sign_v, r);
+    update_planes(layer, p);
+    const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+    const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
     const float* a = saved.a.data + p * ntok * r;
-    const float* c = saved.c.data + p * ntok * m;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ctx_.memory, ntok * r);
-    // dyh = f16(dy⊙h·gs), dh += Σ_t dy⊙c
-    row_pass<RowPass::stage>(dy.data, c, true, path.h.data, grad_scale, ntok, m, st.big, nullptr, false, path.dh.data);
+    launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, st.big, s);
     gemm_.run(st.big, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-    row_pass<RowPass::stage>(a, b, false, path.l.data, grad_scale, ntok, r, st.small, nullptr, false, path.dl.data);
-    // dx' = (b⊙ℓ)·S_Vᵀ; the first path writes it into dx and scales it there
-    float* dxp = p == 0 ? dx.data : dxp_.get(ctx_.memory, ntok * n);
-    gemm_.run(st.small, pv.plane(), inv_scale, dxp, ntok, n, r, n);
-    // dg += Σ_t x⊙dx', dx (= or +=) g⊙dx'
-    row_pass<RowPass::scale>(x.data, dxp, false, path.g.data, 1.0f, ntok, n, nullptr, dx.data, p > 0, path.dg.data);
+    stage_colsum(a, b, false, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
+    float* dxp = wide_.get(ctx_.memory, ntok * n);
+    gemm_.run(st.small, pv.plane(), inv_scale, dxp, ntok, n, r, n);  // dx' = (b⊙ℓ)·S_Vᵀ
+    PathTerms terms{};
+    terms.count = 1;
+    terms.h[0] = path.g.data;
+    terms.c[0] = dxp;
+    path_sum(terms, ntok, n, p > 0, dx.data);  // dx (=, +=) g⊙dx'
   }
 
-  // G_U of path p = (dy⊙h·gs)ᵀ·(a⊙ℓ) / gs from dy⊙h·gs staged in st.big.
-  void sign_grad_u(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t p, const Staged& st,
-                   View<float> g_u) {
-    const index_t m = layer.m, r = layer.r, ntok = a.dim(1);
-    launch_stage(a.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, 1.0f, ntok, ntok, r,
-                 st.small2, ctx_.stream.get());
-    gemm_.run_tokens(st.big, st.small2, 1.0f / grad_scale, g_u.data + p * m * r, m, r, ntok, r);
+  // The token sums of path p, with b⊙ℓ·gs staged in st.small:
+  // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
+  // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
+  // when g_u, g_v are given (else E_U, E_V go to scratch). The caller
+  // has updated path p's planes.
+  void token_sums(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a, float grad_scale,
+                  index_t p, const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
+    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+    const cudaStream_t s = ctx_.stream.get();
+    const float inv_scale = 1.0f / grad_scale;
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
+    const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+    float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(ctx_.memory, m * r);
+    float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(ctx_.memory, n * r);
+    launch_stage(dy.data, m, 0, nullptr, grad_scale, ntok, ntok, m, st.big, s);
+    launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, st.small2, s);
+    gemm_.run_tokens(st.big, st.small2, inv_scale, eu, m, r, ntok, r);
+    signed_row_sums(pu.plane(), eu, m, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
+    launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, st.big, s);
+    gemm_.run_tokens(st.big, st.small, inv_scale, ev, n, r, ntok, r);
+    signed_row_sums(pv.plane(), ev, n, r, grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
-  // G_V of path p = (x⊙g)ᵀ·(b⊙ℓ·gs) / gs from b⊙ℓ·gs staged in st.small
-  // (st.big is overwritten: the stream orders it after G_U's GEMM).
-  void sign_grad_v(const BlrLayer<float>& layer, CView<float> x, float grad_scale, index_t p, const Staged& st,
-                   View<float> g_v) {
-    const index_t n = layer.n, r = layer.r, ntok = x.dim(0);
-    launch_stage(x.data, n, 0, layer.paths[static_cast<std::size_t>(p)].g.data, 1.0f, ntok, ntok, n, st.big,
-                 ctx_.stream.get());
-    gemm_.run_tokens(st.big, st.small, 1.0f / grad_scale, g_v.data + p * n * r, n, r, ntok, r);
+  void signed_row_sums(const __half* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
+    if (!sum && !scale) return;
+    constexpr unsigned kWarps = kThreads / 32;
+    signed_row_sums_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, ctx_.stream.get()>>>(
+        plane, e, rows, r, sum, scale);
+    BR_CUDA_LAUNCHED();
+  }
+
+  // out[ntok][k] (= or +=) Σ_q terms.h[q]⊙terms.c[q] (path_sum_kernel).
+  void path_sum(const PathTerms& terms, index_t ntok, index_t k, bool accumulate, float* out) {
+    const cudaStream_t s = ctx_.stream.get();
+    bool wide = vector_width(k, {out}) == 4;
+    for (int q = 0; q < terms.count; ++q) wide = wide && vector_width(k, {terms.h[q], terms.c[q]}) == 4;
+    const unsigned col_blocks = blocks_for(static_cast<std::size_t>(k / (wide ? 4 : 1)), kThreads);
+    const dim3 grid(col_blocks, row_steps(ntok, col_blocks));
+    if (wide) {
+      path_sum_kernel<4><<<grid, kThreads, 0, s>>>(terms, ntok, k, accumulate, out);
+    } else {
+      path_sum_kernel<1><<<grid, kThreads, 0, s>>>(terms, ntok, k, accumulate, out);
+    }
+    BR_CUDA_LAUNCHED();
+  }
+
+  // Path p's ±1 planes brought up to its bitmaps (PlaneCache::update).
+  void update_planes(const BlrLayer<float>& layer, index_t p) {
+    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    planes_u_[static_cast<std::size_t>(p)].update(ctx_, path.sign_u, layer.r);
+    planes_v_[static_cast<std::size_t>(p)].update(ctx_, path.sign_v, layer.r);
   }
 
   void ensure_path_caches(index_t paths) {
@@ -329,24 +362,21 @@ class CudaBlrOps final : public BlrOps<float> {
 
   __half* half_scratch(Scratch<f16>& buf, index_t n) { return reinterpret_cast<__half*>(buf.get(ctx_.memory, n)); }
 
-  // One fused pass over [rows][k] (see rows_colsum_kernel), then
+  // One staging pass over [rows][k] (stage_colsum_kernel), then
   // sum[j] += Σ_t p[t][j]·q[t][j].
-  template <RowPass kPass>
-  void row_pass(const float* p, const float* q, bool stage_p, const float* col, float scale, index_t rows, index_t k,
-                __half* dst, float* out, bool accumulate, float* sum) {
+  void stage_colsum(const float* p, const float* q, bool stage_p, const float* col, float scale, index_t rows,
+                    index_t k, __half* dst, float* sum) {
     const cudaStream_t s = ctx_.stream.get();
-    const int v = vector_width(k, {p, q, col, dst, out});
+    const int v = vector_width(k, {p, q, col, dst});
     const index_t tiles = (k + kColTile * v - 1) / (kColTile * v);
     const ColSumChunks ch = col_sum_chunks(rows, tiles);
     const index_t rows_per_block = ch.rows, blocks = ch.chunks;
     double* partial = partial_.get(ctx_.memory, blocks * k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks)), block(kColTile, kRowLanes);
     if (v == 4) {
-      rows_colsum_kernel<kPass, 4><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, out,
-                                                          accumulate, partial);
+      stage_colsum_kernel<4><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, partial);
     } else {
-      rows_colsum_kernel<kPass, 1><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, out,
-                                                          accumulate, partial);
+      stage_colsum_kernel<1><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, partial);
     }
     BR_CUDA_LAUNCHED();
     launch_col_sum_finish(partial, blocks, k, sum, s);
@@ -359,7 +389,10 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
   Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
-  Scratch<float> dxp_;   // dx' of paths after the first [ntok][n]
+  Scratch<float> c_;     // c of every path [P][ntok][m] (forward)
+  Scratch<float> wide_;  // dx' of one path [ntok][n] (backward)
+  Scratch<float> e_u_;   // E_U of one path [m][r] when G_U is not wanted
+  Scratch<float> e_v_;   // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]
 };
 

@@ -165,9 +165,8 @@ void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out, Projection
   }
   const index_t n = in.rank() == 2 ? in.dim(0) : 0, P = paths();
   ensure_size(scratch.a, *be.memory, P * n * rank_);
-  ensure_size(scratch.c, *be.memory, P * n * rows_);
   const BlrLayer<T> layer{rows_, cols_, rank_, paths_};
-  be.blr().blr_forward(layer, in, out, BlrSaved<T>{scratch.a.view({P, n, rank_}), scratch.c.view({P, n, rows_})});
+  be.blr().blr_forward(layer, in, out, BlrSaved<T>{scratch.a.view({P, n, rank_})});
 }
 
 template Buffer<float> upload_values(Memory&, std::span<const float>);

@@ -1,5 +1,8 @@
 // f64 reference of the BLR layer (contract: include/bitrank/ops/blr.hpp).
 // Exact arithmetic in f64: no f16 staging, so grad_scale changes nothing.
+// It follows DESIGN §1 literally (dh = Σ_t dy⊙c, dg = Σ_t x⊙dx', the
+// backward recomputing c from the saved a), independently of the E_U / E_V
+// sums the f32 backends take dh and dg from.
 #include <algorithm>
 #include <vector>
 
@@ -27,7 +30,6 @@ class RefBlrOps final : public BlrOps<double> {
       const BlrPath<double>& path = layer.paths[p];
       const auto su = signs_of(path.sign_u, r), sv = signs_of(path.sign_v, r);
       double* a = saved.a.data + static_cast<index_t>(p) * ntok * r;
-      double* c = saved.c.data + static_cast<index_t>(p) * ntok * m;
       for (index_t t = 0; t < ntok; ++t) {
         double* at = a + t * r;  // a = (x⊙g)·S_V
         for (index_t k = 0; k < r; ++k) at[k] = 0;
@@ -38,7 +40,6 @@ class RefBlrOps final : public BlrOps<double> {
         for (index_t i = 0; i < m; ++i) {  // c = (a⊙ℓ)·S_Uᵀ, y += h⊙c
           double s = 0;
           for (index_t k = 0; k < r; ++k) s += at[k] * path.l[k] * su[static_cast<std::size_t>(i * r + k)];
-          c[t * m + i] = s;
           y[t * m + i] += path.h[i] * s;
         }
       }
@@ -54,9 +55,12 @@ class RefBlrOps final : public BlrOps<double> {
       const BlrPath<double>& path = layer.paths[p];
       const auto su = signs_of(path.sign_u, r), sv = signs_of(path.sign_v, r);
       const double* a = saved.a.data + static_cast<index_t>(p) * ntok * r;
-      const double* c = saved.c.data + static_cast<index_t>(p) * ntok * m;
       for (index_t t = 0; t < ntok; ++t) {
-        for (index_t i = 0; i < m; ++i) path.dh[i] += dy[t * m + i] * c[t * m + i];
+        for (index_t i = 0; i < m; ++i) {  // c = (a⊙ℓ)·S_Uᵀ, dh += dy⊙c
+          double c = 0;
+          for (index_t k = 0; k < r; ++k) c += a[t * r + k] * path.l[k] * su[static_cast<std::size_t>(i * r + k)];
+          path.dh[i] += dy[t * m + i] * c;
+        }
         std::fill(b.begin(), b.end(), 0.0);  // b = (dy⊙h)·S_U
         for (index_t i = 0; i < m; ++i) {
           const double dyh = dy[t * m + i] * path.h[i];

@@ -68,10 +68,10 @@ Buffer<T> upload_values(Memory& mem, std::span<const float> values);
 template <class T>
 CView<T> place_values(Memory& mem, Carver& at, std::span<const float> values);
 
-// blr_forward's saved a [P][n][r] and c [P][n][m], grown as needed.
+// blr_forward's saved a [P][n][r], grown as needed.
 template <class T>
 struct ProjectionScratch {
-  Buffer<T> a, c;
+  Buffer<T> a;
 };
 
 // A projection's weights are views into its block's one allocation (the

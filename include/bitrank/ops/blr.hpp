@@ -7,26 +7,31 @@
 // multiple of 32) and scales h[m], ℓ[r], g[n]. Activations are row-major
 // [ntok][features]; per-path tensors stack the paths on a leading dimension.
 //
-//   forward   a = (x⊙g)·S_V [ntok][r]     c = (a⊙ℓ)·S_Uᵀ [ntok][m]
-//             y = Σ_p h⊙c                                   (y overwritten)
-//   backward  dh += Σ_t dy⊙c     b = (dy⊙h)·S_U [ntok][r]   dℓ += Σ_t a⊙b
-//             dx' = (b⊙ℓ)·S_Vᵀ   dg += Σ_t x⊙dx'            dx = Σ_p g⊙dx'
-//   sign grad G_U = diag(h)·dyᵀ·a·diag(ℓ) [m][r]
-//             G_V = diag(g)·xᵀ·b·diag(ℓ) [n][r]              (overwritten)
+//   forward   a = (x⊙g)·S_V [ntok][r]     y = Σ_p h⊙((a⊙ℓ)·S_Uᵀ) [ntok][m]   (y overwritten)
+//   backward  b = (dy⊙h)·S_U [ntok][r]   dℓ += Σ_t a⊙b     dx = Σ_p g⊙((b⊙ℓ)·S_Vᵀ)
+//             E_U = dyᵀ·(a⊙ℓ) [m][r]      dh_j += Σ_k S_U[j][k]·E_U[j][k]   (= Σ_t dy⊙c,
+//             E_V = xᵀ·(b⊙ℓ) [n][r]       dg_i += Σ_k S_V[i][k]·E_V[i][k]    = Σ_t x⊙dx')
+//   sign grad G_U = diag(h)·E_U [m][r]     G_V = diag(g)·E_V [n][r]          (overwritten)
 //
-// Overwrite/accumulate: y, dx, the saved a and c, the optional b and G_U,
-// G_V are overwritten; the parameter gradients dh, dℓ, dg accumulate.
-// The forward saves a and c of every path for the backward; the backward
+// with c = (a⊙ℓ)·S_Uᵀ and dx' = (b⊙ℓ)·S_Vᵀ of DESIGN §1: dh and dg are taken
+// from the same token sums as the sign gradients, so neither c nor dx' has
+// to be kept (the forward saves a alone) or written by a backend that can
+// scale a GEMM's output rows (y, dx straight out of their GEMMs).
+//
+// Overwrite/accumulate: y, dx, the saved a, the optional b and G_U, G_V are
+// overwritten; the parameter gradients dh, dℓ, dg accumulate. The backward
 // can hand out b (G_V needs it).
 //
 // Numerics: the f64 reference is exact. The f32 backends follow the f16
 // GEMM of gemm.hpp: every GEMM operand that is an activation is staged to
-// f16 values — x⊙g, a⊙ℓ (scale 1), dy⊙h·grad_scale, b⊙ℓ·grad_scale, the
-// staging value f16(f32(src·col)·scale) — signs are ±1, sums are f32 and
-// the GEMM output is multiplied by 1/grad_scale. G_U reads the staged
-// dy⊙h·grad_scale and a⊙ℓ, G_V the staged x⊙g and b⊙ℓ·grad_scale (the
-// same values as the forward and backward GEMMs). grad_scale is a power of
-// two that keeps small gradients out of the f16 subnormals.
+// f16 values, the staging value f16(f32(src·col)·scale) — x⊙g, a⊙ℓ (scale
+// 1), dy⊙h·grad_scale and b⊙ℓ·grad_scale for the layer's four GEMMs; dy·
+// grad_scale with a⊙ℓ for E_U, x (scale 1) with b⊙ℓ·grad_scale for E_V —
+// signs are ±1, sums are f32 and each GEMM output is multiplied by
+// 1/grad_scale where a staged operand carries it. grad_scale is a power of
+// two that keeps small gradients out of the f16 subnormals. dh and dg are
+// f32 row sums over k of E_U, E_V (fixed order); G_U = f32(h·E_U), G_V =
+// f32(g·E_V).
 #pragma once
 
 #include <cmath>
@@ -64,7 +69,6 @@ struct BlrLayer {
 template <class T>
 struct BlrSaved {
   View<T> a;  // [P][ntok][r]  (x⊙g)·S_V
-  View<T> c;  // [P][ntok][m]  (a⊙ℓ)·S_Uᵀ
 };
 
 template <class T>
@@ -72,7 +76,7 @@ class BlrOps {
  public:
   virtual ~BlrOps() = default;
 
-  // y[ntok][m] = Σ_p h⊙c_p; saved.a, saved.c written for every path.
+  // y[ntok][m] = Σ_p h⊙((a_p⊙ℓ)·S_Uᵀ); saved.a written for every path.
   void blr_forward(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) {
     constexpr std::string_view op = "blr_forward";
     check_layer(op, layer, false);
@@ -109,9 +113,8 @@ class BlrOps {
   }
 
   // blr_backward (b required), then blr_sign_grad on that b, in one call:
-  // the same results as the two calls, and a backend may reuse what the
-  // backward staged (dy⊙h, b⊙ℓ) for the sign gradients instead of staging
-  // them again.
+  // the same results as the two calls (the backward forms E_U and E_V for
+  // dh and dg anyway: this call hands them out as G_U, G_V).
   void blr_backward_sign_grad(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
                               View<T> dx, float grad_scale, View<T> b, View<T> g_u, View<T> g_v) {
     constexpr std::string_view op = "blr_backward_sign_grad";
@@ -185,7 +188,6 @@ class BlrOps {
   static void check_saved(std::string_view op, const BlrLayer<T>& layer, index_t ntok, const BlrSaved<T>& saved) {
     const index_t paths = static_cast<index_t>(layer.paths.size());
     check::dense(op, "saved a", saved.a, Shape{paths, ntok, layer.r});
-    check::dense(op, "saved c", saved.c, Shape{paths, ntok, layer.m});
   }
 
   static void check_grad_scale(std::string_view op, float grad_scale) {

@@ -56,7 +56,6 @@ struct BlrDims {
 template <class T>
 struct BlrTape {
   Buffer<T> a;  // [P][ntok][r]  (x⊙g)·S_V
-  Buffer<T> c;  // [P][ntok][m]  (a⊙ℓ)·S_Uᵀ
 };
 
 // Backward scratch, shared by any number of layers (grown as needed).
