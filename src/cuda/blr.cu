@@ -4,11 +4,11 @@
 // f32 accumulation, output × 1/grad_scale) on operands staged exactly as the
 // CPU backend stages them; the ±1 planes come from the bitmaps. Per path:
 //
-//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM c (plane S_U,
-//             scratch), then one pass y = Σ_p h_p⊙c_p over all paths
-//   backward  stage dy⊙h·gs → GEMM b (plane S_Uᵀ) / gs
-//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx' (plane S_V) / gs;  dx (=, +=) g⊙dx'
-//             stage dy·gs, a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;  dh += Σ_k S_U⊙E_U
+//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM y (plane S_U)
+//             whose epilogue scales output column j by h_j (y = or += across paths)
+//   backward  stage dy⊙h·gs and dy·gs in one pass → GEMM b (plane S_Uᵀ) / gs
+//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx (plane S_V), columns × g/gs
+//             stage a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;      dh += Σ_k S_U⊙E_U
 //             stage x → GEMM E_V = xᵀ·(b⊙ℓ·gs) / gs;            dg += Σ_k S_V⊙E_V
 //             (the token-sum GEMMs read the row-major staged operands as
 //             they are: the same f16 values a transposed staging would hold)
@@ -16,11 +16,15 @@
 //             backward's E_U, E_V out scaled; blr_sign_grad forms them from
 //             a and b without touching dh, dg
 //
+// Neither c = (a⊙ℓ)·S_Uᵀ nor dx' = (b⊙ℓ)·S_Vᵀ is ever written: the
+// outer scales h and g are the GEMMs' per-column alpha (cuBLASLt's device
+// alpha vector), and dh, dg come from the token sums.
+//
 // Elementwise passes move 4 columns per thread (16-byte loads) wherever
-// widths and alignment allow, over grids sized to fill the device.
-// dh and dg are row sums of E_U, E_V over the rank (one warp per row, f64
-// lanes added in a fixed order). Column sums are deterministic: blocks of 128 (or 32) columns × 8 row lanes
-// sum a fixed token block each in f64 (a product of two f32 is exact in
+// widths and alignment allow, over grids sized to fill the device. dh and
+// dg are row sums of E_U, E_V over the rank (one warp per row, f64 lanes
+// added in a fixed order). dℓ's column sums are deterministic: blocks of
+// 128 (or 32) columns × 8 row lanes sum a fixed token block each in f64 (a product of two f32 is exact in
 // f64), the lanes are added in a fixed order into one partial per (block,
 // column), and col_sum.cuh's finishing pass adds the partials in a fixed
 // order into the f32 gradient. The partition depends only on the shape.
@@ -47,7 +51,6 @@ namespace {
 constexpr int kColTile = kColSumTile;      // columns per column-sum block (col_sum.cuh's layout)
 constexpr int kRowLanes = kColSumRowLanes;  // row lanes per column-sum block
 constexpr unsigned kThreads = 256;
-constexpr int kPathsPerPass = 4;  // paths one y pass reads
 
 // ---- staging with column sums -------------------------------------------
 
@@ -88,41 +91,34 @@ __global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __
     }
 }
 
-// ---- y = Σ_p h_p⊙c_p ------------------------------------------------------
+// ---- the two stagings of dy ------------------------------------------------
 
-struct PathTerms {
-  const float* h[kPathsPerPass];
-  const float* c[kPathsPerPass];
-  int count;
-};
-
-// Thread j owns columns V·j … + V − 1; rows t = blockIdx.y, + gridDim.y, ….
-// Terms are added in path order (after y itself when accumulating). The
-// path loops are unrolled so the terms stay in registers.
+// dyh[t][j] = f16(f32(f32(dy·h_j)·gs)) (for b) and dys[t][j] = f16(f32(dy·gs))
+// (for E_U): launch_stage's values, both from one read of dy. Thread j owns
+// columns V·j … + V − 1; rows t = blockIdx.y, + gridDim.y, ….
 template <int V>
-__global__ void path_sum_kernel(PathTerms terms, index_t ntok, index_t m, bool accumulate, float* __restrict__ y) {
+__global__ void stage_dy_kernel(const float* __restrict__ dy, const float* __restrict__ h, float gs, index_t ntok,
+                                index_t m, __half* __restrict__ dyh, __half* __restrict__ dys) {
   const index_t j = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   if (j >= m) return;
-  Floats<V> h[kPathsPerPass];
-#pragma unroll
-  for (int q = 0; q < kPathsPerPass; ++q)
-    if (q < terms.count) h[q] = load_floats<V>(terms.h[q] + j);
+  const Floats<V> hj = load_floats<V>(h + j);
   for (index_t t = blockIdx.y; t < ntok; t += gridDim.y) {
     const index_t e = t * m + j;
-    Floats<V> acc;
-    if (accumulate) acc = load_floats<V>(y + e);
-#pragma unroll
-    for (int q = 0; q < kPathsPerPass; ++q) {
-      if (q < terms.count) {
-        const Floats<V> c = load_floats<V>(terms.c[q] + e);
-        for (int v = 0; v < V; ++v) {
-          const float term = __fmul_rn(h[q].v[v], c.v[v]);
-          acc.v[v] = q == 0 && !accumulate ? term : __fadd_rn(acc.v[v], term);
-        }
-      }
+    const Floats<V> d = load_floats<V>(dy + e);
+    Floats<V> a, b;
+    for (int v = 0; v < V; ++v) {
+      a.v[v] = stage_product(d.v[v], hj.v[v], gs);
+      b.v[v] = __fmul_rn(d.v[v], gs);
     }
-    store_floats<V>(y + e, acc);
+    store_halves<V>(dyh + e, a);
+    store_halves<V>(dys + e, b);
   }
+}
+
+// out[i] = v[i]·s (s a power of two: exact).
+__global__ void scaled_copy_kernel(const float* __restrict__ v, float s, index_t n, float* __restrict__ out) {
+  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __fmul_rn(v[i], s);
 }
 
 // ---- dh, dg from the token sums -------------------------------------------
@@ -203,28 +199,17 @@ class CudaBlrOps final : public BlrOps<float> {
     const cudaStream_t s = ctx_.stream.get();
     __half* xg = half_scratch(act_, ntok * std::max(m, n));
     __half* al = half_scratch(act_r_, ntok * r);
-    float* c_all = c_.get(ctx_.memory, paths * ntok * m);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       update_planes(layer, p);
       const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
       const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
       float* a = saved.a.data + p * ntok * r;
-      float* c = c_all + p * ntok * m;
       launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, xg, s);
       gemm_.run(xg, pv.plane_t(), 1.0f, a, ntok, r, n, r);  // a = (x⊙g)·S_V
       launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
-      gemm_.run(al, pu.plane(), 1.0f, c, ntok, m, r, m);  // c = (a⊙ℓ)·S_Uᵀ
-    }
-    // y = Σ_p h⊙c, up to kPathsPerPass paths per pass.
-    for (index_t p0 = 0; p0 < paths; p0 += kPathsPerPass) {
-      PathTerms terms{};
-      terms.count = static_cast<int>(std::min<index_t>(kPathsPerPass, paths - p0));
-      for (int q = 0; q < terms.count; ++q) {
-        terms.h[q] = layer.paths[static_cast<std::size_t>(p0 + q)].h.data;
-        terms.c[q] = c_all + (p0 + q) * ntok * m;
-      }
-      path_sum(terms, ntok, m, p0 > 0, y.data);
+      // y (=, +=) h⊙((a⊙ℓ)·S_Uᵀ)
+      gemm_.run_col_scaled(al, pu.plane(), path.h.data, p > 0, y.data, ntok, m, r, m);
     }
   }
 
@@ -239,8 +224,9 @@ class CudaBlrOps final : public BlrOps<float> {
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t r = layer.r, ntok = x.dim(0);
+    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
     const Staged st = staging(layer, ntok);
+    launch_stage(dy.data, m, 0, nullptr, grad_scale, ntok, ntok, m, st.dys, ctx_.stream.get());
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       update_planes(layer, p);
       launch_stage(b.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, ntok,
@@ -263,17 +249,18 @@ class CudaBlrOps final : public BlrOps<float> {
 
  private:
   // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
-  // (dy⊙h·gs, dy·gs or x), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
-  // E_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  // (dy⊙h·gs, then x), dys [ntok][m] (dy·gs), small [ntok][r] (b⊙ℓ·gs), small2
+  // [ntok][r] (a⊙ℓ for E_U, apart from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
-    __half *big, *small, *small2;
+    __half *big, *dys, *small, *small2;
   };
   Staged staging(const BlrLayer<float>& layer, index_t ntok) {
-    return {half_scratch(act_, ntok * std::max(layer.m, layer.n)), half_scratch(act_r_, ntok * layer.r),
-            half_scratch(act_r2_, ntok * layer.r)};
+    return {half_scratch(act_, ntok * std::max(layer.m, layer.n)), half_scratch(act_dy_, ntok * layer.m),
+            half_scratch(act_r_, ntok * layer.r), half_scratch(act_r2_, ntok * layer.r)};
   }
 
-  // Path p of the backward but its token sums: b, dℓ and dx; leaves b⊙ℓ·gs in st.small.
+  // Path p of the backward but its token sums: b, dℓ and dx; leaves dy·gs in
+  // st.dys and b⊙ℓ·gs in st.small.
   void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                      View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
@@ -285,20 +272,19 @@ class CudaBlrOps final : public BlrOps<float> {
     const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ctx_.memory, ntok * r);
-    launch_stage(dy.data, m, 0, path.h.data, grad_scale, ntok, ntok, m, st.big, s);
+    stage_dy(dy.data, path.h.data, grad_scale, ntok, m, st.big, st.dys);
     gemm_.run(st.big, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_colsum(a, b, false, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
-    float* dxp = wide_.get(ctx_.memory, ntok * n);
-    gemm_.run(st.small, pv.plane(), inv_scale, dxp, ntok, n, r, n);  // dx' = (b⊙ℓ)·S_Vᵀ
-    PathTerms terms{};
-    terms.count = 1;
-    terms.h[0] = path.g.data;
-    terms.c[0] = dxp;
-    path_sum(terms, ntok, n, p > 0, dx.data);  // dx (=, +=) g⊙dx'
+    float* g_scaled = col_.get(ctx_.memory, n);  // g/gs: the GEMM's column factor undoes the staging's gs
+    scaled_copy_kernel<<<blocks_for(static_cast<std::size_t>(n), kThreads), kThreads, 0, s>>>(path.g.data, inv_scale,
+                                                                                               n, g_scaled);
+    BR_CUDA_LAUNCHED();
+    // dx (=, +=) g⊙((b⊙ℓ)·S_Vᵀ)
+    gemm_.run_col_scaled(st.small, pv.plane(), g_scaled, p > 0, dx.data, ntok, n, r, n);
   }
 
-  // The token sums of path p, with b⊙ℓ·gs staged in st.small:
+  // The token sums of path p, with dy·gs staged in st.dys and b⊙ℓ·gs in st.small:
   // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
   // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
   // when g_u, g_v are given (else E_U, E_V go to scratch). The caller
@@ -313,9 +299,8 @@ class CudaBlrOps final : public BlrOps<float> {
     const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
     float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(ctx_.memory, m * r);
     float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(ctx_.memory, n * r);
-    launch_stage(dy.data, m, 0, nullptr, grad_scale, ntok, ntok, m, st.big, s);
     launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, st.small2, s);
-    gemm_.run_tokens(st.big, st.small2, inv_scale, eu, m, r, ntok, r);
+    gemm_.run_tokens(st.dys, st.small2, inv_scale, eu, m, r, ntok, r);
     signed_row_sums(pu.plane(), eu, m, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
     launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, st.big, s);
     gemm_.run_tokens(st.big, st.small, inv_scale, ev, n, r, ntok, r);
@@ -330,17 +315,16 @@ class CudaBlrOps final : public BlrOps<float> {
     BR_CUDA_LAUNCHED();
   }
 
-  // out[ntok][k] (= or +=) Σ_q terms.h[q]⊙terms.c[q] (path_sum_kernel).
-  void path_sum(const PathTerms& terms, index_t ntok, index_t k, bool accumulate, float* out) {
+  // stage_dy_kernel over dy [ntok][m].
+  void stage_dy(const float* dy, const float* h, float gs, index_t ntok, index_t m, __half* dyh, __half* dys) {
     const cudaStream_t s = ctx_.stream.get();
-    bool wide = vector_width(k, {out}) == 4;
-    for (int q = 0; q < terms.count; ++q) wide = wide && vector_width(k, {terms.h[q], terms.c[q]}) == 4;
-    const unsigned col_blocks = blocks_for(static_cast<std::size_t>(k / (wide ? 4 : 1)), kThreads);
+    const bool wide = vector_width(m, {dy, h, dyh, dys}) == 4;
+    const unsigned col_blocks = blocks_for(static_cast<std::size_t>(m / (wide ? 4 : 1)), kThreads);
     const dim3 grid(col_blocks, row_steps(ntok, col_blocks));
     if (wide) {
-      path_sum_kernel<4><<<grid, kThreads, 0, s>>>(terms, ntok, k, accumulate, out);
+      stage_dy_kernel<4><<<grid, kThreads, 0, s>>>(dy, h, gs, ntok, m, dyh, dys);
     } else {
-      path_sum_kernel<1><<<grid, kThreads, 0, s>>>(terms, ntok, k, accumulate, out);
+      stage_dy_kernel<1><<<grid, kThreads, 0, s>>>(dy, h, gs, ntok, m, dyh, dys);
     }
     BR_CUDA_LAUNCHED();
   }
@@ -385,12 +369,12 @@ class CudaBlrOps final : public BlrOps<float> {
   Context& ctx_;
   LtGemm gemm_;
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
-  Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g or dy⊙h·gs
+  Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g, dy⊙h·gs or x
+  Scratch<f16> act_dy_;  // staged [ntok][m]: dy·gs
   Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
-  Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
+  Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
-  Scratch<float> c_;     // c of every path [P][ntok][m] (forward)
-  Scratch<float> wide_;  // dx' of one path [ntok][n] (backward)
+  Scratch<float> col_;   // g/gs of one path [n]
   Scratch<float> e_u_;   // E_U of one path [m][r] when G_U is not wanted
   Scratch<float> e_v_;   // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]

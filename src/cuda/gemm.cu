@@ -153,15 +153,25 @@ LtGemm::~LtGemm() {
 void LtGemm::run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
                  index_t ldo) {
   if (m == 0 || n == 0) return;
-  const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16};
-  matmul(key, plane, act, oscale, 0.0f, out);
+  const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16,
+                false};
+  matmul(key, plane, act, &oscale, 0.0f, out);
+}
+
+void LtGemm::run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out,
+                            index_t m, index_t n, index_t k, index_t ldo) {
+  if (m == 0 || n == 0) return;
+  const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16,
+                true};
+  matmul(key, plane, act, col, accumulate ? 1.0f : 0.0f, out);
 }
 
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
                         index_t ntok, index_t ldo) {
   if (m == 0 || n == 0) return;
-  const Key key{Form::tokens, false, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out) >= 16};
-  matmul(key, rhs, lhs, oscale, 0.0f, out);
+  const Key key{Form::tokens, false, m, n, ntok, ldo, alignment_of(rhs), alignment_of(lhs), alignment_of(out) >= 16,
+                false};
+  matmul(key, rhs, lhs, &oscale, 0.0f, out);
 }
 
 void LtGemm::run_f32(const float* x, const float* w, float* out, index_t m, index_t n, index_t k, bool accumulate) {
@@ -171,20 +181,22 @@ void LtGemm::run_f32(const float* x, const float* w, float* out, index_t m, inde
       BR_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(m * n) * sizeof(float), ctx_.stream.get()));
     return;
   }
-  const Key key{Form::act_plane_t, true, m, n, k, n, alignment_of(w), alignment_of(x), alignment_of(out) >= 16};
-  matmul(key, w, x, 1.0f, accumulate ? 1.0f : 0.0f, out);
+  const Key key{Form::act_plane_t, true, m, n, k, n, alignment_of(w), alignment_of(x), alignment_of(out) >= 16, false};
+  const float one = 1.0f;
+  matmul(key, w, x, &one, accumulate ? 1.0f : 0.0f, out);
 }
 
 void LtGemm::run_f32_plain_add(const float* a, const float* b, float* out, index_t m, index_t n, index_t k) {
   if (m == 0 || n == 0 || k == 0) return;
-  const Key key{Form::plain, true, m, n, k, n, alignment_of(b), alignment_of(a), alignment_of(out) >= 16};
-  matmul(key, b, a, 1.0f, 1.0f, out);
+  const Key key{Form::plain, true, m, n, k, n, alignment_of(b), alignment_of(a), alignment_of(out) >= 16, false};
+  const float one = 1.0f;
+  matmul(key, b, a, &one, 1.0f, out);
 }
 
 // D = A·B in cuBLASLt's column-major terms, D = outᵀ (n×m, ld ldo).
-void LtGemm::matmul(const Key& key, const void* a, const void* b, float oscale, float beta, float* out) {
+void LtGemm::matmul(const Key& key, const void* a, const void* b, const void* alpha, float beta, float* out) {
   const Plan& p = plan(key);
-  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, alpha_vector] = key;
   const cudaStream_t s = ctx_.stream.get();
   const std::size_t row_bytes = static_cast<std::size_t>(n) * sizeof(float), ld_bytes = static_cast<std::size_t>(ldo) * sizeof(float);
   float* d = out;
@@ -196,7 +208,7 @@ void LtGemm::matmul(const Key& key, const void* a, const void* b, float oscale, 
       BR_CUDA_CHECK(cudaMemcpy2DAsync(d, row_bytes, out, ld_bytes, row_bytes, static_cast<std::size_t>(m),
                                       cudaMemcpyDeviceToDevice, s));
   }
-  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, &oscale, a, p.a, b, p.b, &beta, d, p.c, d, p.c,
+  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c,
                                  p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes, s));
   if (!p.direct)
     BR_CUDA_CHECK(cudaMemcpy2DAsync(out, ld_bytes, d, row_bytes, row_bytes, static_cast<std::size_t>(m),
@@ -206,7 +218,7 @@ void LtGemm::matmul(const Key& key, const void* a, const void* b, float oscale, 
 const LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, alpha_vector] = key;
   const auto u64 = [](index_t v) { return static_cast<std::uint64_t>(v); };
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_16F;
   Plan p;
@@ -215,6 +227,10 @@ const LtGemm::Plan& LtGemm::plan(const Key& key) {
   const cublasOperation_t tb = form == Form::tokens ? CUBLAS_OP_T : CUBLAS_OP_N;
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (alpha_vector) {  // alpha over D's rows (= the output's columns), beta a host scalar
+    const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+    BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
+  }
   switch (form) {
     case Form::tokens:
       // A: rhs [k][n] row-major = column-major n×k (ld n), used as is.

@@ -137,6 +137,11 @@ class LtGemm {
   // out[m][n] (row stride ldo ≥ n) = act[m][k] · plane[n][k]ᵀ · oscale.
   void run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
            index_t ldo);
+  // out[m][n] (row stride ldo ≥ n) = (act[m][k] · plane[n][k]ᵀ)[i][j] · col[j]
+  // (+ out when accumulate): a per-output-column factor (device, n floats)
+  // applied by cuBLASLt's epilogue (alpha vector), no pass of its own.
+  void run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out, index_t m,
+                      index_t n, index_t k, index_t ldo);
   // out[m][n] (row stride ldo ≥ n) = lhs[ntok][m]ᵀ · rhs[ntok][n] · oscale:
   // a sum over tokens of row-major operands (the sign gradients).
   void run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n, index_t ntok,
@@ -158,12 +163,13 @@ class LtGemm {
     bool direct = true;  // false: through the dense scratch (c has ld n)
   };
   // Form, f32 operands (else f16), m, n, k, the output's row stride, the
-  // alignment (bytes, ≤ 256) of A and B, and whether the output pointer is
-  // 16-byte aligned.
-  using Key = std::tuple<Form, bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool>;
+  // alignment (bytes, ≤ 256) of A and B, whether the output pointer is
+  // 16-byte aligned, and whether alpha is a device vector over D's rows.
+  using Key = std::tuple<Form, bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool, bool>;
   const Plan& plan(const Key& key);
-  // D = A·B·oscale + beta·D; beta is 0 or 1.
-  void matmul(const Key& key, const void* a, const void* b, float oscale, float beta, float* out);
+  // D = A·B·alpha + beta·D; beta is 0 or 1; alpha is a host float, or a
+  // device vector over D's rows when the key says so.
+  void matmul(const Key& key, const void* a, const void* b, const void* alpha, float beta, float* out);
 
   Context& ctx_;
   std::map<Key, Plan> plans_;
