@@ -123,19 +123,23 @@ __global__ void scaled_copy_kernel(const float* __restrict__ v, float s, index_t
 
 // ---- dh, dg from the token sums -------------------------------------------
 
-// One warp per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] when
-// sum is given (lane l takes k ≡ l mod 32 in f64, the lanes added by a fixed
-// shuffle tree), then e[j][:] ×= scale[j] when scale is given.
-__global__ void signed_row_sums_kernel(const __half* __restrict__ plane, float* __restrict__ e, index_t rows, index_t r,
-                                       float* __restrict__ sum, const float* __restrict__ scale) {
+// One warp per row j of e [rows][r]: sum[j] += Σ_k S[j][k]·e[j][k] when sum
+// is given, S the ±1 signs of the bitmap [rows][r/32] (lane l takes k ≡ l
+// mod 32, bit l of each word, in f64; the lanes added by a fixed shuffle
+// tree), then e[j][:] ×= scale[j] when scale is given.
+__global__ void signed_row_sums_kernel(const std::uint32_t* __restrict__ bits, float* __restrict__ e, index_t rows,
+                                       index_t r, float* __restrict__ sum, const float* __restrict__ scale) {
   const index_t j = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (j >= rows) return;
-  const __half* pj = plane + j * r;
+  const std::uint32_t* bj = bits + j * (r / 32);
   float* ej = e + j * r;
   if (sum) {
     double s = 0.0;
-    for (index_t k = lane; k < r; k += 32) s += static_cast<double>(__half2float(pj[k])) * ej[k];
+    for (index_t w = 0; w < r / 32; ++w) {
+      const double v = ej[32 * w + lane];
+      s += (bj[w] >> lane) & 1u ? v : -v;
+    }
     for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) sum[j] += static_cast<float>(s);
   }
@@ -228,7 +232,6 @@ class CudaBlrOps final : public BlrOps<float> {
     const Staged st = staging(layer, ntok);
     launch_stage(dy.data, m, 0, nullptr, grad_scale, ntok, ntok, m, st.dys, ctx_.stream.get());
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      update_planes(layer, p);
       launch_stage(b.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, ntok,
                    r, st.small, ctx_.stream.get());
       token_sums(layer, x, dy, a, grad_scale, p, st, g_u, g_v, false);
@@ -287,31 +290,29 @@ class CudaBlrOps final : public BlrOps<float> {
   // The token sums of path p, with dy·gs staged in st.dys and b⊙ℓ·gs in st.small:
   // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
   // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
-  // when g_u, g_v are given (else E_U, E_V go to scratch). The caller
-  // has updated path p's planes.
+  // when g_u, g_v are given (else E_U, E_V go to scratch). The signs are
+  // read from the bitmaps.
   void token_sums(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a, float grad_scale,
                   index_t p, const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const cudaStream_t s = ctx_.stream.get();
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-    const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
     float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(ctx_.memory, m * r);
     float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(ctx_.memory, n * r);
     launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, st.small2, s);
     gemm_.run_tokens(st.dys, st.small2, inv_scale, eu, m, r, ntok, r);
-    signed_row_sums(pu.plane(), eu, m, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
+    signed_row_sums(path.sign_u.data, eu, m, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
     launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, st.big, s);
     gemm_.run_tokens(st.big, st.small, inv_scale, ev, n, r, ntok, r);
-    signed_row_sums(pv.plane(), ev, n, r, grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
+    signed_row_sums(path.sign_v.data, ev, n, r, grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
-  void signed_row_sums(const __half* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
+  void signed_row_sums(const std::uint32_t* bits, float* e, index_t rows, index_t r, float* sum, const float* scale) {
     if (!sum && !scale) return;
     constexpr unsigned kWarps = kThreads / 32;
     signed_row_sums_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, ctx_.stream.get()>>>(
-        plane, e, rows, r, sum, scale);
+        bits, e, rows, r, sum, scale);
     BR_CUDA_LAUNCHED();
   }
 
