@@ -73,7 +73,7 @@ class PlaneCache {
 
 class CpuBlrOps final : public BlrOps<float> {
  public:
-  explicit CpuBlrOps(ThreadPool& pool) : pool_(pool) {}
+  explicit CpuBlrOps(ThreadPool& pool) : pool_(pool), reduce_(make_reduce_ops(pool)) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -93,7 +93,7 @@ class CpuBlrOps final : public BlrOps<float> {
       sgemm(false, false, ntok, r, n, 1.0f, xg, n, sv, r, 0.0f, a, r);  // a = (x⊙g)·S_V
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
       sgemm(false, true, ntok, m, r, 1.0f, al, r, su, r, 0.0f, c, m);  // c = (a⊙ℓ)·S_Uᵀ
-      scale_columns(c, path.h.data, ntok, m, y.data, p > 0);           // y (=, +=) h⊙c
+      reduce_->scale_cols(CView<float>(c, Shape{ntok, m}), path.h, y, p > 0);  // y (=, +=) h⊙c
     }
   }
 
@@ -156,7 +156,7 @@ class CpuBlrOps final : public BlrOps<float> {
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_and_colsum(b, path.l.data, grad_scale, st.small, a, b, ntok, r, path.dl.data);
     sgemm(false, true, ntok, n, r, inv_scale, st.small, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
-    scale_columns(dxp, path.g.data, ntok, n, dx.data, p > 0);                      // dx (=, +=) g⊙dx'
+    reduce_->scale_cols(CView<float>(dxp, Shape{ntok, n}), path.g, dx, p > 0);  // dx (=, +=) g⊙dx'
   }
 
   // The token sums of path p, with b⊙ℓ·gs staged in st.small:
@@ -232,31 +232,6 @@ class CpuBlrOps final : public BlrOps<float> {
     add_partials(partial, blocks, k, sum);
   }
 
-  // out[t][j] (= or +=) col[j]·src[t][j] over [rows][k].
-  void scale_columns(const float* src, const float* col, index_t rows, index_t k, float* out, bool accumulate) {
-    struct Job {
-      const float *src, *col;
-      float* out;
-      index_t k;
-      bool accumulate;
-    } job{src, col, out, k, accumulate};
-    pool_.parallel_for(
-        rows,
-        [&job](index_t t0, index_t t1) {
-          const index_t k = job.k;
-          for (index_t t = t0; t < t1; ++t) {
-            const float* st = job.src + t * k;
-            float* ot = job.out + t * k;
-            if (job.accumulate) {
-              for (index_t j = 0; j < k; ++j) ot[j] += job.col[j] * st[j];
-            } else {
-              for (index_t j = 0; j < k; ++j) ot[j] = job.col[j] * st[j];
-            }
-          }
-        },
-        row_grain(k));
-  }
-
   // Per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] (when sum is
   // given; dot_lanes' fixed order), then e[j][:] ×= scale[j] (when given).
   void signed_row_sums(const float* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
@@ -290,6 +265,7 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   ThreadPool& pool_;
+  std::unique_ptr<ReduceOps<float>> reduce_;  // its scale_cols: y and dx from c, dx'
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
   Scratch act_;      // staged [ntok][max(m, n)] operand: x⊙g or dy⊙h·gs
   Scratch act_r_;    // staged [ntok][r] operand: a⊙ℓ or b⊙ℓ·gs
