@@ -18,7 +18,9 @@
 //
 // Neither c = (a⊙ℓ)·S_Uᵀ nor dx' = (b⊙ℓ)·S_Vᵀ is ever written: the
 // outer scales h and g are the GEMMs' per-column alpha (cuBLASLt's device
-// alpha vector), and dh, dg come from the token sums.
+// alpha vector; where cuBLASLt offers no algorithm for it, the GEMM goes to
+// scratch and the column scale runs as a pass, said once in the log), and
+// dh, dg come from the token sums.
 //
 // Elementwise passes move 4 columns per thread (16-byte loads) wherever
 // widths and alignment allow, over grids sized to fill the device. dh and
@@ -41,6 +43,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "bitrank/log.hpp"
 #include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -193,7 +196,7 @@ class PlaneCache {
 
 class CudaBlrOps final : public BlrOps<float> {
  public:
-  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
+  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx), reduce_(make_reduce_ops(ctx)) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -213,7 +216,7 @@ class CudaBlrOps final : public BlrOps<float> {
       gemm_.run(xg, pv.plane_t(), 1.0f, a, ntok, r, n, r);  // a = (x⊙g)·S_V
       launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
       // y (=, +=) h⊙((a⊙ℓ)·S_Uᵀ)
-      gemm_.run_col_scaled(al, pu.plane(), path.h.data, p > 0, y.data, ntok, m, r, m);
+      col_scaled_gemm(al, pu.plane(), path.h, 1.0f, p > 0, y, ntok, m, r);
     }
   }
 
@@ -279,12 +282,8 @@ class CudaBlrOps final : public BlrOps<float> {
     gemm_.run(st.big, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_colsum(a, b, false, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
-    float* g_scaled = col_.get(ctx_.memory, n);  // g/gs: the GEMM's column factor undoes the staging's gs
-    scaled_copy_kernel<<<blocks_for(static_cast<std::size_t>(n), kThreads), kThreads, 0, s>>>(path.g.data, inv_scale,
-                                                                                               n, g_scaled);
-    BR_CUDA_LAUNCHED();
-    // dx (=, +=) g⊙((b⊙ℓ)·S_Vᵀ)
-    gemm_.run_col_scaled(st.small, pv.plane(), g_scaled, p > 0, dx.data, ntok, n, r, n);
+    // dx (=, +=) g⊙((b⊙ℓ)·S_Vᵀ), the 1/gs undoing the staging's gs
+    col_scaled_gemm(st.small, pv.plane(), path.g, inv_scale, p > 0, dx, ntok, n, r);
   }
 
   // The token sums of path p, with dy·gs staged in st.dys and b⊙ℓ·gs in st.small:
@@ -314,6 +313,31 @@ class CudaBlrOps final : public BlrOps<float> {
     signed_row_sums_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, ctx_.stream.get()>>>(
         bits, e, rows, r, sum, scale);
     BR_CUDA_LAUNCHED();
+  }
+
+  // out[ntok][n] (= or +=) (act · planeᵀ)[t][j] · col[j]·oscale (oscale a
+  // power of two): col·oscale as the GEMM's alpha vector where cuBLASLt has
+  // an algorithm for it, else the GEMM into scratch and the reduce ops'
+  // column scale (the same products: scaling by a power of two is exact).
+  void col_scaled_gemm(const __half* act, const __half* plane, CView<float> col, float oscale, bool accumulate,
+                       View<float> out, index_t ntok, index_t n, index_t k) {
+    const float* alpha = col.data;
+    if (oscale != 1.0f) {
+      float* scaled = col_.get(ctx_.memory, n);
+      scaled_copy_kernel<<<blocks_for(static_cast<std::size_t>(n), kThreads), kThreads, 0, ctx_.stream.get()>>>(
+          col.data, oscale, n, scaled);
+      BR_CUDA_LAUNCHED();
+      alpha = scaled;
+    }
+    if (gemm_.run_col_scaled(act, plane, alpha, accumulate, out.data, ntok, n, k, n)) return;
+    if (!told_no_alpha_vector_) {
+      BR_LOG_INFO("blr: cuBLASLt offers no alpha-vector epilogue for {}x{}x{}; the column scale runs as a pass", ntok, n,
+                  k);
+      told_no_alpha_vector_ = true;
+    }
+    float* tmp = wide_.get(ctx_.memory, ntok * n);
+    gemm_.run(act, plane, oscale, tmp, ntok, n, k, n);
+    reduce_->scale_cols(CView<float>(tmp, Shape{ntok, n}), col, out, accumulate);
   }
 
   // stage_dy_kernel over dy [ntok][m].
@@ -369,6 +393,8 @@ class CudaBlrOps final : public BlrOps<float> {
 
   Context& ctx_;
   LtGemm gemm_;
+  std::unique_ptr<ReduceOps<float>> reduce_;  // its scale_cols where the GEMM cannot scale
+  bool told_no_alpha_vector_ = false;
   std::vector<PlaneCache> planes_u_, planes_v_;  // per path
   Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g, dy⊙h·gs or x
   Scratch<f16> act_dy_;  // staged [ntok][m]: dy·gs
@@ -376,6 +402,7 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
   Scratch<float> col_;   // g/gs of one path [n]
+  Scratch<float> wide_;  // the unscaled GEMM output [ntok][n] where the alpha vector is not offered
   Scratch<float> e_u_;   // E_U of one path [m][r] when G_U is not wanted
   Scratch<float> e_v_;   // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]

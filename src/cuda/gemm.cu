@@ -158,12 +158,14 @@ void LtGemm::run(const __half* act, const __half* plane, float oscale, float* ou
   matmul(key, plane, act, &oscale, 0.0f, out);
 }
 
-void LtGemm::run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out,
+bool LtGemm::run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out,
                             index_t m, index_t n, index_t k, index_t ldo) {
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) return true;
   const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16,
                 true};
+  if (!plan(key).has_algo) return false;
   matmul(key, plane, act, col, accumulate ? 1.0f : 0.0f, out);
+  return true;
 }
 
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,

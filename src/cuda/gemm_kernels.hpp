@@ -140,7 +140,9 @@ class LtGemm {
   // out[m][n] (row stride ldo ≥ n) = (act[m][k] · plane[n][k]ᵀ)[i][j] · col[j]
   // (+ out when accumulate): a per-output-column factor (device, n floats)
   // applied by cuBLASLt's epilogue (alpha vector), no pass of its own.
-  void run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out, index_t m,
+  // Returns false, having done nothing, when cuBLASLt offers no algorithm
+  // for that epilogue at this shape (the caller then scales in a pass).
+  [[nodiscard]] bool run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out, index_t m,
                       index_t n, index_t k, index_t ldo);
   // out[m][n] (row stride ldo ≥ n) = lhs[ntok][m]ᵀ · rhs[ntok][n] · oscale:
   // a sum over tokens of row-major operands (the sign gradients).
