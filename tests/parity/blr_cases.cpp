@@ -52,15 +52,23 @@ std::vector<float> positive(ParityRun& p, std::size_t count, float scale, float 
 }
 
 // Forward, backward (with b) and sign gradients of a layer of `paths`
-// paths at the seed's input scales (x 2, dy 1e-3, grad_scale 1024).
-void blr_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index_t paths) {
+// paths at the seed's input scales (x 2, dy 1e-3, grad_scale 1024). With
+// `zero_h`, every third output row's h is 0 (and g's every fifth input
+// column): their dh, dg are not 0 and must not be derived through h or g.
+void blr_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index_t paths, bool zero_h = false) {
   const auto P = static_cast<std::size_t>(paths);
+  auto h = positive(p, P * static_cast<std::size_t>(m), 0.5f, 0.02f, 0.05f);
+  auto g = positive(p, P * static_cast<std::size_t>(n), 0.5f, 0.1f, 0.2f);
+  if (zero_h) {
+    for (std::size_t i = 0; i < h.size(); i += 3) h[i] = 0.0f;
+    for (std::size_t i = 0; i < g.size(); i += 5) g[i] = 0.0f;
+  }
   LayerOperands o{
       p.input_bits({paths * m, sign_words(r)}),
       p.input_bits({paths * n, sign_words(r)}),
-      p.input({paths * m}, positive(p, P * static_cast<std::size_t>(m), 0.5f, 0.02f, 0.05f)),
+      p.input({paths * m}, h),
       p.input({paths * r}, positive(p, P * static_cast<std::size_t>(r), 0.5f, 0.5f, 1.0f)),
-      p.input({paths * n}, positive(p, P * static_cast<std::size_t>(n), 0.5f, 0.1f, 0.2f)),
+      p.input({paths * n}, g),
       // start values near the gradients' size (1e-4..1e-1), so a lost sum shows
       p.accumulator({paths * m}, 1e-3f),
       p.accumulator({paths * r}, 1e-3f),
@@ -107,5 +115,6 @@ void blr_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index
 BR_PARITY_CASE(blr_256x384_r128_t70_p2) { blr_case(p, 256, 384, 128, 70, 2); }  // the seed's shape
 BR_PARITY_CASE(blr_72x40_r32_t5_p1) { blr_case(p, 72, 40, 32, 5, 1); }        // odd sizes, one path
 BR_PARITY_CASE(blr_33x100_r96_t129_p3) { blr_case(p, 33, 100, 96, 129, 3); }  // three paths, ragged token blocks
+BR_PARITY_CASE(blr_64x96_r64_t33_p2_zero_scales) { blr_case(p, 64, 96, 64, 33, 2, true); }  // h, g with zeros
 
 }  // namespace bitrank::test
