@@ -173,11 +173,12 @@ class CpuBlrOps final : public BlrOps<float> {
     stage_rows(dy.data, nullptr, grad_scale, ntok, m, st.big);
     stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, st.small2);
     sgemm(true, false, m, r, ntok, inv_scale, st.big, m, st.small2, r, 0.0f, eu, r);
-    signed_row_sums(planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_), eu, m, r,
+    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    signed_row_sums(grads ? planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_) : nullptr, eu, m, r,
                     grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
     stage_rows(x.data, nullptr, 1.0f, ntok, n, st.big);
     sgemm(true, false, n, r, ntok, inv_scale, st.big, n, st.small, r, 0.0f, ev, r);
-    signed_row_sums(planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_), ev, n, r,
+    signed_row_sums(grads ? planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_) : nullptr, ev, n, r,
                     grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
@@ -233,8 +234,10 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   // Per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] (when sum is
-  // given; dot_lanes' fixed order), then e[j][:] ×= scale[j] (when given).
+  // given, with its ±1 plane; dot_lanes' fixed order), then e[j][:] ×= scale[j]
+  // (when given).
   void signed_row_sums(const float* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
+    if (!sum && !scale) return;
     struct Job {
       const float* plane;
       float* e;
