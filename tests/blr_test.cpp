@@ -411,11 +411,14 @@ TEST(Blr, SignFlipChangesLossExactly) {
   EXPECT_LT(ref.host_g, 5e-4);
   for (const auto& name : test::available_backends()) {
     // f32 rounding of the two-path sum over 17920 outputs leaves ~1e-4 of
-    // the term scale; the backend's G also carries its f16 operands. A wrong
-    // bit index or formula is off by O(1).
+    // the term scale; the forward's planes carry h and g as f16 values
+    // (relative ≤ 2^-11 each, so ≤ ~1e-3 on the flip's linear and quadratic
+    // terms: 1.4e-3 measured on the cpu backend, 1.1e-4 when h and g were
+    // applied in f32), and the backend's G also carries its f16 operands. A
+    // wrong bit index or formula is off by O(1).
     const FlipErrors e = sign_flip_identity(test::backend(name));
-    EXPECT_LT(e.host_g, 5e-4) << name << ": identity / bit mapping";
-    EXPECT_LT(e.backend_g, 2e-3) << name << ": backend G";
+    EXPECT_LT(e.host_g, 3e-3) << name << ": identity / bit mapping";
+    EXPECT_LT(e.backend_g, 3e-3) << name << ": backend G";
   }
 }
 

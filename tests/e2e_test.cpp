@@ -157,7 +157,14 @@ TEST(E2e, StudentEqualToTheTeacherHasNoLoss) {
 
 // The f32 backends against the reference: the loss parts and every gradient
 // of one forward_backward from the same teacher, student and tokens. The
-// blocks' GEMMs run on f16 operands: the BLR tolerance, 3e-3 (DESIGN §4).
+// blocks' GEMMs run on f16 operands: the BLR tolerance, 3e-3 (DESIGN §4),
+// for the losses and the norm gains. The projections' scale and sign
+// gradients get 6e-3: the GEMM planes carry h and g as f16 values (blr.hpp's
+// Numerics), an error that is the same for every token of an output feature
+// and so does not average out over the 51 tokens here; through attention's
+// softmax it reaches the k projection's gradients at 4.1e-3 on the cpu
+// (2.6e-3 when h and g were applied in f32; ≤ 4.5e-4 in the BLR op's own
+// parity cases).
 void e2e_parity(test::ParityRun& p, index_t r, index_t paths, index_t window, index_t windows) {
   const auto dims = test::tiny_block_dims();
   const auto weights = test::teacher_of(dims, teacher_blocks(11), kVocab, false, 12);
@@ -171,7 +178,7 @@ void e2e_parity(test::ParityRun& p, index_t r, index_t paths, index_t window, in
   const auto tokens = random_tokens(n, 14);
   const auto lr = ref.forward_backward(tokens, window);
   const auto lb = be.forward_backward(tokens, window);
-  constexpr double tol = 3e-3;
+  constexpr double tol = 3e-3, proj_tol = 6e-3;
   p.expect_close("kl", lb.kl, lr.kl, tol);
   p.expect_close("mse", lb.mse, lr.mse, tol);
   p.expect_close("total", lb.total, lr.total, tol);
@@ -191,9 +198,11 @@ void e2e_parity(test::ParityRun& p, index_t r, index_t paths, index_t window, in
     for (LlamaProj q : kAllLlamaProjs) {
       const std::string name = base + llama_proj_name(q);
       p.expect_close("d(" + name + " scales)", host(p.be, bb.proj(q).scale_grads()),
-                     host(p.ref, rb.proj(q).scale_grads()), tol);
-      p.expect_close("G_U " + name, host(p.be, bb.proj(q).sign_grad_u()), host(p.ref, rb.proj(q).sign_grad_u()), tol);
-      p.expect_close("G_V " + name, host(p.be, bb.proj(q).sign_grad_v()), host(p.ref, rb.proj(q).sign_grad_v()), tol);
+                     host(p.ref, rb.proj(q).scale_grads()), proj_tol);
+      p.expect_close("G_U " + name, host(p.be, bb.proj(q).sign_grad_u()), host(p.ref, rb.proj(q).sign_grad_u()),
+                     proj_tol);
+      p.expect_close("G_V " + name, host(p.be, bb.proj(q).sign_grad_v()), host(p.ref, rb.proj(q).sign_grad_v()),
+                     proj_tol);
     }
   }
 }

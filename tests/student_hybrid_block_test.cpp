@@ -225,7 +225,10 @@ TEST(StudentHybridBlock, GradCheckAttentionBlockOnReference) { grad_check_block(
 // P_outᵀ. Measured on the cpu, 3×16 rows at rank 64: d_o 3.9e-4 →
 // d_qkv 3.1e-3 (2×7 at rank 32: 4.2e-4 → 1.1e-3), before qkv's own BLR
 // backward adds anything; the GDN op itself agrees to ~1e-6 on identical
-// inputs (gdn parity cases). Hence 6e-3 for qkv's scale and sign gradients.
+// inputs (gdn parity cases). Hence 6e-3 for qkv's scale and sign gradients,
+// and for the GDN block's d_attn_norm, which qkv's dx carries that error to
+// (3.6e-3 on the cpu since the GEMM planes carry h and g as f16 values,
+// blr.hpp's Numerics; 2.2e-3 before).
 void student_hybrid_parity(test::ParityRun& p, index_t b, index_t r, int paths, index_t window, index_t windows) {
   const auto w = student_of(tiny_weights(false, 121 + static_cast<std::uint64_t>(b)), b, r, paths);
   StudentHybridBlock<double> ref(p.ref, tiny_dims(), w);
@@ -260,7 +263,8 @@ void student_hybrid_parity(test::ParityRun& p, index_t b, index_t r, int paths, 
     backend.memory->download(v.data(), view.data, v.size() * sizeof(T));
     return v;
   };
-  p.expect_close("d_attn_norm", host(p.be, be.attn_norm_grad()), host(p.ref, ref.attn_norm_grad()), tol);
+  p.expect_close("d_attn_norm", host(p.be, be.attn_norm_grad()), host(p.ref, ref.attn_norm_grad()),
+                 w.full_attention ? tol : 6e-3);
   p.expect_close("d_post_norm", host(p.be, be.post_norm_grad()), host(p.ref, ref.post_norm_grad()), tol);
   if (w.full_attention) {
     p.expect_close("d_q_norm", host(p.be, be.q_norm_grad()), host(p.ref, ref.q_norm_grad()), tol);

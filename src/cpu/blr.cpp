@@ -4,14 +4,17 @@
 // sign gradients) through OpenBLAS sgemm on f16 *values* held in f32 (see
 // cpu/kernels.hpp). The ±1 planes are expanded from the bitmaps once and
 // kept while the bitmaps are unchanged (compared word for word on each
-// call, so bits rewritten in place by the sign optimizer are always seen).
-// Everything between the GEMMs is one fused pass per GEMM operand:
+// call, so bits rewritten in place by the sign optimizer are always seen);
+// each call scales them into the GEMMs' planes f16(±h_j/s_h), f16(±g_i/s_g)
+// (blr.hpp's Numerics), so that y and dx are the GEMMs' own outputs:
 //
-//   forward   stage x⊙g → GEMM a → stage a⊙ℓ → GEMM c (scratch);  y (=, +=) h⊙c
-//   backward  stage dy⊙h·gs → GEMM b
-//             stage b⊙ℓ·gs with dℓ += Σ a⊙b → GEMM dx' (scratch); dx (=, +=) g⊙dx'
-//             stage dy·gs, a⊙ℓ → GEMM E_U [m][r];  dh += Σ_k S_U⊙E_U  (G_U = h⊙E_U)
-//             stage x → GEMM E_V [n][r] with b⊙ℓ·gs;  dg += Σ_k S_V⊙E_V  (G_V = g⊙E_V)
+//   forward   stage x (once) → GEMM a = x·(g⊙S_V)·s_g → stage a⊙ℓ
+//             → GEMM y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ·s_h
+//   backward  stage dy·gs and x (once)
+//             GEMM b = (dy·gs)·(h⊙S_U)·s_h/gs
+//             stage b⊙ℓ·gs with dℓ += Σ a⊙b → GEMM dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ·s_g/gs
+//             stage a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ)/gs [m][r];  dh += Σ_k S_U⊙E_U  (G_U = h⊙E_U)
+//             GEMM E_V = xᵀ·(b⊙ℓ·gs)/gs [n][r];              dg += Σ_k S_V⊙E_V  (G_V = g⊙E_V)
 //
 // E_U and E_V are the sign gradients before their row scales: the backward
 // forms them for dh and dg, blr_backward_sign_grad hands them out as G_U,
@@ -24,6 +27,8 @@
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -73,46 +78,43 @@ class PlaneCache {
 
 class CpuBlrOps final : public BlrOps<float> {
  public:
-  explicit CpuBlrOps(ThreadPool& pool) : pool_(pool), reduce_(make_reduce_ops(pool)) {}
+  explicit CpuBlrOps(ThreadPool& pool) : pool_(pool) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
                         const BlrSaved<float>& saved) override {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const index_t paths = static_cast<index_t>(layer.paths.size());
-    ensure_path_caches(paths);
-    float* xg = act_.get(ntok * std::max(m, n));
+    float* xs = act_x_.get(ntok * n);
     float* al = act_r_.get(ntok * r);
-    float* c = wide_.get(ntok * std::max(m, n));
+    stage_rows(x.data, nullptr, 1.0f, ntok, n, xs);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
-      const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
+      const ScaledPlanes sp = scaled_planes(layer, p);
       float* a = saved.a.data + p * ntok * r;
-      stage_rows(x.data, path.g.data, 1.0f, ntok, n, xg);
-      sgemm(false, false, ntok, r, n, 1.0f, xg, n, sv, r, 0.0f, a, r);  // a = (x⊙g)·S_V
+      sgemm(false, false, ntok, r, n, sp.s_g, xs, n, sp.v, r, 0.0f, a, r);  // a = x·(g⊙S_V)
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
-      sgemm(false, true, ntok, m, r, 1.0f, al, r, su, r, 0.0f, c, m);  // c = (a⊙ℓ)·S_Uᵀ
-      reduce_->scale_cols(CView<float>(c, Shape{ntok, m}), path.h, y, p > 0);  // y (=, +=) h⊙c
+      // y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ
+      sgemm(false, true, ntok, m, r, sp.s_h, al, r, sp.u, r, p > 0 ? 1.0f : 0.0f, y.data, m);
     }
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const Staged st = staging(layer, x.dim(0));
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
-      token_sums(layer, x, dy, saved.a, grad_scale, p, st, {}, {}, true);
+      backward_path(layer, x, saved, dx, grad_scale, b_out, p, st);
+      token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, {}, {}, true);
     }
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
     const index_t r = layer.r, ntok = x.dim(0);
-    const Staged st = staging(layer, ntok);
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       stage_rows(b.data + p * ntok * r, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, r, st.small);
-      token_sums(layer, x, dy, a, grad_scale, p, st, g_u, g_v, false);
+      token_sums(layer, a, grad_scale, ntok, p, st, g_u, g_v, false);
     }
   }
 
@@ -121,64 +123,107 @@ class CpuBlrOps final : public BlrOps<float> {
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
-    const Staged st = staging(layer, x.dim(0));
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
-      token_sums(layer, x, dy, saved.a, grad_scale, p, st, g_u, g_v, true);
+      backward_path(layer, x, saved, dx, grad_scale, b, p, st);
+      token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, g_u, g_v, true);
     }
   }
 
  private:
-  // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
-  // (dy⊙h·gs, dy·gs or x), small [ntok][r] (b⊙ℓ·gs), small2 [ntok][r] (a⊙ℓ for
-  // E_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  // The staged operands of the backward and the sign gradients, shared by
+  // the paths: dys = f16(dy·gs) [ntok][m], xs = f16(x) [ntok][n]; and per
+  // path small [ntok][r] (b⊙ℓ·gs) and small2 [ntok][r] (a⊙ℓ for E_U, apart
+  // from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
-    float *big, *small, *small2;
+    float *dys, *xs, *small, *small2;
   };
-  Staged staging(const BlrLayer<float>& layer, index_t ntok) {
-    return {act_.get(ntok * std::max(layer.m, layer.n)), act_r_.get(ntok * layer.r), act_r2_.get(ntok * layer.r)};
+  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale) {
+    const index_t ntok = x.dim(0);
+    const Staged st{act_dy_.get(ntok * layer.m), act_x_.get(ntok * layer.n), act_r_.get(ntok * layer.r),
+                    act_r2_.get(ntok * layer.r)};
+    stage_rows(dy.data, nullptr, grad_scale, ntok, layer.m, st.dys);
+    stage_rows(x.data, nullptr, 1.0f, ntok, layer.n, st.xs);
+    return st;
+  }
+
+  // Path p's GEMM planes f16(±h_j/s_h) [m][r] and f16(±g_i/s_g) [n][r] with
+  // their powers of two (blr.hpp's Numerics); valid until the next call.
+  struct ScaledPlanes {
+    const float *u, *v;
+    float s_h, s_g;
+  };
+  ScaledPlanes scaled_planes(const BlrLayer<float>& layer, index_t p) {
+    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+    const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    const std::size_t ip = static_cast<std::size_t>(p);
+    ScaledPlanes sp{};
+    sp.s_h = plane_scale(path.h);
+    sp.s_g = plane_scale(path.g);
+    sp.u = scale_plane(planes_u_[ip].plane(path.sign_u, layer.r, pool_), layer.m, layer.r, path.h.data, sp.s_h,
+                       plane_u_.get(layer.m * layer.r));
+    sp.v = scale_plane(planes_v_[ip].plane(path.sign_v, layer.r, pool_), layer.n, layer.r, path.g.data, sp.s_g,
+                       plane_v_.get(layer.n * layer.r));
+    return sp;
+  }
+
+  // blr_plane_scale_bits of max_i |v_i| (std::fmax: a NaN is passed over).
+  static float plane_scale(CView<float> v) {
+    float mx = 0.0f;
+    for (index_t i = 0; i < v.numel(); ++i) mx = std::fmax(mx, std::fabs(v.data[i]));
+    return std::bit_cast<float>(blr_plane_scale_bits(std::bit_cast<std::uint32_t>(mx)));
+  }
+
+  // out[j][k] = pm[j][k]·f16(v_j/s) (pm the ±1 plane [rows][r]: exact).
+  const float* scale_plane(const float* pm, index_t rows, index_t r, const float* v, float s, float* out) {
+    const float inv = 1.0f / s;  // a power of two: exact
+    pool_.parallel_for(
+        rows,
+        [=](index_t j0, index_t j1) {
+          for (index_t j = j0; j < j1; ++j) {
+            const float f = round_f16(v[j] * inv);
+            for (index_t k = 0; k < r; ++k) out[j * r + k] = pm[j * r + k] * f;
+          }
+        },
+        row_grain(r));
+    return out;
   }
 
   // Path p of the backward but its token sums: b, dℓ and dx; leaves b⊙ℓ·gs in st.small.
-  void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
-                     View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
+  void backward_path(const BlrLayer<float>& layer, CView<float> x, const BlrSaved<float>& saved, View<float> dx,
+                     float grad_scale, View<float> b_out, index_t p, const Staged& st) {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const float* su = planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_);
-    const float* sv = planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_);
+    const ScaledPlanes sp = scaled_planes(layer, p);
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
-    float* dxp = wide_.get(ntok * std::max(m, n));
-    stage_rows(dy.data, path.h.data, grad_scale, ntok, m, st.big);
-    sgemm(false, false, ntok, r, m, inv_scale, st.big, m, su, r, 0.0f, b, r);  // b = (dy⊙h)·S_U
+    sgemm(false, false, ntok, r, m, sp.s_h * inv_scale, st.dys, m, sp.u, r, 0.0f, b, r);  // b = dy·(h⊙S_U)
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_and_colsum(b, path.l.data, grad_scale, st.small, a, b, ntok, r, path.dl.data);
-    sgemm(false, true, ntok, n, r, inv_scale, st.small, r, sv, r, 0.0f, dxp, n);  // dx' = (b⊙ℓ)·S_Vᵀ
-    reduce_->scale_cols(CView<float>(dxp, Shape{ntok, n}), path.g, dx, p > 0);  // dx (=, +=) g⊙dx'
+    // dx (=, +=) (b⊙ℓ)·(g⊙S_V)ᵀ
+    sgemm(false, true, ntok, n, r, sp.s_g * inv_scale, st.small, r, sp.v, r, p > 0 ? 1.0f : 0.0f, dx.data, n);
   }
 
   // The token sums of path p, with b⊙ℓ·gs staged in st.small:
   // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
   // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
   // when g_u, g_v are given (else E_U, E_V go to scratch).
-  void token_sums(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a, float grad_scale,
-                  index_t p, const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
+  void token_sums(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t ntok, index_t p,
+                  const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
+    const index_t m = layer.m, n = layer.n, r = layer.r;
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
+    const std::size_t ip = static_cast<std::size_t>(p);
     float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(m * r);
     float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(n * r);
-    stage_rows(dy.data, nullptr, grad_scale, ntok, m, st.big);
     stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, st.small2);
-    sgemm(true, false, m, r, ntok, inv_scale, st.big, m, st.small2, r, 0.0f, eu, r);
+    sgemm(true, false, m, r, ntok, inv_scale, st.dys, m, st.small2, r, 0.0f, eu, r);
     ensure_path_caches(static_cast<index_t>(layer.paths.size()));
-    signed_row_sums(grads ? planes_u_[static_cast<std::size_t>(p)].plane(path.sign_u, r, pool_) : nullptr, eu, m, r,
+    signed_row_sums(grads ? planes_u_[ip].plane(path.sign_u, r, pool_) : nullptr, eu, m, r,
                     grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
-    stage_rows(x.data, nullptr, 1.0f, ntok, n, st.big);
-    sgemm(true, false, n, r, ntok, inv_scale, st.big, n, st.small, r, 0.0f, ev, r);
-    signed_row_sums(grads ? planes_v_[static_cast<std::size_t>(p)].plane(path.sign_v, r, pool_) : nullptr, ev, n, r,
+    sgemm(true, false, n, r, ntok, inv_scale, st.xs, n, st.small, r, 0.0f, ev, r);
+    signed_row_sums(grads ? planes_v_[ip].plane(path.sign_v, r, pool_) : nullptr, ev, n, r,
                     grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
@@ -268,13 +313,14 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   ThreadPool& pool_;
-  std::unique_ptr<ReduceOps<float>> reduce_;  // its scale_cols: y and dx from c, dx'
-  std::vector<PlaneCache> planes_u_, planes_v_;  // per path
-  Scratch act_;      // staged [ntok][max(m, n)] operand: x⊙g or dy⊙h·gs
+  std::vector<PlaneCache> planes_u_, planes_v_;  // ±1 planes per path
+  Scratch plane_u_;  // f16(±h/s_h) [m][r] of the path at hand
+  Scratch plane_v_;  // f16(±g/s_g) [n][r]
+  Scratch act_x_;    // staged x [ntok][n]
+  Scratch act_dy_;   // staged dy·gs [ntok][m]
   Scratch act_r_;    // staged [ntok][r] operand: a⊙ℓ or b⊙ℓ·gs
   Scratch act_r2_;   // staged [ntok][r]: a⊙ℓ for G_U while act_r_ holds b⊙ℓ·gs
   Scratch b_;        // b of one path when the caller does not keep it
-  Scratch wide_;     // c or dx' of one path [ntok][max(m, n)]
   Scratch e_u_;      // E_U of one path [m][r] when G_U is not wanted
   Scratch e_v_;      // E_V of one path [n][r] when G_V is not wanted
   Scratch partial_;  // column-sum partials [blocks][width]

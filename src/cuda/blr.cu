@@ -1,26 +1,27 @@
 // CUDA backend of the BLR layer (contract: include/bitrank/ops/blr.hpp).
 //
 // Every GEMM is the cuBLASLt f16 GEMM of gemm_kernels.hpp (f16 operands,
-// f32 accumulation, output × 1/grad_scale) on operands staged exactly as the
-// CPU backend stages them; the ±1 planes come from the bitmaps. Per path:
+// f32 accumulation) on operands staged exactly as the CPU backend stages
+// them. The outer scales sit in the GEMM planes, expanded from the bitmaps
+// on every call as ±f16(h_j/s_h) and ±f16(g_i/s_g) (blr.hpp's Numerics;
+// s_h, s_g powers of two computed on the device and given to the GEMMs as
+// device alphas), so y and dx come straight out of their GEMMs. Per call:
 //
-//   forward   stage x⊙g → GEMM a (plane S_Vᵀ) → stage a⊙ℓ → GEMM y (plane S_U)
-//             whose epilogue scales output column j by h_j (y = or += across paths)
-//   backward  stage dy⊙h·gs and dy·gs in one pass → GEMM b (plane S_Uᵀ) / gs
-//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx (plane S_V), columns × g/gs
-//             stage a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;      dh += Σ_k S_U⊙E_U
-//             stage x → GEMM E_V = xᵀ·(b⊙ℓ·gs) / gs;            dg += Σ_k S_V⊙E_V
+//   forward   stage x → per path: GEMM a = x·(g⊙S_V)·s_g → stage a⊙ℓ
+//             → GEMM y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ·s_h  (β = 1 across paths)
+//   backward  stage dy·gs and x → per path:
+//             GEMM b = (dy·gs)·(h⊙S_U)·s_h/gs
+//             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ·s_g/gs
+//             stage a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;   dh += Σ_k S_U⊙E_U
+//             GEMM E_V = xᵀ·(b⊙ℓ·gs) / gs;                    dg += Σ_k S_V⊙E_V
 //             (the token-sum GEMMs read the row-major staged operands as
 //             they are: the same f16 values a transposed staging would hold)
 //   sign grad G_U = h⊙E_U, G_V = g⊙E_V: blr_backward_sign_grad hands the
 //             backward's E_U, E_V out scaled; blr_sign_grad forms them from
 //             a and b without touching dh, dg
 //
-// Neither c = (a⊙ℓ)·S_Uᵀ nor dx' = (b⊙ℓ)·S_Vᵀ is ever written: the
-// outer scales h and g are the GEMMs' per-column alpha (cuBLASLt's device
-// alpha vector; where cuBLASLt offers no algorithm for it, the GEMM goes to
-// scratch and the column scale runs as a pass, said once in the log), and
-// dh, dg come from the token sums.
+// Neither c = (a⊙ℓ)·S_Uᵀ nor dx' = (b⊙ℓ)·S_Vᵀ is ever written, and dh, dg
+// come from the token sums with the signs read from the bitmaps.
 //
 // Elementwise passes move 4 columns per thread (16-byte loads) wherever
 // widths and alignment allow, over grids sized to fill the device. dh and
@@ -31,10 +32,8 @@
 // column), and col_sum.cuh's finishing pass adds the partials in a fixed
 // order into the f32 gradient. The partition depends only on the shape.
 //
-// The ±1 planes are kept per path and side with a device copy of the bits
-// they were expanded from; every call re-checks the bits on the device, tile
-// by tile, and re-expands the tiles whose words changed (so bits rewritten
-// in place by the sign optimizer are always seen, with no host round trip).
+// The planes are re-expanded on every call (h, g and the bits, which the
+// sign optimizer rewrites in place, are always seen; no host round trip).
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows. Everything runs on the context's stream; nothing synchronises.
 // One ops object serves one caller at a time.
@@ -43,7 +42,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "bitrank/log.hpp"
 #include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -94,35 +92,37 @@ __global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __
     }
 }
 
-// ---- the two stagings of dy ------------------------------------------------
+// ---- the GEMM planes' scales ------------------------------------------------
 
-// dyh[t][j] = f16(f32(f32(dy·h_j)·gs)) (for b) and dys[t][j] = f16(f32(dy·gs))
-// (for E_U): launch_stage's values, both from one read of dy. Thread j owns
-// columns V·j … + V − 1; rows t = blockIdx.y, + gridDim.y, ….
-template <int V>
-__global__ void stage_dy_kernel(const float* __restrict__ dy, const float* __restrict__ h, float gs, index_t ntok,
-                                index_t m, __half* __restrict__ dyh, __half* __restrict__ dys) {
-  const index_t j = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
-  if (j >= m) return;
-  const Floats<V> hj = load_floats<V>(h + j);
-  for (index_t t = blockIdx.y; t < ntok; t += gridDim.y) {
-    const index_t e = t * m + j;
-    const Floats<V> d = load_floats<V>(dy + e);
-    Floats<V> a, b;
-    for (int v = 0; v < V; ++v) {
-      a.v[v] = stage_product(d.v[v], hj.v[v], gs);
-      b.v[v] = __fmul_rn(d.v[v], gs);
-    }
-    store_halves<V>(dyh + e, a);
-    store_halves<V>(dys + e, b);
+// One block: out = {s_g, s_h, s_h·inv_gs, s_g·inv_gs, 1/s_h, 1/s_g} with s_h,
+// s_g the powers of two of blr_plane_scale_bits over max|h|, max|g| (fmaxf
+// passes a NaN over, as the CPU backend's std::fmax).
+__global__ void plane_scales_kernel(const float* __restrict__ h, index_t m, const float* __restrict__ g, index_t n,
+                                    float inv_gs, float* __restrict__ out) {
+  __shared__ float red[2][kThreads / 32];
+  float mh = 0.0f, mg = 0.0f;
+  for (index_t i = threadIdx.x; i < m; i += blockDim.x) mh = fmaxf(mh, fabsf(h[i]));
+  for (index_t i = threadIdx.x; i < n; i += blockDim.x) mg = fmaxf(mg, fabsf(g[i]));
+  for (int off = 16; off > 0; off /= 2) {
+    mh = fmaxf(mh, __shfl_xor_sync(0xffffffffu, mh, off));
+    mg = fmaxf(mg, __shfl_xor_sync(0xffffffffu, mg, off));
   }
+  if (threadIdx.x % 32 == 0) red[0][threadIdx.x / 32] = mh, red[1][threadIdx.x / 32] = mg;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) mh = fmaxf(mh, red[0][w]), mg = fmaxf(mg, red[1][w]);
+  const float sh = __uint_as_float(blr_plane_scale_bits(__float_as_uint(mh)));
+  const float sg = __uint_as_float(blr_plane_scale_bits(__float_as_uint(mg)));
+  out[0] = sg;
+  out[1] = sh;
+  out[2] = __fmul_rn(sh, inv_gs);
+  out[3] = __fmul_rn(sg, inv_gs);
+  out[4] = __fdiv_rn(1.0f, sh);
+  out[5] = __fdiv_rn(1.0f, sg);
 }
 
-// out[i] = v[i]·s (s a power of two: exact).
-__global__ void scaled_copy_kernel(const float* __restrict__ v, float s, index_t n, float* __restrict__ out) {
-  const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __fmul_rn(v[i], s);
-}
+// Slots of plane_scales_kernel's output.
+enum Scale : int { kSg = 0, kSh = 1, kShOverGs = 2, kSgOverGs = 3, kInvSh = 4, kInvSg = 5, kScaleSlots = 8 };
 
 // ---- dh, dg from the token sums -------------------------------------------
 
@@ -167,36 +167,9 @@ class Scratch {
   Buffer<T> buf_;
 };
 
-// The ±1 planes of one bitmap ([rows][r] and [r][rows]) and the bits they
-// were expanded from.
-class PlaneCache {
- public:
-  void update(Context& ctx, CView<std::uint32_t> bits, index_t r) {
-    const index_t rows = bits.dim(0), words = bits.dim(1);
-    const bool fresh = rows != rows_ || r != r_;
-    __half* pl = reinterpret_cast<__half*>(plane_.get(ctx.memory, rows * r));
-    __half* pl_t = reinterpret_cast<__half*>(plane_t_.get(ctx.memory, rows * r));
-    std::uint32_t* cached = bits_.get(ctx.memory, rows * words);
-    launch_expand_signs(bits.data, rows, r, words, pl, pl_t, cached, fresh, ctx.stream.get());
-    rows_ = rows;
-    r_ = r;
-    plane_ptr_ = pl;
-    plane_t_ptr_ = pl_t;
-  }
-  const __half* plane() const { return plane_ptr_; }      // [rows][r]
-  const __half* plane_t() const { return plane_t_ptr_; }  // [r][rows]
-
- private:
-  Scratch<f16> plane_, plane_t_;
-  Scratch<std::uint32_t> bits_;
-  index_t rows_ = -1, r_ = -1;
-  const __half* plane_ptr_ = nullptr;
-  const __half* plane_t_ptr_ = nullptr;
-};
-
 class CudaBlrOps final : public BlrOps<float> {
  public:
-  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx), reduce_(make_reduce_ops(ctx)) {}
+  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -204,40 +177,38 @@ class CudaBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const index_t paths = static_cast<index_t>(layer.paths.size());
     const cudaStream_t s = ctx_.stream.get();
-    __half* xg = half_scratch(act_, ntok * std::max(m, n));
+    __half* xs = half_scratch(act_x_, ntok * n);
     __half* al = half_scratch(act_r_, ntok * r);
+    launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, xs, s);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      update_planes(layer, p);
-      const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-      const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+      const float* sc = plane_scales(layer, p, 1.0f);
       float* a = saved.a.data + p * ntok * r;
-      launch_stage(x.data, n, 0, path.g.data, 1.0f, ntok, ntok, n, xg, s);
-      gemm_.run(xg, pv.plane_t(), 1.0f, a, ntok, r, n, r);  // a = (x⊙g)·S_V
+      const __half* pv_t = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, false);  // [r][n]
+      gemm_.run_device_alpha(xs, pv_t, sc + kSg, false, a, ntok, r, n, r);  // a = x·(g⊙S_V)
       launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
-      // y (=, +=) h⊙((a⊙ℓ)·S_Uᵀ)
-      col_scaled_gemm(al, pu.plane(), path.h, 1.0f, p > 0, y, ntok, m, r);
+      const __half* pu = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, true);  // [m][r]
+      gemm_.run_device_alpha(al, pu, sc + kSh, p > 0, y.data, ntok, m, r, m);  // y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ
     }
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const Staged st = staging(layer, x.dim(0));
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      backward_path(layer, x, dy, saved, dx, grad_scale, b_out, p, st);
-      token_sums(layer, x, dy, saved.a, grad_scale, p, st, {}, {}, true);
+      backward_path(layer, saved, dx, grad_scale, b_out, x.dim(0), p, st);
+      token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, {}, {}, true);
     }
   }
 
   void blr_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a,
                           CView<float> b, float grad_scale, View<float> g_u, View<float> g_v) override {
-    const index_t m = layer.m, r = layer.r, ntok = x.dim(0);
-    const Staged st = staging(layer, ntok);
-    launch_stage(dy.data, m, 0, nullptr, grad_scale, ntok, ntok, m, st.dys, ctx_.stream.get());
+    const index_t r = layer.r, ntok = x.dim(0);
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       launch_stage(b.data + p * ntok * r, r, 0, layer.paths[static_cast<std::size_t>(p)].l.data, grad_scale, ntok, ntok,
                    r, st.small, ctx_.stream.get());
-      token_sums(layer, x, dy, a, grad_scale, p, st, g_u, g_v, false);
+      token_sums(layer, a, grad_scale, ntok, p, st, g_u, g_v, false);
     }
   }
 
@@ -246,64 +217,64 @@ class CudaBlrOps final : public BlrOps<float> {
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
-    const Staged st = staging(layer, x.dim(0));
+    const Staged st = staging(layer, x, dy, grad_scale);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
-      backward_path(layer, x, dy, saved, dx, grad_scale, b, p, st);
-      token_sums(layer, x, dy, saved.a, grad_scale, p, st, g_u, g_v, true);
+      backward_path(layer, saved, dx, grad_scale, b, x.dim(0), p, st);
+      token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, g_u, g_v, true);
     }
   }
 
  private:
-  // Staging scratch of the backward and the sign gradients: big [ntok][max(m, n)]
-  // (dy⊙h·gs, then x), dys [ntok][m] (dy·gs), small [ntok][r] (b⊙ℓ·gs), small2
-  // [ntok][r] (a⊙ℓ for E_U, apart from small so that a staged b⊙ℓ·gs survives it).
+  // The staged operands of the backward and the sign gradients, shared by
+  // the paths: dys = f16(dy·gs) [ntok][m], xs = f16(x) [ntok][n]; and per
+  // path small [ntok][r] (b⊙ℓ·gs) and small2 [ntok][r] (a⊙ℓ for E_U, apart
+  // from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
-    __half *big, *dys, *small, *small2;
+    __half *dys, *xs, *small, *small2;
   };
-  Staged staging(const BlrLayer<float>& layer, index_t ntok) {
-    return {half_scratch(act_, ntok * std::max(layer.m, layer.n)), half_scratch(act_dy_, ntok * layer.m),
-            half_scratch(act_r_, ntok * layer.r), half_scratch(act_r2_, ntok * layer.r)};
+  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale) {
+    const index_t ntok = x.dim(0);
+    const cudaStream_t s = ctx_.stream.get();
+    const Staged st{half_scratch(act_dy_, ntok * layer.m), half_scratch(act_x_, ntok * layer.n),
+                    half_scratch(act_r_, ntok * layer.r), half_scratch(act_r2_, ntok * layer.r)};
+    launch_stage(dy.data, layer.m, 0, nullptr, grad_scale, ntok, ntok, layer.m, st.dys, s);
+    launch_stage(x.data, layer.n, 0, nullptr, 1.0f, ntok, ntok, layer.n, st.xs, s);
+    return st;
   }
 
-  // Path p of the backward but its token sums: b, dℓ and dx; leaves dy·gs in
-  // st.dys and b⊙ℓ·gs in st.small.
-  void backward_path(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
-                     View<float> dx, float grad_scale, View<float> b_out, index_t p, const Staged& st) {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const cudaStream_t s = ctx_.stream.get();
-    const float inv_scale = 1.0f / grad_scale;
+  // Path p of the backward but its token sums: b, dℓ and dx; leaves b⊙ℓ·gs in st.small.
+  void backward_path(const BlrLayer<float>& layer, const BlrSaved<float>& saved, View<float> dx, float grad_scale,
+                     View<float> b_out, index_t ntok, index_t p, const Staged& st) {
+    const index_t m = layer.m, n = layer.n, r = layer.r;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    update_planes(layer, p);
-    const PlaneCache& pu = planes_u_[static_cast<std::size_t>(p)];
-    const PlaneCache& pv = planes_v_[static_cast<std::size_t>(p)];
+    const float* sc = plane_scales(layer, p, 1.0f / grad_scale);
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ctx_.memory, ntok * r);
-    stage_dy(dy.data, path.h.data, grad_scale, ntok, m, st.big, st.dys);
-    gemm_.run(st.big, pu.plane_t(), inv_scale, b, ntok, r, m, r);  // b = (dy⊙h)·S_U
+    const __half* pu_t = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, false);  // [r][m]
+    gemm_.run_device_alpha(st.dys, pu_t, sc + kShOverGs, false, b, ntok, r, m, r);  // b = dy·(h⊙S_U)
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_colsum(a, b, false, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
-    // dx (=, +=) g⊙((b⊙ℓ)·S_Vᵀ), the 1/gs undoing the staging's gs
-    col_scaled_gemm(st.small, pv.plane(), path.g, inv_scale, p > 0, dx, ntok, n, r);
+    const __half* pv = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, true);  // [n][r]
+    // dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ/gs
+    gemm_.run_device_alpha(st.small, pv, sc + kSgOverGs, p > 0, dx.data, ntok, n, r, n);
   }
 
-  // The token sums of path p, with dy·gs staged in st.dys and b⊙ℓ·gs in st.small:
+  // The token sums of path p, with b⊙ℓ·gs staged in st.small:
   // E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs, E_V = xᵀ·(b⊙ℓ·gs) / gs; with `grads`,
   // dh += Σ_k S_U⊙E_U and dg += Σ_k S_V⊙E_V; G_U = h⊙E_U and G_V = g⊙E_V
   // when g_u, g_v are given (else E_U, E_V go to scratch). The signs are
   // read from the bitmaps.
-  void token_sums(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, CView<float> a, float grad_scale,
-                  index_t p, const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
-    const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
-    const cudaStream_t s = ctx_.stream.get();
+  void token_sums(const BlrLayer<float>& layer, CView<float> a, float grad_scale, index_t ntok, index_t p,
+                  const Staged& st, View<float> g_u, View<float> g_v, bool grads) {
+    const index_t m = layer.m, n = layer.n, r = layer.r;
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
     float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(ctx_.memory, m * r);
     float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(ctx_.memory, n * r);
-    launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, st.small2, s);
+    launch_stage(a.data + p * ntok * r, r, 0, path.l.data, 1.0f, ntok, ntok, r, st.small2, ctx_.stream.get());
     gemm_.run_tokens(st.dys, st.small2, inv_scale, eu, m, r, ntok, r);
     signed_row_sums(path.sign_u.data, eu, m, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
-    launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, st.big, s);
-    gemm_.run_tokens(st.big, st.small, inv_scale, ev, n, r, ntok, r);
+    gemm_.run_tokens(st.xs, st.small, inv_scale, ev, n, r, ntok, r);
     signed_row_sums(path.sign_v.data, ev, n, r, grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
@@ -315,58 +286,24 @@ class CudaBlrOps final : public BlrOps<float> {
     BR_CUDA_LAUNCHED();
   }
 
-  // out[ntok][n] (= or +=) (act · planeᵀ)[t][j] · col[j]·oscale (oscale a
-  // power of two): col·oscale as the GEMM's alpha vector where cuBLASLt has
-  // an algorithm for it, else the GEMM into scratch and the reduce ops'
-  // column scale (the same products: scaling by a power of two is exact).
-  void col_scaled_gemm(const __half* act, const __half* plane, CView<float> col, float oscale, bool accumulate,
-                       View<float> out, index_t ntok, index_t n, index_t k) {
-    const float* alpha = col.data;
-    if (oscale != 1.0f) {
-      float* scaled = col_.get(ctx_.memory, n);
-      scaled_copy_kernel<<<blocks_for(static_cast<std::size_t>(n), kThreads), kThreads, 0, ctx_.stream.get()>>>(
-          col.data, oscale, n, scaled);
-      BR_CUDA_LAUNCHED();
-      alpha = scaled;
-    }
-    if (gemm_.run_col_scaled(act, plane, alpha, accumulate, out.data, ntok, n, k, n)) return;
-    if (!told_no_alpha_vector_) {
-      BR_LOG_INFO("blr: cuBLASLt offers no alpha-vector epilogue for {}x{}x{}; the column scale runs as a pass", ntok, n,
-                  k);
-      told_no_alpha_vector_ = true;
-    }
-    float* tmp = wide_.get(ctx_.memory, ntok * n);
-    gemm_.run(act, plane, oscale, tmp, ntok, n, k, n);
-    reduce_->scale_cols(CView<float>(tmp, Shape{ntok, n}), col, out, accumulate);
-  }
-
-  // stage_dy_kernel over dy [ntok][m].
-  void stage_dy(const float* dy, const float* h, float gs, index_t ntok, index_t m, __half* dyh, __half* dys) {
-    const cudaStream_t s = ctx_.stream.get();
-    const bool wide = vector_width(m, {dy, h, dyh, dys}) == 4;
-    const unsigned col_blocks = blocks_for(static_cast<std::size_t>(m / (wide ? 4 : 1)), kThreads);
-    const dim3 grid(col_blocks, row_steps(ntok, col_blocks));
-    if (wide) {
-      stage_dy_kernel<4><<<grid, kThreads, 0, s>>>(dy, h, gs, ntok, m, dyh, dys);
-    } else {
-      stage_dy_kernel<1><<<grid, kThreads, 0, s>>>(dy, h, gs, ntok, m, dyh, dys);
-    }
-    BR_CUDA_LAUNCHED();
-  }
-
-  // Path p's ±1 planes brought up to its bitmaps (PlaneCache::update).
-  void update_planes(const BlrLayer<float>& layer, index_t p) {
-    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+  // Path p's plane scales (plane_scales_kernel) on the device, inv_gs = 1/gs.
+  const float* plane_scales(const BlrLayer<float>& layer, index_t p, float inv_gs) {
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    planes_u_[static_cast<std::size_t>(p)].update(ctx_, path.sign_u, layer.r);
-    planes_v_[static_cast<std::size_t>(p)].update(ctx_, path.sign_v, layer.r);
+    float* out = scales_.get(ctx_.memory, kScaleSlots * static_cast<index_t>(layer.paths.size())) + kScaleSlots * p;
+    plane_scales_kernel<<<1, kThreads, 0, ctx_.stream.get()>>>(path.h.data, layer.m, path.g.data, layer.n, inv_gs, out);
+    BR_CUDA_LAUNCHED();
+    return out;
   }
 
-  void ensure_path_caches(index_t paths) {
-    if (planes_u_.size() < static_cast<std::size_t>(paths)) {
-      planes_u_.resize(static_cast<std::size_t>(paths));
-      planes_v_.resize(static_cast<std::size_t>(paths));
-    }
+  // The GEMM plane ±f16(v_i·inv) of a bitmap [rows][r/32]: [rows][r], or
+  // its transpose [r][rows] when !rows_major, into buf.
+  const __half* expand(CView<std::uint32_t> bits, index_t r, const float* v, const float* inv, Scratch<f16>& buf,
+                       bool rows_major) {
+    const index_t rows = bits.dim(0);
+    __half* pl = half_scratch(buf, rows * r);
+    launch_expand_signs(bits.data, rows, r, bits.dim(1), v, inv, rows_major ? pl : nullptr, rows_major ? nullptr : pl,
+                        ctx_.stream.get());
+    return pl;
   }
 
   __half* half_scratch(Scratch<f16>& buf, index_t n) { return reinterpret_cast<__half*>(buf.get(ctx_.memory, n)); }
@@ -393,18 +330,16 @@ class CudaBlrOps final : public BlrOps<float> {
 
   Context& ctx_;
   LtGemm gemm_;
-  std::unique_ptr<ReduceOps<float>> reduce_;  // its scale_cols where the GEMM cannot scale
-  bool told_no_alpha_vector_ = false;
-  std::vector<PlaneCache> planes_u_, planes_v_;  // per path
-  Scratch<f16> act_;     // staged [ntok][max(m, n)]: x⊙g, dy⊙h·gs or x
-  Scratch<f16> act_dy_;  // staged [ntok][m]: dy·gs
-  Scratch<f16> act_r_;   // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
-  Scratch<f16> act_r2_;  // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
-  Scratch<float> b_;     // b of one path when the caller does not keep it [ntok][r]
-  Scratch<float> col_;   // g/gs of one path [n]
-  Scratch<float> wide_;  // the unscaled GEMM output [ntok][n] where the alpha vector is not offered
-  Scratch<float> e_u_;   // E_U of one path [m][r] when G_U is not wanted
-  Scratch<float> e_v_;   // E_V of one path [n][r] when G_V is not wanted
+  Scratch<f16> plane_u_;  // the path at hand's ±f16(h/s_h) plane, [m][r] or [r][m]
+  Scratch<f16> plane_v_;  // ±f16(g/s_g), [n][r] or [r][n]
+  Scratch<float> scales_;  // plane_scales_kernel's slots per path
+  Scratch<f16> act_x_;    // staged x [ntok][n]
+  Scratch<f16> act_dy_;   // staged dy·gs [ntok][m]
+  Scratch<f16> act_r_;    // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
+  Scratch<f16> act_r2_;   // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
+  Scratch<float> b_;      // b of one path when the caller does not keep it [ntok][r]
+  Scratch<float> e_u_;    // E_U of one path [m][r] when G_U is not wanted
+  Scratch<float> e_v_;    // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]
 };
 

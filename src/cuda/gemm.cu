@@ -158,14 +158,12 @@ void LtGemm::run(const __half* act, const __half* plane, float oscale, float* ou
   matmul(key, plane, act, &oscale, 0.0f, out);
 }
 
-bool LtGemm::run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out,
-                            index_t m, index_t n, index_t k, index_t ldo) {
-  if (m == 0 || n == 0) return true;
+void LtGemm::run_device_alpha(const __half* act, const __half* plane, const float* alpha, bool accumulate,
+                              float* out, index_t m, index_t n, index_t k, index_t ldo) {
+  if (m == 0 || n == 0) return;
   const Key key{Form::act_plane_t, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16,
                 true};
-  if (!plan(key).has_algo) return false;
-  matmul(key, plane, act, col, accumulate ? 1.0f : 0.0f, out);
-  return true;
+  matmul(key, plane, act, alpha, accumulate ? 1.0f : 0.0f, out);
 }
 
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
@@ -198,8 +196,17 @@ void LtGemm::run_f32_plain_add(const float* a, const float* b, float* out, index
 // D = A·B in cuBLASLt's column-major terms, D = outᵀ (n×m, ld ldo).
 void LtGemm::matmul(const Key& key, const void* a, const void* b, const void* alpha, float beta, float* out) {
   const Plan& p = plan(key);
-  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, alpha_vector] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, device_scalars] = key;
   const cudaStream_t s = ctx_.stream.get();
+  const float* beta_ptr = &beta;
+  if (device_scalars) {
+    if (consts_.size() == 0) {
+      static const float host_consts[2] = {0.0f, 1.0f};
+      consts_ = Buffer<float>(ctx_.memory, 2);
+      BR_CUDA_CHECK(cudaMemcpyAsync(consts_.data(), host_consts, sizeof(host_consts), cudaMemcpyHostToDevice, s));
+    }
+    beta_ptr = consts_.data() + (beta != 0.0f ? 1 : 0);
+  }
   const std::size_t row_bytes = static_cast<std::size_t>(n) * sizeof(float), ld_bytes = static_cast<std::size_t>(ldo) * sizeof(float);
   float* d = out;
   if (!p.direct) {
@@ -210,7 +217,7 @@ void LtGemm::matmul(const Key& key, const void* a, const void* b, const void* al
       BR_CUDA_CHECK(cudaMemcpy2DAsync(d, row_bytes, out, ld_bytes, row_bytes, static_cast<std::size_t>(m),
                                       cudaMemcpyDeviceToDevice, s));
   }
-  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c,
+  BR_CUBLAS_CHECK(cublasLtMatmul(ctx_.blas.get(), p.op, alpha, a, p.a, b, p.b, beta_ptr, d, p.c, d, p.c,
                                  p.has_algo ? &p.algo : nullptr, ctx_.workspace, ctx_.workspace_bytes, s));
   if (!p.direct)
     BR_CUDA_CHECK(cudaMemcpy2DAsync(out, ld_bytes, d, row_bytes, row_bytes, static_cast<std::size_t>(m),
@@ -220,7 +227,7 @@ void LtGemm::matmul(const Key& key, const void* a, const void* b, const void* al
 const LtGemm::Plan& LtGemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, alpha_vector] = key;
+  const auto [form, f32, m, n, k, ldo, align_a, align_b, out16, device_scalars] = key;
   const auto u64 = [](index_t v) { return static_cast<std::uint64_t>(v); };
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_16F;
   Plan p;
@@ -229,8 +236,8 @@ const LtGemm::Plan& LtGemm::plan(const Key& key) {
   const cublasOperation_t tb = form == Form::tokens ? CUBLAS_OP_T : CUBLAS_OP_N;
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (alpha_vector) {  // alpha over D's rows (= the output's columns), beta a host scalar
-    const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+  if (device_scalars) {  // alpha and beta read from the device when the GEMM runs
+    const cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
     BR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode)));
   }
   switch (form) {

@@ -109,12 +109,11 @@ void launch_stage_transposed(const float* src, const float* col, float scale, in
                              index_t rows_out, index_t tok_out, __half* dst, cudaStream_t stream);
 
 // ±1 plane [rows][r] and its transpose [r][rows] from a sign bitmap
-// [rows][words] (bit j of word w = rank 32w + j, 1 = +1). With `cached`
-// (a [rows][words] copy of the bits the planes were last expanded from),
-// each 32×32 tile whose words are unchanged is skipped and changed words
-// are copied into `cached`; `force` expands every tile (a fresh cache).
-void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, __half* plane,
-                         __half* plane_t, std::uint32_t* cached, bool force, cudaStream_t stream);
+// [rows][words] (bit j of word w = rank 32w + j, 1 = +1); either may be
+// null. With `rowscale` (device [rows]) and `inv` (a device scalar), row i
+// holds ±f16(rowscale[i]·inv) instead of ±1 (the BLR layer's GEMM planes).
+void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, const float* rowscale,
+                         const float* inv, __half* plane, __half* plane_t, cudaStream_t stream);
 
 // cuBLASLt GEMMs with their per-shape plans (layouts, descriptor, chosen
 // algorithm) cached: f16 operands (the BLR layer) or f32 operands (the dense
@@ -137,13 +136,11 @@ class LtGemm {
   // out[m][n] (row stride ldo ≥ n) = act[m][k] · plane[n][k]ᵀ · oscale.
   void run(const __half* act, const __half* plane, float oscale, float* out, index_t m, index_t n, index_t k,
            index_t ldo);
-  // out[m][n] (row stride ldo ≥ n) = (act[m][k] · plane[n][k]ᵀ)[i][j] · col[j]
-  // (+ out when accumulate): a per-output-column factor (device, n floats)
-  // applied by cuBLASLt's epilogue (alpha vector), no pass of its own.
-  // Returns false, having done nothing, when cuBLASLt offers no algorithm
-  // for that epilogue at this shape (the caller then scales in a pass).
-  [[nodiscard]] bool run_col_scaled(const __half* act, const __half* plane, const float* col, bool accumulate, float* out, index_t m,
-                      index_t n, index_t k, index_t ldo);
+  // out[m][n] (row stride ldo ≥ n) = act[m][k] · plane[n][k]ᵀ · *alpha (+ out
+  // when accumulate), alpha a device scalar (cuBLASLt's device pointer mode:
+  // a factor computed on the device, read when the GEMM runs).
+  void run_device_alpha(const __half* act, const __half* plane, const float* alpha, bool accumulate, float* out,
+                        index_t m, index_t n, index_t k, index_t ldo);
   // out[m][n] (row stride ldo ≥ n) = lhs[ntok][m]ᵀ · rhs[ntok][n] · oscale:
   // a sum over tokens of row-major operands (the sign gradients).
   void run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n, index_t ntok,
@@ -166,16 +163,17 @@ class LtGemm {
   };
   // Form, f32 operands (else f16), m, n, k, the output's row stride, the
   // alignment (bytes, ≤ 256) of A and B, whether the output pointer is
-  // 16-byte aligned, and whether alpha is a device vector over D's rows.
+  // 16-byte aligned, and whether alpha and beta are device scalars.
   using Key = std::tuple<Form, bool, index_t, index_t, index_t, index_t, unsigned, unsigned, bool, bool>;
   const Plan& plan(const Key& key);
   // D = A·B·alpha + beta·D; beta is 0 or 1; alpha is a host float, or a
-  // device vector over D's rows when the key says so.
+  // device float when the key says so (beta then read from consts_).
   void matmul(const Key& key, const void* a, const void* b, const void* alpha, float beta, float* out);
 
   Context& ctx_;
   std::map<Key, Plan> plans_;
   Buffer<float> scratch_;  // dense [m][n] outputs of plans that are not direct
+  Buffer<float> consts_;   // {0, 1} on the device: beta in device pointer mode
 };
 
 }  // namespace bitrank::cuda

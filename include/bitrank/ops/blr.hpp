@@ -15,23 +15,27 @@
 //
 // with c = (a⊙ℓ)·S_Uᵀ and dx' = (b⊙ℓ)·S_Vᵀ of DESIGN §1: dh and dg are taken
 // from the same token sums as the sign gradients, so neither c nor dx' has
-// to be kept (the forward saves a alone) or written by a backend that can
-// scale a GEMM's output rows (y, dx straight out of their GEMMs).
+// to be kept (the forward saves a alone) or written (y and dx come straight
+// out of their GEMMs: see Numerics).
 //
 // Overwrite/accumulate: y, dx, the saved a, the optional b and G_U, G_V are
 // overwritten; the parameter gradients dh, dℓ, dg accumulate. The backward
 // can hand out b (G_V needs it).
 //
 // Numerics: the f64 reference is exact. The f32 backends follow the f16
-// GEMM of gemm.hpp: every GEMM operand that is an activation is staged to
-// f16 values, the staging value f16(f32(src·col)·scale) — x⊙g, a⊙ℓ (scale
-// 1), dy⊙h·grad_scale and b⊙ℓ·grad_scale for the layer's four GEMMs; dy·
-// grad_scale with a⊙ℓ for E_U, x (scale 1) with b⊙ℓ·grad_scale for E_V —
-// signs are ±1, sums are f32 and each GEMM output is multiplied by
+// GEMM of gemm.hpp, with the outer scales h and g folded into the sign
+// planes so that y and dx come straight out of their GEMMs: per path, the
+// scaled planes are f16(S_U[j][k]·h_j/s_h) and f16(S_V[i][k]·g_i/s_g), where
+// s_h, s_g are powers of two (blr_plane_scale_bits) that bring h and g into
+// f16's range, and the GEMM output is multiplied by s_h resp. s_g. Every
+// activation operand is staged to f16 as f16(f32(src·col)·scale): x (scale
+// 1) and a⊙ℓ for the forward's two GEMMs, dy·grad_scale and b⊙ℓ·grad_scale
+// for the backward's two, the same dy·grad_scale with a⊙ℓ for E_U and x with
+// b⊙ℓ·grad_scale for E_V; sums are f32 and each GEMM output is multiplied by
 // 1/grad_scale where a staged operand carries it. grad_scale is a power of
 // two that keeps small gradients out of the f16 subnormals. dh and dg are
-// f32 row sums over k of E_U, E_V (fixed order); G_U = f32(h·E_U), G_V =
-// f32(g·E_V).
+// f32 row sums over k of ±E_U, ±E_V with the ±1 signs (fixed order); G_U =
+// f32(h·E_U), G_V = f32(g·E_V).
 #pragma once
 
 #include <cmath>
@@ -44,6 +48,24 @@
 #include "bitrank/tensor.hpp"
 
 namespace bitrank {
+
+#if defined(__CUDACC__)
+#define BITRANK_HOST_DEVICE __host__ __device__
+#else
+#define BITRANK_HOST_DEVICE
+#endif
+
+// The power of two s that a path's scaled sign plane divides its outer scale
+// vector v (h or g) by, as f32 bits, from the bits of max_i |v_i|: s = 2^e
+// where max = f·2^e, f ∈ [0.5, 1), so every |v_i|/s < 1 and values down to
+// 2^-14 of the largest stay f16 normals; s = 1 where the max is 0 or not
+// finite (an Inf or NaN in v then reaches the outputs). Both backends use
+// this one rule: their planes are bit-identical.
+BITRANK_HOST_DEVICE constexpr std::uint32_t blr_plane_scale_bits(std::uint32_t max_bits) {
+  const std::uint32_t e = max_bits >> 23;  // biased exponent (max ≥ 0: no sign bit)
+  if (max_bits == 0 || e >= 255) return 0x3f800000u;
+  return (e < 253 ? e + 1 : 254) << 23;  // 2^(e − 126), capped at 2^127
+}
 
 // One path: signs, scales and (for the backward) their gradients.
 template <class T>

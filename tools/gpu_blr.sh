@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# On the GPU machine: build, check the BLR layer on cuda (its parity cases,
+# the bitmap expansion, and the end-to-end and hybrid-block parity cases
+# that run it), and time it beside its six cuBLAS GEMMs. Prints a short
+# table last.
+#   tools/gpu_blr.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+out=${OUT:-/tmp}
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
+cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
+./build-gpu/bitrank_tests --gtest_filter='*Blr*:*blr*:Parity/e2e*:Parity/student*:Bitmap*:Parity/bitmap*' > "$out/gpu_blr_tests.log" 2>&1; rc=$?
+./build-gpu/bitrank bench --device cuda --op blr --min-time 0.5 > "$out/gpu_blr_bench.txt" 2>&1
+./build-gpu/bitrank bench --device cuda --op "six BLR" --min-time 0.5 >> "$out/gpu_blr_bench.txt" 2>&1
+echo "== cuda BLR tests =="
+grep -E "^\[  (PASSED|FAILED)  \]" "$out/gpu_blr_tests.log" | sort -u
+grep -E "\[parity\] blr.* cuda " "$out/gpu_blr_tests.log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  largest rel error %-5s %s\n", k, m[k]}'
+echo "== bench (ms) =="
+grep -E "^(blr|cuBLAS)" "$out/gpu_blr_bench.txt"
+exit $rc
