@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise an ncu CSV log (ncu --csv --log-file F --metrics gpu__time_duration.sum[,
 sm__warps_active.avg.pct_of_peak_sustained_active][,smsp__average_warps_issue_stalled_
-<reason>_per_issue_active.ratio, ...] ...) as a short table. With stall metrics, each
+<reason>_per_issue_active.ratio, ...][,dram__bytes.sum] ...) as a short table. With stall metrics, each
 launch also lists its three largest stall reasons (warps stalled per issued instruction).
 
   tools/ncu_table.py F            one line per launch, in launch order, and the total
@@ -32,13 +32,18 @@ def launches(path):
     for r in rows[1:]:
         name = re.sub(r"\(.*", "", r[k].replace("(anonymous namespace)", "")).split("::")[-1]
         name = name.split("<")[0].split()[-1] if name.strip() else r[k]
-        rec = out.setdefault(r[i], {"name": name, "us": 0.0, "warps": None, "stalls": {}})
+        rec = out.setdefault(r[i], {"name": name, "us": 0.0, "warps": None, "stalls": {}, "mb": None})
         value = float(r[v].replace(",", ""))
         if r[m] == "gpu__time_duration.sum":
             scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
             if r[u] not in scale:
                 sys.exit(f"{path}: unknown time unit '{r[u]}'")
             rec["us"] = value * scale[r[u]]
+        elif r[m] == "dram__bytes.sum":
+            scale = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+            if r[u] not in scale:
+                sys.exit(f"{path}: unknown byte unit '{r[u]}'")
+            rec["mb"] = value * scale[r[u]]
         elif r[m].startswith("sm__warps_active"):
             rec["warps"] = value
         elif r[m].startswith(STALL):
@@ -66,10 +71,13 @@ def main():
     else:
         for r in recs:
             warps = f"   active warps {r['warps']:5.1f}%" if r["warps"] is not None else ""
+            if r["mb"] is not None:  # MB per µs = TB/s
+                warps += f"   DRAM {r['mb']:7.1f} MB {r['mb'] / max(r['us'], 1e-9):5.2f} TB/s"
             top = sorted(r["stalls"].items(), key=lambda kv: -kv[1])[:3]
             stalls = "   " + ", ".join(f"{k} {v:.2f}" for k, v in top) if top else ""
             print(f"  {r['name'][:30]:30s} {r['us']:9.1f} us{warps}{stalls}")
-    print(f"  {'total':30s} {total:9.1f} us over {len(recs)} launches")
+    mb = sum(r["mb"] or 0.0 for r in recs)
+    print(f"  {'total':30s} {total:9.1f} us over {len(recs)} launches" + (f", DRAM {mb:.1f} MB" if mb else ""))
 
 
 if __name__ == "__main__":

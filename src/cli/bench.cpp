@@ -64,7 +64,7 @@ int run_bench(const BenchOptions& opt) {
     device_line = "cuda device 0";
   }
 
-  // Keep the filtered cases and every anchor they name. A case is known by
+  // Keep the filtered cases and every anchor they name (unless no_anchors). A case is known by
   // its name and shape (the same op may run at several shapes); anchors are
   // named by name alone and must be unique.
   auto key = [](const BenchCase& c) { return c.name + " [" + c.shape + "]"; };
@@ -74,7 +74,7 @@ int run_bench(const BenchOptions& opt) {
   std::map<std::string, bool> chosen;
   for (const auto& c : cases) {
     if (c.name.find(opt.op_filter) == std::string::npos || c.shape.find(opt.shape_filter) == std::string::npos) continue;
-    if (!c.anchor.empty()) {
+    if (!c.anchor.empty() && !opt.no_anchors) {
       auto it = by_name.find(c.anchor);
       BR_ASSERT(it != by_name.end(), "bench case {} names unknown anchor {}", c.name, c.anchor);
       if (!chosen[key(*it->second)]) selected.push_back(it->second), chosen[key(*it->second)] = true;

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
   bench_cmd->add_option("--shape", bench.shape_filter, "only cases whose shape contains this (e.g. 1x32768)");
   bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case")->check(CLI::PositiveNumber);
+  bench_cmd->add_flag("--no-anchors", bench.no_anchors, "time the matching cases alone, not the anchors they name (for profilers)");
 
   bitrank::cli::CompressCliOptions compress;
   auto* compress_cmd =
