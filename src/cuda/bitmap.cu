@@ -1,8 +1,9 @@
 // CUDA sign bitmaps (contract: include/bitrank/ops/bitmap.hpp).
 //
-// expand: one warp per tile of one bitmap word × 32 rows; the tile's 32
-// words sit one per lane and move between lanes by shuffles, so the plane
-// and its transpose are both written with coalesced stores. With row scales
+// expand: one block per tile of one bitmap word × 256 rows, staged in shared
+// memory; the plane and its transpose are both written 16 bytes per store,
+// coalesced (the BLR layer expands its GEMM planes on every call, so this
+// pass is on its critical path). With row scales
 // (the BLR layer's GEMM planes, cuda/gemm_kernels.hpp) row i holds
 // ±f16(v_i·inv) instead of ±1.
 // pack: one warp per (row, word) — a ballot of 32 sign tests is the word.
@@ -15,34 +16,67 @@ namespace bitrank::cuda {
 namespace {
 
 constexpr unsigned short kPlus = 0x3c00;  // f16 +1 (−1: the sign bit flipped)
-constexpr int kTilesPerBlock = 8;  // row tiles (one per warp) of one word column per expand block
 
-// Block (32, 8), grid (words, row groups of 8 tiles): warp ty owns the tile
-// of word blockIdx.x in rows i0 = 32·(8·blockIdx.y + ty) … i0 + 31. Lane tx
-// loads the word (and the scaled value) of row i0 + tx; plane row i0 + j
-// takes lane j's by a shuffle (lane tx writes rank k0 + tx), plane_t row
-// k0 + j is bit j of each lane's own word (lane tx writes row i0 + tx):
-// 64-byte coalesced stores, no shared memory. Either plane may be null.
+// Block of kExpandRows threads, grid (words, row tiles of kExpandRows): the
+// block stages its tile's words (one bitmap word, 32 ranks, of kExpandRows
+// rows) and each row's +value (f16 bits; the negation flips the sign bit)
+// in shared memory, then writes 8 halves (16 bytes) per store: plane rows
+// as 4 stores of 8 ranks each, plane_t rows (one per rank) as 8 consecutive
+// rows per store, 32 stores of one rank side by side per warp. `vec` says
+// whether that plane's 16-byte stores are aligned (else element stores).
+constexpr int kExpandRows = 256;
+
+__device__ __forceinline__ void store_halves8(unsigned short* dst, const unsigned short (&h)[8], bool vec, int count) {
+  if (vec && count == 8) {
+    uint4 u;
+    u.x = h[0] | (static_cast<unsigned>(h[1]) << 16);
+    u.y = h[2] | (static_cast<unsigned>(h[3]) << 16);
+    u.z = h[4] | (static_cast<unsigned>(h[5]) << 16);
+    u.w = h[6] | (static_cast<unsigned>(h[7]) << 16);
+    *reinterpret_cast<uint4*>(dst) = u;
+  } else {
+    for (int e = 0; e < count; ++e) dst[e] = h[e];
+  }
+}
+
 __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t rows, index_t r, index_t words,
                               const float* __restrict__ rowscale, const float* __restrict__ inv,
-                              unsigned short* __restrict__ plane, unsigned short* __restrict__ plane_t) {
-  const int tx = threadIdx.x, ty = threadIdx.y;
+                              unsigned short* __restrict__ plane, bool plane_vec, unsigned short* __restrict__ plane_t,
+                              bool plane_t_vec) {
+  __shared__ std::uint32_t word_s[kExpandRows];
+  __shared__ unsigned short plus_s[kExpandRows];
+  const int tid = threadIdx.x;
   const index_t w = blockIdx.x, k0 = w * 32;
-  const index_t i0 = (static_cast<index_t>(blockIdx.y) * kTilesPerBlock + ty) * 32;
-  if (i0 >= rows) return;  // uniform over the warp
-  const index_t i = i0 + tx, k = k0 + tx;
+  const index_t i0 = static_cast<index_t>(blockIdx.y) * kExpandRows;
+  const index_t i = i0 + tid;
   const bool mine = i < rows;
-  const std::uint32_t word = mine ? bits[i * words + w] : 0u;
-  // +value of row i as f16 bits (its negation flips the sign bit)
-  const unsigned short plus =
-      rowscale ? (mine ? __half_as_ushort(__float2half_rn(__fmul_rn(rowscale[i], *inv))) : 0) : kPlus;
-  for (int j = 0; j < 32; ++j) {
-    const std::uint32_t row_word = __shfl_sync(0xffffffffu, word, j);  // row i0 + j
-    const unsigned short row_plus = __shfl_sync(0xffffffffu, plus, j);
-    if (plane && i0 + j < rows && k < r)
-      plane[(i0 + j) * r + k] = (row_word >> tx) & 1u ? row_plus : static_cast<unsigned short>(row_plus ^ 0x8000u);
-    if (plane_t && mine && k0 + j < r)
-      plane_t[(k0 + j) * rows + i] = (word >> j) & 1u ? plus : static_cast<unsigned short>(plus ^ 0x8000u);
+  word_s[tid] = mine ? bits[i * words + w] : 0u;
+  plus_s[tid] = !mine ? 0 : rowscale ? __half_as_ushort(__float2half_rn(__fmul_rn(rowscale[i], *inv))) : kPlus;
+  __syncthreads();
+  const int tile_rows = static_cast<int>(rows - i0 < kExpandRows ? rows - i0 : kExpandRows);
+  const int ranks = static_cast<int>(r - k0 < 32 ? r - k0 : 32);
+  unsigned short h[8];
+  if (plane) {  // task = (row, quarter of the word): ranks k0 + 8q … + 7 of that row
+    for (int task = tid; task < tile_rows * 4; task += kExpandRows) {
+      const int row = task / 4, q = task % 4;
+      if (8 * q >= ranks) continue;
+      const std::uint32_t word = word_s[row];
+      const unsigned short plus = plus_s[row];
+      for (int e = 0; e < 8; ++e) h[e] = (word >> (8 * q + e)) & 1u ? plus : static_cast<unsigned short>(plus ^ 0x8000u);
+      store_halves8(plane + (i0 + row) * r + k0 + 8 * q, h, plane_vec, min(8, ranks - 8 * q));
+    }
+  }
+  if (plane_t) {  // task = (rank, group of 8 rows): plane_t[k0 + k][i0 + 8g … + 7]
+    constexpr int kGroups = kExpandRows / 8;
+    for (int task = tid; task < ranks * kGroups; task += kExpandRows) {
+      const int k = task / kGroups, g = task % kGroups;
+      if (8 * g >= tile_rows) continue;
+      for (int e = 0; e < 8; ++e) {
+        const int row = 8 * g + e;
+        h[e] = (word_s[row] >> k) & 1u ? plus_s[row] : static_cast<unsigned short>(plus_s[row] ^ 0x8000u);
+      }
+      store_halves8(plane_t + (k0 + k) * rows + i0 + 8 * g, h, plane_t_vec, min(8, tile_rows - 8 * g));
+    }
   }
 }
 
@@ -84,12 +118,14 @@ class CudaBitmapOps final : public BitmapOps<float> {
 void launch_expand_signs(const std::uint32_t* bits, index_t rows, index_t r, index_t words, const float* rowscale,
                          const float* inv, __half* plane, __half* plane_t, cudaStream_t stream) {
   if (rows == 0 || r == 0) return;
-  const index_t row_tiles = (rows + 31) / 32;
-  const dim3 grid(static_cast<unsigned>((r + 31) / 32),
-                  static_cast<unsigned>((row_tiles + kTilesPerBlock - 1) / kTilesPerBlock));
-  expand_kernel<<<grid, dim3(32, kTilesPerBlock), 0, stream>>>(bits, rows, r, words, rowscale, inv,
-                                                                reinterpret_cast<unsigned short*>(plane),
-                                                                reinterpret_cast<unsigned short*>(plane_t));
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  // 16-byte stores where every row of that plane starts 16-byte aligned.
+  const bool plane_vec = plane && aligned16(plane) && r % 8 == 0;
+  const bool plane_t_vec = plane_t && aligned16(plane_t) && rows % 8 == 0;
+  const dim3 grid(static_cast<unsigned>((r + 31) / 32), static_cast<unsigned>((rows + kExpandRows - 1) / kExpandRows));
+  expand_kernel<<<grid, kExpandRows, 0, stream>>>(bits, rows, r, words, rowscale, inv,
+                                                  reinterpret_cast<unsigned short*>(plane), plane_vec,
+                                                  reinterpret_cast<unsigned short*>(plane_t), plane_t_vec);
   BR_CUDA_LAUNCHED();
 }
 

@@ -94,15 +94,31 @@ __global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __
 
 // ---- the GEMM planes' scales ------------------------------------------------
 
-// One block: out = {s_g, s_h, s_h·inv_gs, s_g·inv_gs, 1/s_h, 1/s_g} with s_h,
-// s_g the powers of two of blr_plane_scale_bits over max|h|, max|g| (fmaxf
-// passes a NaN over, as the CPU backend's std::fmax).
-__global__ void plane_scales_kernel(const float* __restrict__ h, index_t m, const float* __restrict__ g, index_t n,
-                                    float inv_gs, float* __restrict__ out) {
-  __shared__ float red[2][kThreads / 32];
-  float mh = 0.0f, mg = 0.0f;
-  for (index_t i = threadIdx.x; i < m; i += blockDim.x) mh = fmaxf(mh, fabsf(h[i]));
-  for (index_t i = threadIdx.x; i < n; i += blockDim.x) mg = fmaxf(mg, fabsf(g[i]));
+// One block of kScaleThreads: out = {s_g, s_h, s_h·inv_gs, s_g·inv_gs, 1/s_h,
+// 1/s_g} with s_h, s_g the powers of two of blr_plane_scale_bits over
+// max|h|, max|g| (fmaxf passes a NaN over, as the CPU backend's std::fmax).
+// Each thread's loads are independent (no chain through the running max),
+// so the pass costs about one memory latency at SmolLM2 to 5120 widths.
+constexpr unsigned kScaleThreads = 1024;
+
+__device__ __forceinline__ float max_abs(const float* __restrict__ v, index_t n) {
+  constexpr int kIndependent = 4;
+  float acc[kIndependent] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (index_t i = threadIdx.x; i < n; i += kIndependent * blockDim.x) {
+#pragma unroll
+    for (int u = 0; u < kIndependent; ++u) {
+      const index_t iu = i + static_cast<index_t>(u) * blockDim.x;
+      if (iu < n) acc[u] = fmaxf(acc[u], fabsf(v[iu]));
+    }
+  }
+  return fmaxf(fmaxf(acc[0], acc[1]), fmaxf(acc[2], acc[3]));
+}
+
+__global__ void __launch_bounds__(kScaleThreads) plane_scales_kernel(const float* __restrict__ h, index_t m,
+                                                                     const float* __restrict__ g, index_t n,
+                                                                     float inv_gs, float* __restrict__ out) {
+  __shared__ float red[2][kScaleThreads / 32];
+  float mh = max_abs(h, m), mg = max_abs(g, n);
   for (int off = 16; off > 0; off /= 2) {
     mh = fmaxf(mh, __shfl_xor_sync(0xffffffffu, mh, off));
     mg = fmaxf(mg, __shfl_xor_sync(0xffffffffu, mg, off));
@@ -127,9 +143,11 @@ enum Scale : int { kSg = 0, kSh = 1, kShOverGs = 2, kSgOverGs = 3, kInvSh = 4, k
 // ---- dh, dg from the token sums -------------------------------------------
 
 // One warp per row j of e [rows][r]: sum[j] += Σ_k S[j][k]·e[j][k] when sum
-// is given, S the ±1 signs of the bitmap [rows][r/32] (lane l takes k ≡ l
-// mod 32, bit l of each word, in f64; the lanes added by a fixed shuffle
-// tree), then e[j][:] ×= scale[j] when scale is given.
+// is given, S the ±1 signs of the bitmap [rows][r/32] (lane l takes the V
+// consecutive ranks k = V·l + 32·V·i, their bits from one word; in f64, the
+// lanes added by a fixed shuffle tree), then e[j][:] ×= scale[j] when scale
+// is given. V = 4: 16-byte loads and stores (rows 16-byte aligned).
+template <int V>
 __global__ void signed_row_sums_kernel(const std::uint32_t* __restrict__ bits, float* __restrict__ e, index_t rows,
                                        index_t r, float* __restrict__ sum, const float* __restrict__ scale) {
   const index_t j = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -137,18 +155,25 @@ __global__ void signed_row_sums_kernel(const std::uint32_t* __restrict__ bits, f
   if (j >= rows) return;
   const std::uint32_t* bj = bits + j * (r / 32);
   float* ej = e + j * r;
-  if (sum) {
-    double s = 0.0;
-    for (index_t w = 0; w < r / 32; ++w) {
-      const double v = ej[32 * w + lane];
-      s += (bj[w] >> lane) & 1u ? v : -v;
+  const float f = scale ? scale[j] : 1.0f;
+  double s = 0.0;
+  for (index_t k = static_cast<index_t>(V) * lane; k < r; k += 32 * V) {
+    Floats<V> v = load_floats<V>(ej + k);
+    if (sum) {
+      const std::uint32_t word = bj[k / 32];
+      for (int u = 0; u < V; ++u) {
+        const double d = v.v[u];
+        s += (word >> ((k + u) % 32)) & 1u ? d : -d;
+      }
     }
+    if (scale) {
+      for (int u = 0; u < V; ++u) v.v[u] = __fmul_rn(v.v[u], f);
+      store_floats<V>(ej + k, v);
+    }
+  }
+  if (sum) {
     for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) sum[j] += static_cast<float>(s);
-  }
-  if (scale) {
-    const float f = scale[j];
-    for (index_t k = lane; k < r; k += 32) ej[k] = __fmul_rn(ej[k], f);
   }
 }
 
@@ -281,8 +306,12 @@ class CudaBlrOps final : public BlrOps<float> {
   void signed_row_sums(const std::uint32_t* bits, float* e, index_t rows, index_t r, float* sum, const float* scale) {
     if (!sum && !scale) return;
     constexpr unsigned kWarps = kThreads / 32;
-    signed_row_sums_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, ctx_.stream.get()>>>(
-        bits, e, rows, r, sum, scale);
+    const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    if (vector_width(r, {e}) == 4) {
+      signed_row_sums_kernel<4><<<blocks, kThreads, 0, ctx_.stream.get()>>>(bits, e, rows, r, sum, scale);
+    } else {
+      signed_row_sums_kernel<1><<<blocks, kThreads, 0, ctx_.stream.get()>>>(bits, e, rows, r, sum, scale);
+    }
     BR_CUDA_LAUNCHED();
   }
 
@@ -290,7 +319,8 @@ class CudaBlrOps final : public BlrOps<float> {
   const float* plane_scales(const BlrLayer<float>& layer, index_t p, float inv_gs) {
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
     float* out = scales_.get(ctx_.memory, kScaleSlots * static_cast<index_t>(layer.paths.size())) + kScaleSlots * p;
-    plane_scales_kernel<<<1, kThreads, 0, ctx_.stream.get()>>>(path.h.data, layer.m, path.g.data, layer.n, inv_gs, out);
+    plane_scales_kernel<<<1, kScaleThreads, 0, ctx_.stream.get()>>>(path.h.data, layer.m, path.g.data, layer.n, inv_gs,
+                                                                    out);
     BR_CUDA_LAUNCHED();
     return out;
   }
