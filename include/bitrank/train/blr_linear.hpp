@@ -18,7 +18,7 @@
 //
 // Gradients: every gradient buffer holds ∂L/∂θ in loss units. grad_scale
 // (a power of two) only enters the BLR backward, which multiplies it into
-// its f16-staged operands (dy⊙h, b⊙ℓ) and divides it out of the GEMM
+// its f16-staged operands (dy, b⊙ℓ) and divides it out of the GEMM
 // outputs (blr.hpp), keeping small gradients out of the f16 subnormals. A
 // scale too large overflows f16 to inf, which shows as a non-finite sum of
 // squares: the trainer then skips the step and halves the scale.
