@@ -92,7 +92,7 @@ class BlrLinear {
   // Signs and scales (as f32).
   blr::HostBlrMatrix download() const;
 
-  // y [ntok][m] (overwritten) from x [ntok][n]; a and c go to the tape.
+  // y [ntok][m] (overwritten) from x [ntok][n]; a goes to the tape.
   void forward(CView<T> x, BlrTape<T>& tape, View<T> y);
   // dx [ntok][n] (overwritten); d(scales) and G_U, G_V accumulate (see
   // above). x and tape are those of the forward.
