@@ -200,7 +200,7 @@ class CpuBlrOps final : public BlrOps<float> {
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
     sgemm(false, false, ntok, r, m, sp.s_h * inv_scale, st.dys, m, sp.u, r, 0.0f, b, r);  // b = dy·(h⊙S_U)
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-    stage_and_colsum(b, path.l.data, grad_scale, st.small, a, b, ntok, r, path.dl.data);
+    stage_and_colsum(b, path.l.data, grad_scale, st.small, a, ntok, r, path.dl.data);
     // dx (=, +=) (b⊙ℓ)·(g⊙S_V)ᵀ
     sgemm(false, true, ntok, n, r, sp.s_g * inv_scale, st.small, r, sp.v, r, p > 0 ? 1.0f : 0.0f, dx.data, n);
   }
@@ -248,19 +248,19 @@ class CpuBlrOps final : public BlrOps<float> {
     stage_rounded(src, k, col, scale, rows, k, dst, k, pool_);
   }
 
-  // dst = f16(src⊙col·scale) and sum[j] += Σ_t p[t][j]·q[t][j], all [rows][k].
-  void stage_and_colsum(const float* src, const float* col, float scale, float* dst, const float* p, const float* q,
-                        index_t rows, index_t k, float* sum) {
+  // dst = f16(src⊙col·scale) and sum[j] += Σ_t other[t][j]·src[t][j], all [rows][k].
+  void stage_and_colsum(const float* src, const float* col, float scale, float* dst, const float* other, index_t rows,
+                        index_t k, float* sum) {
     const index_t blocks = row_blocks(rows, k);
     float* partial = partial_.get(blocks * k);
     struct Job {
       const float *src, *col;
       float scale;
       float* dst;
-      const float *p, *q;
+      const float* other;
       index_t rows, k, blocks;
       float* partial;
-    } job{src, col, scale, dst, p, q, rows, k, blocks, partial};
+    } job{src, col, scale, dst, other, rows, k, blocks, partial};
     pool_.parallel_for(blocks, [&job](index_t b0, index_t b1) {
       const index_t k = job.k;
       for (index_t blk = b0; blk < b1; ++blk) {
@@ -268,10 +268,10 @@ class CpuBlrOps final : public BlrOps<float> {
         std::fill(acc, acc + k, 0.0f);
         const index_t t0 = job.rows * blk / job.blocks, t1 = job.rows * (blk + 1) / job.blocks;
         for (index_t t = t0; t < t1; ++t) {
-          stage_row(job.src + t * k, job.col, job.scale, job.dst + t * k, k);
-          const float* pt = job.p + t * k;
-          const float* qt = job.q + t * k;
-          for (index_t j = 0; j < k; ++j) acc[j] += pt[j] * qt[j];
+          const float* st = job.src + t * k;
+          stage_row(st, job.col, job.scale, job.dst + t * k, k);
+          const float* ot = job.other + t * k;
+          for (index_t j = 0; j < k; ++j) acc[j] += ot[j] * st[j];
         }
       }
     });
