@@ -247,21 +247,30 @@ void fused_equals_two_calls(Backend<T>& be) {
   const index_t m = 256, n = 384, r = 128, ntok = 70;
   const int paths = 2;
   const auto host = seed_layer(m, n, r, paths, false);
-  const auto x = upload<T>(*be.memory, rnd(static_cast<std::size_t>(ntok * n), 80, 2.0f));
+  const auto xf = rnd(static_cast<std::size_t>(ntok * n), 80, 2.0f);
+  const auto x = upload<T>(*be.memory, xf);
   const auto dy = upload<T>(*be.memory, rnd(static_cast<std::size_t>(ntok * m), 81, 1e-3f));
   struct Run {
     std::vector<T> dx, b, g_u, g_v, dh, dl, dg;
   };
-  const auto run = [&](bool fused) {
+  enum Mode { two_calls, fused, fused_saved_xs };
+  const auto run = [&](Mode mode) {
     BackendLayer<T> bl(*be.memory, host, m, n, r);  // fresh (zero) scale gradients
     Buffer<T> y(*be.memory, static_cast<std::size_t>(ntok * m)), a(*be.memory, static_cast<std::size_t>(paths * ntok * r)),
         dx(*be.memory, static_cast<std::size_t>(ntok * n)),
         b(*be.memory, static_cast<std::size_t>(paths * ntok * r)), g_u(*be.memory, static_cast<std::size_t>(paths * m * r)),
         g_v(*be.memory, static_cast<std::size_t>(paths * n * r));
-    const BlrSaved<T> saved{a.view({paths, ntok, r})};
+    Buffer<f16> xs(*be.memory, static_cast<std::size_t>(mode == fused_saved_xs ? ntok * n : 0));
+    const BlrSaved<T> saved{a.view({paths, ntok, r}), mode == fused_saved_xs ? xs.view({ntok, n}) : View<f16>{}};
     const CView<T> xv = x.view({ntok, n}), dyv = dy.view({ntok, m});
     be.blr().blr_forward(bl.layer(), xv, y.view({ntok, m}), saved);
-    if (fused) {
+    if (mode == fused_saved_xs) {  // the forward's f16(x), round to nearest even
+      const auto got = xs.download();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i].bits != to_f16(xf[i]).bits;
+      EXPECT_EQ(wrong, 0u) << be.name << ": saved xs differs from f16(x)";
+    }
+    if (mode != two_calls) {
       be.blr().blr_backward_sign_grad(bl.layer(), xv, dyv, saved, dx.view({ntok, n}), 1024.0f, b.view({paths, ntok, r}),
                                       g_u.view({paths, m, r}), g_v.view({paths, n, r}));
     } else {
@@ -278,20 +287,26 @@ void fused_equals_two_calls(Backend<T>& be) {
     }
     return out;
   };
-  const Run two = run(false), one = run(true);
-  // The same staged operands through the same GEMMs and sums: equal to the bit.
-  EXPECT_EQ(one.dx, two.dx) << be.name;
-  EXPECT_EQ(one.b, two.b) << be.name;
-  EXPECT_EQ(one.g_u, two.g_u) << be.name;
-  EXPECT_EQ(one.g_v, two.g_v) << be.name;
-  EXPECT_EQ(one.dh, two.dh) << be.name;
-  EXPECT_EQ(one.dl, two.dl) << be.name;
-  EXPECT_EQ(one.dg, two.dg) << be.name;
+  const Run two = run(two_calls), one = run(fused), kept = run(fused_saved_xs);
+  // The same staged operands through the same GEMMs and sums (x staged
+  // again, or read back from the forward's saved xs): equal to the bit.
+  for (const Run* o : {&one, &kept}) {
+    const char* what = o == &one ? ": fused" : ": fused, x from saved xs";
+    EXPECT_EQ(o->dx, two.dx) << be.name << what;
+    EXPECT_EQ(o->b, two.b) << be.name << what;
+    EXPECT_EQ(o->g_u, two.g_u) << be.name << what;
+    EXPECT_EQ(o->g_v, two.g_v) << be.name << what;
+    EXPECT_EQ(o->dh, two.dh) << be.name << what;
+    EXPECT_EQ(o->dl, two.dl) << be.name << what;
+    EXPECT_EQ(o->dg, two.dg) << be.name << what;
+  }
   double norm = 0;
   for (T v : one.g_u) norm += std::fabs(static_cast<double>(v));
   EXPECT_GT(norm, 0.0) << be.name << ": the sign gradients are not all zero";
 }
 
+// Also: with BlrSaved::xs the forward writes f16(x) and the backward
+// reads it, with the same results to the bit.
 TEST(Blr, BackwardSignGradEqualsTheTwoCalls) {
   fused_equals_two_calls(test::ref_backend());
   for (const auto& name : test::available_backends()) fused_equals_two_calls(test::backend(name));
@@ -473,6 +488,17 @@ TEST(Blr, BadInputIsAnError) {
   // saved tensors for the wrong number of paths
   test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32})}); },
                "blr_forward: saved a has shape [2, 4, 32], expected [1, 4, 32]");
+  // a saved xs of the wrong shape (forward and backward)
+  {
+    std::vector<f16> xs(static_cast<std::size_t>(s.ntok * s.n));
+    const BlrSaved<float> bad{View<float>(s.a.data(), Shape{1, 4, 32}), View<f16>(xs.data(), Shape{s.ntok, s.n - 1})};
+    test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), bad); },
+                       "blr_forward: saved xs has shape [4, 5], expected [4, 6]");
+    test::expect_error([&] {
+      ops.blr_backward(s.layer(), s.xv(), CView<float>(s.dy.data(), Shape{s.ntok, s.m}),
+                       bad, View<float>(s.dx.data(), Shape{s.ntok, s.n}), 1024.0f);
+    }, "blr_backward: saved xs has shape [4, 5], expected [4, 6]");
+  }
   // backward: grad_scale not a power of two, non-finite, missing gradients, wrong b
   const CView<float> dyv(s.dy.data(), Shape{s.ntok, s.m});
   const View<float> dxv(s.dx.data(), Shape{s.ntok, s.n});

@@ -88,6 +88,7 @@ class CpuBlrOps final : public BlrOps<float> {
     float* xs = act_x_.get(ntok * n);
     float* al = act_r_.get(ntok * r);
     stage_rows(x.data, nullptr, 1.0f, ntok, n, xs);
+    if (saved.xs.data) convert_rows(xs, ntok * n, saved.xs.data);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       const ScaledPlanes sp = scaled_planes(layer, p);
@@ -101,7 +102,7 @@ class CpuBlrOps final : public BlrOps<float> {
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const Staged st = staging(layer, x, dy, grad_scale);
+    const Staged st = staging(layer, x, dy, grad_scale, saved.xs);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, saved, dx, grad_scale, b_out, p, st);
       token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, {}, {}, true);
@@ -123,7 +124,7 @@ class CpuBlrOps final : public BlrOps<float> {
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
-    const Staged st = staging(layer, x, dy, grad_scale);
+    const Staged st = staging(layer, x, dy, grad_scale, saved.xs);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, x, saved, dx, grad_scale, b, p, st);
       token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, g_u, g_v, true);
@@ -138,13 +139,31 @@ class CpuBlrOps final : public BlrOps<float> {
   struct Staged {
     float *dys, *xs, *small, *small2;
   };
-  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale) {
+  // With `xs` (the forward's f16(x), BlrSaved) x is widened from it, not staged.
+  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale,
+                 CView<f16> xs = {}) {
     const index_t ntok = x.dim(0);
     const Staged st{act_dy_.get(ntok * layer.m), act_x_.get(ntok * layer.n), act_r_.get(ntok * layer.r),
                     act_r2_.get(ntok * layer.r)};
     stage_rows(dy.data, nullptr, grad_scale, ntok, layer.m, st.dys);
-    stage_rows(x.data, nullptr, 1.0f, ntok, layer.n, st.xs);
+    if (xs.data) {
+      widen_rows(xs.data, ntok * layer.n, st.xs);
+    } else {
+      stage_rows(x.data, nullptr, 1.0f, ntok, layer.n, st.xs);
+    }
     return st;
+  }
+
+  // dst[i] = the f16 of src[i] (src holds f16 values: exact), and back.
+  void convert_rows(const float* src, index_t count, f16* dst) {
+    pool_.parallel_for(count, [=](index_t i0, index_t i1) {
+      for (index_t i = i0; i < i1; ++i) dst[i] = to_f16(src[i]);
+    }, 16384);
+  }
+  void widen_rows(const f16* src, index_t count, float* dst) {
+    pool_.parallel_for(count, [=](index_t i0, index_t i1) {
+      for (index_t i = i0; i < i1; ++i) dst[i] = to_f32(src[i]);
+    }, 16384);
   }
 
   // Path p's GEMM planes f16(±h_j/s_h) [m][r] and f16(±g_i/s_g) [n][r] with

@@ -202,7 +202,8 @@ class CudaBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const index_t paths = static_cast<index_t>(layer.paths.size());
     const cudaStream_t s = ctx_.stream.get();
-    __half* xs = half_scratch(act_x_, ntok * n);
+    // x staged straight into the caller's saved.xs when given (the backward reads it there)
+    __half* xs = saved.xs.data ? reinterpret_cast<__half*>(saved.xs.data) : half_scratch(act_x_, ntok * n);
     __half* al = half_scratch(act_r_, ntok * r);
     launch_stage(x.data, n, 0, nullptr, 1.0f, ntok, ntok, n, xs, s);
     for (index_t p = 0; p < paths; ++p) {
@@ -219,7 +220,7 @@ class CudaBlrOps final : public BlrOps<float> {
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
-    const Staged st = staging(layer, x, dy, grad_scale);
+    const Staged st = staging(layer, x, dy, grad_scale, saved.xs);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, saved, dx, grad_scale, b_out, x.dim(0), p, st);
       token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, {}, {}, true);
@@ -242,7 +243,7 @@ class CudaBlrOps final : public BlrOps<float> {
   void blr_backward_sign_grad_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy,
                                    const BlrSaved<float>& saved, View<float> dx, float grad_scale, View<float> b,
                                    View<float> g_u, View<float> g_v) override {
-    const Staged st = staging(layer, x, dy, grad_scale);
+    const Staged st = staging(layer, x, dy, grad_scale, saved.xs);
     for (index_t p = 0; p < static_cast<index_t>(layer.paths.size()); ++p) {
       backward_path(layer, saved, dx, grad_scale, b, x.dim(0), p, st);
       token_sums(layer, saved.a, grad_scale, x.dim(0), p, st, g_u, g_v, true);
@@ -255,15 +256,20 @@ class CudaBlrOps final : public BlrOps<float> {
   // path small [ntok][r] (b⊙ℓ·gs) and small2 [ntok][r] (a⊙ℓ for E_U, apart
   // from small so that a staged b⊙ℓ·gs survives it).
   struct Staged {
-    __half *dys, *xs, *small, *small2;
+    __half* dys;
+    const __half* xs;
+    __half *small, *small2;
   };
-  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale) {
+  // With `xs` (the forward's f16(x), BlrSaved) x is not staged again.
+  Staged staging(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, float grad_scale,
+                 CView<f16> xs = {}) {
     const index_t ntok = x.dim(0);
     const cudaStream_t s = ctx_.stream.get();
-    const Staged st{half_scratch(act_dy_, ntok * layer.m), half_scratch(act_x_, ntok * layer.n),
+    __half* xs_own = xs.data ? nullptr : half_scratch(act_x_, ntok * layer.n);
+    const Staged st{half_scratch(act_dy_, ntok * layer.m), xs.data ? reinterpret_cast<const __half*>(xs.data) : xs_own,
                     half_scratch(act_r_, ntok * layer.r), half_scratch(act_r2_, ntok * layer.r)};
     launch_stage(dy.data, layer.m, 0, nullptr, grad_scale, ntok, ntok, layer.m, st.dys, s);
-    launch_stage(x.data, layer.n, 0, nullptr, 1.0f, ntok, ntok, layer.n, st.xs, s);
+    if (xs_own) launch_stage(x.data, layer.n, 0, nullptr, 1.0f, ntok, ntok, layer.n, xs_own, s);
     return st;
   }
 

@@ -26,6 +26,8 @@ class RefBlrOps final : public BlrOps<double> {
                         const BlrSaved<double>& saved) override {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     for (index_t i = 0; i < ntok * m; ++i) y[i] = 0;
+    if (saved.xs.data)
+      for (index_t i = 0; i < ntok * n; ++i) saved.xs.data[i] = to_f16(static_cast<float>(x[i]));
     for (std::size_t p = 0; p < layer.paths.size(); ++p) {
       const BlrPath<double>& path = layer.paths[p];
       const auto su = signs_of(path.sign_u, r), sv = signs_of(path.sign_v, r);

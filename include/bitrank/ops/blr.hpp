@@ -91,6 +91,11 @@ struct BlrLayer {
 template <class T>
 struct BlrSaved {
   View<T> a;  // [P][ntok][r]  (x⊙g)·S_V
+  // Optional [ntok][n]: blr_forward writes f16(x) there (round to nearest
+  // even: the f32 backends' staging of x) and blr_backward /
+  // blr_backward_sign_grad read it instead of staging x again. The f64
+  // reference writes it and computes from x.
+  View<f16> xs = {};
 };
 
 template <class T>
@@ -210,6 +215,7 @@ class BlrOps {
   static void check_saved(std::string_view op, const BlrLayer<T>& layer, index_t ntok, const BlrSaved<T>& saved) {
     const index_t paths = static_cast<index_t>(layer.paths.size());
     check::dense(op, "saved a", saved.a, Shape{paths, ntok, layer.r});
+    if (saved.xs.data || saved.xs.rank() > 0) check::dense(op, "saved xs", saved.xs, Shape{ntok, layer.n});
   }
 
   static void check_grad_scale(std::string_view op, float grad_scale) {

@@ -55,7 +55,8 @@ struct BlrDims {
 // several layers one after another, but a backward needs its forward's).
 template <class T>
 struct BlrTape {
-  Buffer<T> a;  // [P][ntok][r]  (x⊙g)·S_V
+  Buffer<T> a;     // [P][ntok][r]  (x⊙g)·S_V
+  Buffer<f16> xs;  // [ntok][n]  f16(x), the staged x the backward reuses (BlrSaved::xs)
 };
 
 // Backward scratch, shared by any number of layers (grown as needed).
@@ -92,7 +93,7 @@ class BlrLinear {
   // Signs and scales (as f32).
   blr::HostBlrMatrix download() const;
 
-  // y [ntok][m] (overwritten) from x [ntok][n]; a goes to the tape.
+  // y [ntok][m] (overwritten) from x [ntok][n]; a and the staged x go to the tape.
   void forward(CView<T> x, BlrTape<T>& tape, View<T> y);
   // dx [ntok][n] (overwritten); d(scales) and G_U, G_V accumulate (see
   // above). x and tape are those of the forward.
