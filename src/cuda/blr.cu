@@ -55,13 +55,13 @@ constexpr unsigned kThreads = 256;
 
 // ---- staging with column sums -------------------------------------------
 
-// dst[t][j] = f16(f32(f32(s[t][j]·col[j])·scale)), s = p or q.
+// dst[t][j] = f16(f32(f32(q[t][j]·col[j])·scale)).
 // Block (32, 8), grid (column tiles of 32·V, token blocks); thread (tx, ty)
 // owns columns V·(32·blockIdx.x + tx) … + V − 1 and rows t0 + ty, + 8, ….
 // Besides its pass, each block writes partial[blockIdx.y][j] =
 // Σ_{t in block} p[t][j]·q[t][j] (f64).
 template <int V>
-__global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __restrict__ q, bool stage_p,
+__global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __restrict__ q,
                                     const float* __restrict__ col, float scale, index_t rows, index_t k,
                                     index_t rows_per_block, __half* __restrict__ dst, double* __restrict__ partial) {
   __shared__ double lanes[kRowLanes][kColTile * V];
@@ -78,7 +78,7 @@ __global__ void stage_colsum_kernel(const float* __restrict__ p, const float* __
       const Floats<V> pe = load_floats<V>(p + e), qe = load_floats<V>(q + e);
       for (int v = 0; v < V; ++v) sum[v] += static_cast<double>(pe.v[v]) * qe.v[v];
       Floats<V> st;
-      for (int v = 0; v < V; ++v) st.v[v] = stage_product(stage_p ? pe.v[v] : qe.v[v], c.v[v], scale);
+      for (int v = 0; v < V; ++v) st.v[v] = stage_product(qe.v[v], c.v[v], scale);
       store_halves<V>(dst + e, st);
     }
   }
@@ -284,7 +284,7 @@ class CudaBlrOps final : public BlrOps<float> {
     const __half* pu_t = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, false);  // [r][m]
     gemm_.run_device_alpha(st.dys, pu_t, sc + kShOverGs, false, b, ntok, r, m, r);  // b = dy·(h⊙S_U)
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
-    stage_colsum(a, b, false, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
+    stage_colsum(a, b, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
     const __half* pv = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, true);  // [n][r]
     // dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ/gs
     gemm_.run_device_alpha(st.small, pv, sc + kSgOverGs, p > 0, dx.data, ntok, n, r, n);
@@ -344,9 +344,9 @@ class CudaBlrOps final : public BlrOps<float> {
 
   __half* half_scratch(Scratch<f16>& buf, index_t n) { return reinterpret_cast<__half*>(buf.get(ctx_.memory, n)); }
 
-  // One staging pass over [rows][k] (stage_colsum_kernel), then
+  // One staging pass over [rows][k] of q (stage_colsum_kernel), then
   // sum[j] += Σ_t p[t][j]·q[t][j].
-  void stage_colsum(const float* p, const float* q, bool stage_p, const float* col, float scale, index_t rows,
+  void stage_colsum(const float* p, const float* q, const float* col, float scale, index_t rows,
                     index_t k, __half* dst, float* sum) {
     const cudaStream_t s = ctx_.stream.get();
     const int v = vector_width(k, {p, q, col, dst});
@@ -356,9 +356,9 @@ class CudaBlrOps final : public BlrOps<float> {
     double* partial = partial_.get(ctx_.memory, blocks * k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(blocks)), block(kColTile, kRowLanes);
     if (v == 4) {
-      stage_colsum_kernel<4><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, partial);
+      stage_colsum_kernel<4><<<grid, block, 0, s>>>(p, q, col, scale, rows, k, rows_per_block, dst, partial);
     } else {
-      stage_colsum_kernel<1><<<grid, block, 0, s>>>(p, q, stage_p, col, scale, rows, k, rows_per_block, dst, partial);
+      stage_colsum_kernel<1><<<grid, block, 0, s>>>(p, q, col, scale, rows, k, rows_per_block, dst, partial);
     }
     BR_CUDA_LAUNCHED();
     launch_col_sum_finish(partial, blocks, k, sum, s);
