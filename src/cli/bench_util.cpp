@@ -19,7 +19,7 @@ std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index
     std::vector<std::shared_ptr<Buffer<float>>> h, l, g, dh, dl, dg;
     std::vector<BlrPath<float>> paths;
     std::shared_ptr<Buffer<float>> x, y, dy, dx, a, b, gu, gv;
-    std::shared_ptr<Buffer<f16>> xs;  // the forward's staged x, as the trainer keeps it
+    std::shared_ptr<Buffer<f16>> xs, planes;  // the forward's staged x and GEMM planes, as the trainer keeps them
   };
   auto st = std::make_shared<State>();
   const auto sz = [](index_t v) { return static_cast<std::size_t>(v); };
@@ -47,10 +47,13 @@ std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index
   st->gu = random_buffer<float>(mem, sz(P * m * r), 97, 1.0f);
   st->gv = random_buffer<float>(mem, sz(P * n * r), 98, 1.0f);
   st->xs = std::make_shared<Buffer<f16>>(mem, sz(T * n));
+  st->planes = std::make_shared<Buffer<f16>>(mem, sz(P * (m + n) * r));
 
   Backend<float>* bp = &be;
   auto layer = [st, m, n, r] { return BlrLayer<float>{m, n, r, st->paths}; };
-  auto saved = [st, P, T, r, n] { return BlrSaved<float>{st->a->view({P, T, r}), st->xs->view({T, n})}; };
+  auto saved = [st, P, T, r, n, m] {
+    return BlrSaved<float>{st->a->view({P, T, r}), st->xs->view({T, n}), st->planes->view({P, (m + n) * r})};
+  };
   const std::string shape = fmt::format("m={} n={} r={} T={} P={}", m, n, r, T, P);
   auto forward_backward = [=] {
     bp->blr().blr_forward(layer(), st->x->view({T, n}), st->y->view({T, m}), saved());

@@ -92,6 +92,11 @@ class CpuBlrOps final : public BlrOps<float> {
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       const ScaledPlanes sp = scaled_planes(layer, p);
+      if (saved.planes.data) {  // kept for the backward: path p's [m][r] then [n][r]
+        f16* kept = saved.planes.data + p * (m + n) * r;
+        convert_rows(sp.u, m * r, kept);
+        convert_rows(sp.v, n * r, kept + m * r);
+      }
       float* a = saved.a.data + p * ntok * r;
       sgemm(false, false, ntok, r, n, sp.s_g, xs, n, sp.v, r, 0.0f, a, r);  // a = x·(g⊙S_V)
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
@@ -172,13 +177,24 @@ class CpuBlrOps final : public BlrOps<float> {
     const float *u, *v;
     float s_h, s_g;
   };
-  ScaledPlanes scaled_planes(const BlrLayer<float>& layer, index_t p) {
+  // With `kept` (BlrSaved::planes: the forward's) they are widened from it.
+  ScaledPlanes scaled_planes(const BlrLayer<float>& layer, index_t p, CView<f16> kept = {}) {
     ensure_path_caches(static_cast<index_t>(layer.paths.size()));
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
     const std::size_t ip = static_cast<std::size_t>(p);
+    const index_t m = layer.m, n = layer.n, r = layer.r;
     ScaledPlanes sp{};
     sp.s_h = plane_scale(path.h);
     sp.s_g = plane_scale(path.g);
+    if (kept.data) {
+      const f16* k = kept.data + p * (m + n) * r;
+      float *u = plane_u_.get(m * r), *v = plane_v_.get(n * r);
+      widen_rows(k, m * r, u);
+      widen_rows(k + m * r, n * r, v);
+      sp.u = u;
+      sp.v = v;
+      return sp;
+    }
     sp.u = scale_plane(planes_u_[ip].plane(path.sign_u, layer.r, pool_), layer.m, layer.r, path.h.data, sp.s_h,
                        plane_u_.get(layer.m * layer.r));
     sp.v = scale_plane(planes_v_[ip].plane(path.sign_v, layer.r, pool_), layer.n, layer.r, path.g.data, sp.s_g,
@@ -214,7 +230,7 @@ class CpuBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const ScaledPlanes sp = scaled_planes(layer, p);
+    const ScaledPlanes sp = scaled_planes(layer, p, saved.planes);
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
     sgemm(false, false, ntok, r, m, sp.s_h * inv_scale, st.dys, m, sp.u, r, 0.0f, b, r);  // b = dy·(h⊙S_U)

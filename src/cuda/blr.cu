@@ -210,10 +210,13 @@ class CudaBlrOps final : public BlrOps<float> {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
       const float* sc = plane_scales(layer, p, 1.0f);
       float* a = saved.a.data + p * ntok * r;
-      const __half* pv_t = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, false);  // [r][n]
+      // the planes go to saved.planes when given (path p: [m][r] of h⊙S_U, then [r][n] of g⊙S_V)
+      __half* kept = saved.planes.data ? reinterpret_cast<__half*>(saved.planes.data) + p * (m + n) * r : nullptr;
+      const __half* pv_t =
+          expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, false, kept ? kept + m * r : nullptr);  // [r][n]
       gemm_.run_device_alpha(xs, pv_t, sc + kSg, false, a, ntok, r, n, r);  // a = x·(g⊙S_V)
       launch_stage(a, r, 0, path.l.data, 1.0f, ntok, ntok, r, al, s);
-      const __half* pu = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, true);  // [m][r]
+      const __half* pu = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, true, kept);  // [m][r]
       gemm_.run_device_alpha(al, pu, sc + kSh, p > 0, y.data, ntok, m, r, m);  // y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ
     }
   }
@@ -281,13 +284,25 @@ class CudaBlrOps final : public BlrOps<float> {
     const float* sc = plane_scales(layer, p, 1.0f / grad_scale);
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ctx_.memory, ntok * r);
-    const __half* pu_t = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, false);  // [r][m]
-    gemm_.run_device_alpha(st.dys, pu_t, sc + kShOverGs, false, b, ntok, r, m, r);  // b = dy·(h⊙S_U)
+    // The forward's planes when saved ([m][r] and [r][n], used as stored), else
+    // the other orientation expanded here ([r][m] and [n][r], used transposed).
+    const __half* kept =
+        saved.planes.data ? reinterpret_cast<const __half*>(saved.planes.data) + p * (m + n) * r : nullptr;
+    if (kept) {
+      gemm_.run_plain_device_alpha(st.dys, kept, sc + kShOverGs, false, b, ntok, r, m, r);  // b = dy·(h⊙S_U)
+    } else {
+      const __half* pu_t = expand(path.sign_u, r, path.h.data, sc + kInvSh, plane_u_, false);  // [r][m]
+      gemm_.run_device_alpha(st.dys, pu_t, sc + kShOverGs, false, b, ntok, r, m, r);
+    }
     // bl = f16(b⊙ℓ·gs), dℓ += Σ_t a⊙b
     stage_colsum(a, b, path.l.data, grad_scale, ntok, r, st.small, path.dl.data);
-    const __half* pv = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, true);  // [n][r]
     // dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ/gs
-    gemm_.run_device_alpha(st.small, pv, sc + kSgOverGs, p > 0, dx.data, ntok, n, r, n);
+    if (kept) {
+      gemm_.run_plain_device_alpha(st.small, kept + m * r, sc + kSgOverGs, p > 0, dx.data, ntok, n, r, n);
+    } else {
+      const __half* pv = expand(path.sign_v, r, path.g.data, sc + kInvSg, plane_v_, true);  // [n][r]
+      gemm_.run_device_alpha(st.small, pv, sc + kSgOverGs, p > 0, dx.data, ntok, n, r, n);
+    }
   }
 
   // The token sums of path p, with b⊙ℓ·gs staged in st.small:
@@ -332,11 +347,11 @@ class CudaBlrOps final : public BlrOps<float> {
   }
 
   // The GEMM plane ±f16(v_i·inv) of a bitmap [rows][r/32]: [rows][r], or
-  // its transpose [r][rows] when !rows_major, into buf.
+  // its transpose [r][rows] when !rows_major, into dst when given, else buf.
   const __half* expand(CView<std::uint32_t> bits, index_t r, const float* v, const float* inv, Scratch<f16>& buf,
-                       bool rows_major) {
+                       bool rows_major, __half* dst = nullptr) {
     const index_t rows = bits.dim(0);
-    __half* pl = half_scratch(buf, rows * r);
+    __half* pl = dst ? dst : half_scratch(buf, rows * r);
     launch_expand_signs(bits.data, rows, r, bits.dim(1), v, inv, rows_major ? pl : nullptr, rows_major ? nullptr : pl,
                         ctx_.stream.get());
     return pl;

@@ -166,6 +166,13 @@ void LtGemm::run_device_alpha(const __half* act, const __half* plane, const floa
   matmul(key, plane, act, alpha, accumulate ? 1.0f : 0.0f, out);
 }
 
+void LtGemm::run_plain_device_alpha(const __half* act, const __half* plane, const float* alpha, bool accumulate,
+                                    float* out, index_t m, index_t n, index_t k, index_t ldo) {
+  if (m == 0 || n == 0) return;
+  const Key key{Form::plain, false, m, n, k, ldo, alignment_of(plane), alignment_of(act), alignment_of(out) >= 16, true};
+  matmul(key, plane, act, alpha, accumulate ? 1.0f : 0.0f, out);
+}
+
 void LtGemm::run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n,
                         index_t ntok, index_t ldo) {
   if (m == 0 || n == 0) return;

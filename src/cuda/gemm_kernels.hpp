@@ -141,6 +141,10 @@ class LtGemm {
   // a factor computed on the device, read when the GEMM runs).
   void run_device_alpha(const __half* act, const __half* plane, const float* alpha, bool accumulate, float* out,
                         index_t m, index_t n, index_t k, index_t ldo);
+  // out[m][n] (row stride ldo ≥ n) = act[m][k] · plane[k][n] · *alpha (+ out
+  // when accumulate): the plane used as it is stored (alpha a device scalar).
+  void run_plain_device_alpha(const __half* act, const __half* plane, const float* alpha, bool accumulate, float* out,
+                              index_t m, index_t n, index_t k, index_t ldo);
   // out[m][n] (row stride ldo ≥ n) = lhs[ntok][m]ᵀ · rhs[ntok][n] · oscale:
   // a sum over tokens of row-major operands (the sign gradients).
   void run_tokens(const __half* lhs, const __half* rhs, float oscale, float* out, index_t m, index_t n, index_t ntok,

@@ -177,21 +177,25 @@ void BlrLinear<T>::forward(CView<T> x, BlrTape<T>& tape, View<T> y) {
   const index_t ntok = x.dim(0), P = dims_.paths;
   Memory& mem = *be_->memory;
   ensure_size(tape.a, mem, P * ntok * dims_.r);
+  const index_t plane_halves = (dims_.m + dims_.n) * dims_.r;
   ensure_size(tape.xs, mem, ntok * dims_.n);
-  be_->blr().blr_forward(layer(), x, y, {tape.a.view({P, ntok, dims_.r}), tape.xs.view({ntok, dims_.n})});
+  ensure_size(tape.planes, mem, P * plane_halves);
+  be_->blr().blr_forward(layer(), x, y,
+                         {tape.a.view({P, ntok, dims_.r}), tape.xs.view({ntok, dims_.n}), tape.planes.view({P, plane_halves})});
 }
 
 template <class T>
 void BlrLinear<T>::backward(CView<T> x, CView<T> dy, const BlrTape<T>& tape, View<T> dx, float grad_scale,
                             BlrWorkspace<T>& ws) {
   const index_t ntok = x.dim(0), P = dims_.paths, m = dims_.m, n = dims_.n, r = dims_.r;
-  if (tape.a.size() < static_cast<std::size_t>(P * ntok * r) || tape.xs.size() < static_cast<std::size_t>(ntok * n))
+  if (tape.a.size() < static_cast<std::size_t>(P * ntok * r) || tape.xs.size() < static_cast<std::size_t>(ntok * n) ||
+      tape.planes.size() < static_cast<std::size_t>(P * (m + n) * r))
     fail("BlrLinear backward: the tape holds no forward of {} tokens", ntok);
   Memory& mem = *be_->memory;
   ensure_size(ws.b, mem, P * ntok * r);
   const View<T> a = tape.a.view({P, ntok, r}), b = ws.b.view({P, ntok, r});
   BlrOps<T>& ops = be_->blr();
-  const BlrSaved<T> saved{a, tape.xs.view({ntok, n})};
+  const BlrSaved<T> saved{a, tape.xs.view({ntok, n}), tape.planes.view({P, (m + n) * r})};
   if (!sign_grads_written_) {
     ops.blr_backward_sign_grad(layer(), x, dy, saved, dx, grad_scale, b, t_.g_u, t_.g_v);
     sign_grads_written_ = true;

@@ -96,6 +96,11 @@ struct BlrSaved {
   // blr_backward_sign_grad read it instead of staging x again. The f64
   // reference writes it and computes from x.
   View<f16> xs = {};
+  // Optional [P][(m + n)·r]: blr_forward writes each path's GEMM planes there
+  // (the scaled signs of Numerics, in the backend's own layout) and the
+  // backward reuses them instead of expanding them again. The f64
+  // reference ignores it.
+  View<f16> planes = {};
 };
 
 template <class T>
@@ -216,6 +221,8 @@ class BlrOps {
     const index_t paths = static_cast<index_t>(layer.paths.size());
     check::dense(op, "saved a", saved.a, Shape{paths, ntok, layer.r});
     if (saved.xs.data || saved.xs.rank() > 0) check::dense(op, "saved xs", saved.xs, Shape{ntok, layer.n});
+    if (saved.planes.data || saved.planes.rank() > 0)
+      check::dense(op, "saved planes", saved.planes, Shape{paths, (layer.m + layer.n) * layer.r});
   }
 
   static void check_grad_scale(std::string_view op, float grad_scale) {

@@ -56,7 +56,8 @@ struct BlrDims {
 template <class T>
 struct BlrTape {
   Buffer<T> a;     // [P][ntok][r]  (x⊙g)·S_V
-  Buffer<f16> xs;  // [ntok][n]  f16(x), the staged x the backward reuses (BlrSaved::xs)
+  Buffer<f16> xs;      // [ntok][n]  f16(x), the staged x the backward reuses (BlrSaved::xs)
+  Buffer<f16> planes;  // [P][(m + n)·r]  the forward's GEMM planes (BlrSaved::planes)
 };
 
 // Backward scratch, shared by any number of layers (grown as needed).
@@ -93,7 +94,7 @@ class BlrLinear {
   // Signs and scales (as f32).
   blr::HostBlrMatrix download() const;
 
-  // y [ntok][m] (overwritten) from x [ntok][n]; a and the staged x go to the tape.
+  // y [ntok][m] (overwritten) from x [ntok][n]; a, the staged x and the GEMM planes go to the tape.
   void forward(CView<T> x, BlrTape<T>& tape, View<T> y);
   // dx [ntok][n] (overwritten); d(scales) and G_U, G_V accumulate (see
   // above). x and tape are those of the forward.
