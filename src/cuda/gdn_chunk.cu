@@ -505,59 +505,79 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
 }
 
-// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ (over ws.U), S ←
+// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ → ws.U, S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
-// state's 64 columns stay in registers (an Acc) and go through shared memory
-// once per chunk, as the operand of W S₀. The pass is a chain over the
-// window's chunks, so each chunk's operands (W, K, this block's columns of
-// Ũ, c) are double-buffered: fetched at the previous chunk's first barrier,
-// they have a whole chunk to land. One block per SM (206 KB of shared
-// memory); three barriers per chunk.
+// state's 64 columns stay in registers (an Acc); both products read split
+// operands by ldmatrix (tile::Split), so no operand is split per use: S₀ is
+// split once from the registers, W comes split from prep, K is split by
+// the threads that fetched it (their own slots: no barrier between landing
+// and splitting), and f ⊙ U is split from the W S₀ accumulators, to which
+// Ũ is added there (U goes to ws.U from the registers too). The pass is a
+// chain over the window's chunks: W, Ũ, c are double-buffered and fetched
+// at a chunk's first barrier, K (single f32 buffer) as soon as its fetcher
+// has split the previous one — each has most of a chunk to land. One block
+// per SM (224 KB of shared memory); two barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ss = smem;                // [128][68]: S₀
-  float* Xw = Ss + kD * kLdV;      // 2 × Split [64][136]: W
-  float* Xk = Xw + 2 * kSplitTile; // 2 × [64][132]: K
-  float* Ub = Xk + 2 * kC * kLdD;  // 2 × [64][68]: Ũ, then U, then f ⊙ U
-  float* cb = Ub + 2 * kC * kLdV;  // 2 × [128]: c and β
+  float* Sf = smem;                 // Split [128][72]: S₀
+  float* Xw = Sf + kD * kLdSC;      // 2 × Split [64][136]: W
+  float* Xk = Xw + 2 * kSplitTile;  // [64][132]: K, f32 as fetched
+  float* Kf = Xk + kC * kLdD;       // Split [64][136]: K
+  float* Uf = Kf + kSplitTile;      // Split [64][72]: f ⊙ U
+  float* Ub = Uf + kC * kLdSC;      // 2 × [64][68]: this block's columns of Ũ
+  float* cb = Ub + 2 * kC * kLdV;   // 2 × [128]: c and β
+  const auto plane_split = [](float* f, int rows, int ld) {
+    auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
+    return Split{hi, hi + rows * ld, ld};
+  };
+  const Split S0 = plane_split(Sf, kD, kLdSC), Ks = split_view(Kf), fU = plane_split(Uf, kC, kLdSC);
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
-  const auto fetch_chunk = [&](int ci, int buf) {
+  const auto fetch_k = [&](int ci) {
+    const Pos q = chunk(ci);
+    fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
+  };
+  const auto fetch_w_u_c = [&](int ci, int buf) {
     const Pos q = chunk(ci);
     fetch_split_tile(split_view(Xw + buf * kSplitTile), ws.W + q.idx * kRowTile);
-    fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
     fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
-  fetch_chunk(0, 0);
+  fetch_w_u_c(0, 0);
+  fetch_k(0);
   tile::Acc<kD, kTV> S;  // zero
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
-    const Split W = split_view(Xw + buf * kSplitTile);
-    const float* K = Xk + buf * kC * kLdD;
-    float* U = Ub + buf * kC * kLdV;
+    const float* Ut = Ub + buf * kC * kLdV;
     const float* c = cb + buf * kScalars;
-    S.store(Ss, kLdV, 1.0f, false);
+    S.store_split(S0);  // S₀'s readers (the last chunk's W S₀) are behind barrier [2]
+    S.store(ws.S + p.idx * kStateTile + j0, kD, 1.0f, false);
     landed();         // this chunk's operands (the only copies in flight)
-    __syncthreads();  // [1] S₀ and the operands visible; the last chunk's readers of the other buffers done
-    if (ci + 1 < nch) fetch_chunk(ci + 1, buf ^ 1);
-    copy_tile<kD, kTV>(ws.S + p.idx * kStateTile + j0, kD, Ss, kLdV);
-    gemm<kC, kTV, kD, Row, Row>(U, kLdV, W, Ss, kLdV, -1.0f, true);
-    __syncthreads();  // [2] U done
+    __syncthreads();  // [1] S₀, W, Ũ, c visible; the last chunk's readers of K, f ⊙ U and the other buffers done
+    if (ci + 1 < nch) fetch_w_u_c(ci + 1, buf ^ 1);
+    for_row_slots<kD>([&](int r, int i) {  // this thread's K slots, split; then its slots of the next K
+      tile::split_store4(Ks, r, i, *reinterpret_cast<const float4*>(Xk + r * kLdD + i));
+    });
+    asm volatile("" ::: "memory");  // the reads above before the copies below overwrite their slots
+    if (ci + 1 < nch) fetch_k(ci + 1);
+    tile::Acc<kC, kTV> ws0;  // W S₀
+    ws0.mma<kD, Row, Row>(split_view(Xw + buf * kSplitTile), S0);
     const float cl = c[p.L - 1];
-    for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // U out, then f ⊙ U in place
-      const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
-      float4 v = *reinterpret_cast<const float4*>(U + r * kLdV + i);
-      *reinterpret_cast<float4*>(ws.U + p.idx * kRowTile + r * kD + j0 + i) = v;
-      const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
-      v.x *= f, v.y *= f, v.z *= f, v.w *= f;
-      *reinterpret_cast<float4*>(U + r * kLdV + i) = v;
-    }
+    ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + r * kLdV + i); },
+                     [&](int r, int i, float2 w, float2 ut) {  // U = Ũ − W S₀ out; f ⊙ U split
+                       const float2 u = make_float2(ut.x - w.x, ut.y - w.y);
+                       *reinterpret_cast<float2*>(ws.U + p.idx * kRowTile + r * kD + j0 + i) = u;
+                       const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
+                       uint32_t hi, lo;
+                       tile::split_bf16x2(u.x * f, u.y * f, hi, lo);
+                       *reinterpret_cast<uint32_t*>(fU.hi + r * fU.ld + i) = hi;
+                       *reinterpret_cast<uint32_t*>(fU.lo + r * fU.ld + i) = lo;
+                     });
     S.scale(expf(cl));
-    __syncthreads();  // [3] f ⊙ U visible
-    S.mma<kC, Col, Row>(K, kLdD, U, kLdV);
+    __syncthreads();  // [2] K and f ⊙ U split and visible; S₀ and W read
+    S.mma<kC, Col, Row>(Ks, fU);
   }
 }
 
@@ -1048,7 +1068,8 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 // Shared-memory bytes of each kernel (floats × 4).
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
-constexpr std::size_t kStateFwdSmem = 4 * (kD * kLdV + 2 * kSplitTile + 2 * kC * kLdD + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateFwdSmem =
+    4 * (kD * kLdSC + 3 * kSplitTile + kC * kLdD + kC * kLdSC + 2 * kC * kLdV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
