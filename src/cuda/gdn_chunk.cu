@@ -644,95 +644,103 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
 // (K̃ = e^{c_last−c} ⊙ K rows, 0 past L), dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO
-// − Wᵀ dU. dS stays in registers as in the forward pass. A chunk's operands
-// arrive in groups of copies issued during the chunk after it (in pass
-// order, the one before): c, then K and dU, at its first barrier (all
-// double-buffered), Q and dO at its second, W at its last. c is waited for
-// before that chunk's third barrier, which publishes it; K, dU, Q and dO at
-// the top of the chunk they belong to, where the threads that fetched K
-// and Q rows scale them (their own copies: no barrier needed); W before
-// the third barrier. One block per SM (223 KB); four barriers per chunk.
+// − Wᵀ dU. dS stays in registers as in the forward pass and is split once
+// from there; K is split raw by the threads that fetched it (K̃'s row
+// factors go onto the K dS_L accumulators, where dU is added and goes to
+// ws.dU, and −dU is split for Wᵀ dU), so K dS_L and Wᵀ dU read split
+// operands by ldmatrix; (e^cQ)ᵀ dO stays an f32 product (Q scaled in place
+// by its fetchers). A chunk's operands arrive in groups issued during the
+// chunk after it (in pass order, the one before): K as soon as its fetcher
+// has split the previous one; Q, dO, dU and the c of the chunk after next
+// at its second barrier; W at its last. K, Q, dO, dU are waited for at the
+// top of the chunk they belong to, W before its second barrier. One block
+// per SM (223 KB); three barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Ds = smem;                // [128][68]: dS_L
-  float* Xk = Ds + kD * kLdV;      // 2 × [64][132]: K̃
-  float* Xq = Xk + 2 * kC * kLdD;  // [64][132]: e^c Q
-  float* Xw = Xq + kC * kLdD;      // Split [64][136]: W
-  float* Ub = Xw + kSplitTile;     // 2 × [64][68]: dU, then −dU
-  float* Do = Ub + 2 * kC * kLdV;  // [64][68]: dO
-  float* cb = Do + kC * kLdV;      // 2 × [128]: c and β
+  float* Df = smem;              // Split [128][72]: dS_L
+  float* Xk = Df + kD * kLdSC;   // [64][132]: K, f32 as fetched
+  float* Kf = Xk + kC * kLdD;    // Split [64][136]: K
+  float* Xq = Kf + kSplitTile;   // [64][132]: e^c Q
+  float* Xw = Xq + kC * kLdD;    // Split [64][136]: W
+  float* Ub = Xw + kSplitTile;   // [64][68]: this block's columns of dU as fetched
+  float* Do = Ub + kC * kLdV;    // [64][68]: dO
+  float* Uf = Do + kC * kLdV;    // Split [64][72]: −dU
+  float* cb = Uf + kC * kLdSC;   // 2 × [128]: c and β
+  const auto plane_split = [](float* f, int rows, int ld) {
+    auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
+    return Split{hi, hi + rows * ld, ld};
+  };
+  const Split dSL = plane_split(Df, kD, kLdSC), Ks = split_view(Kf), mdU = plane_split(Uf, kC, kLdSC);
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
   const int dcols = max(0, min(kTV, g.d - j0));
   // The groups of chunk ci, each committed even when empty (ci < 0), so
   // that the waits below count the same in every iteration.
-  const auto fetch_c = [&](int ci) {
-    if (ci >= 0) fetch_scalars(ws.cb, chunk(ci).idx, cb + (ci & 1) * kScalars);
-    commit();
-  };
-  const auto fetch_k_du = [&](int ci) {
+  const auto fetch_k = [&](int ci) {
     if (ci >= 0) {
       const Pos q = chunk(ci);
-      const int buf = ci & 1;
-      fetch_rows(Xk + buf * kC * kLdD, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
-      fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+      fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
     }
     commit();
   };
-  const auto fetch_q_do = [&](int ci) {
+  const auto fetch_q_do_du_c = [&](int ci) {  // and the c of chunk ci − 1
     if (ci >= 0) {
       const Pos q = chunk(ci);
       fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
       fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+      fetch_tile<kC, kTV>(Ub, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
     }
+    if (ci >= 1) fetch_scalars(ws.cb, chunk(ci - 1).idx, cb + ((ci - 1) & 1) * kScalars);
     commit();
   };
   const auto fetch_w = [&](int ci) {
     if (ci >= 0) fetch_split_tile(split_view(Xw), ws.W + chunk(ci).idx * kRowTile);
     commit();
   };
-  fetch_c(nch - 1);
+  fetch_scalars(ws.cb, chunk(nch - 1).idx, cb + ((nch - 1) & 1) * kScalars);
   landed();
   __syncthreads();  // the first chunk's c visible
-  fetch_k_du(nch - 1);
-  fetch_q_do(nch - 1);
+  fetch_k(nch - 1);
+  fetch_q_do_du_c(nch - 1);
   fetch_w(nch - 1);
   tile::Acc<kD, kTV> D;  // dS, zero
   for (int ci = nch - 1; ci >= 0; --ci) {
-    const int buf = ci & 1;
     const Pos p = chunk(ci);
-    float* K = Xk + buf * kC * kLdD;
-    float* Us = Ub + buf * kC * kLdV;
-    const float* c = cb + buf * kScalars;
-    D.store(Ds, kLdV, 1.0f, false);
-    landed_but<1>();  // K, dU, Q, dO of this chunk (W may still be in flight)
-    const float cl = c[p.L - 1];
-    scale_rows(K, kLdD, [&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
+    const float* c = cb + (ci & 1) * kScalars;
+    D.store_split(dSL);  // its readers (the chunk after's K dS_L) are behind that chunk's barrier [2]
+    D.store(ws.dh + p.idx * kStateTile + j0, kD, 1.0f, false);
+    landed_but<1>();  // K, Q, dO, dU of this chunk (W may still be in flight)
+    for_row_slots<kD>([&](int r, int i) {  // this thread's K slots, split; then its slots of the next K
+      tile::split_store4(Ks, r, i, *reinterpret_cast<const float4*>(Xk + r * kLdD + i));
+    });
+    asm volatile("" ::: "memory");  // the reads above before the copies below overwrite their slots
+    fetch_k(ci - 1);
     scale_rows(Xq, kLdD, [&](int r) { return expf(c[r]); });
-    __syncthreads();  // [1] dS_L, K̃, e^cQ, dO, dU visible; the chunk after's readers of the other buffers done
-    fetch_c(ci - 1);
-    fetch_k_du(ci - 1);
-    copy_tile<kD, kTV>(ws.dh + p.idx * kStateTile + j0, kD, Ds, kLdV);
+    __syncthreads();  // [1] dS_L, K, e^cQ, dO, dU visible
     tile::Acc<kD, kTV> qdo;
-    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);                        // (e^cQ)ᵀ dO
-    gemm<kC, kTV, kD, Row, Row>(Us, kLdV, K, kLdD, Ds, kLdV, 1.0f, true);  // dU += K̃ dS_L
-    __syncthreads();  // [2] dU done; Xq, Do free
-    fetch_q_do(ci - 1);
-    for (int e = threadIdx.x; e < kC * kTV / 4; e += kThreads) {  // dU out, then −dU in place
-      const int r = e / (kTV / 4), i = 4 * (e % (kTV / 4));
-      float4 v = *reinterpret_cast<const float4*>(Us + r * kLdV + i);
-      *reinterpret_cast<float4*>(ws.dU + p.idx * kRowTile + r * kD + j0 + i) = v;
-      v.x = -v.x, v.y = -v.y, v.z = -v.z, v.w = -v.w;
-      *reinterpret_cast<float4*>(Us + r * kLdV + i) = v;
-    }
+    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);  // (e^cQ)ᵀ dO
+    tile::Acc<kC, kTV> kd;
+    kd.mma<kD, Row, Row>(Ks, dSL);  // K dS_L
+    const float cl = c[p.L - 1];
+    kd.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ub + r * kLdV + i); },
+                    [&](int r, int i, float2 k, float2 old) {  // dU = dU + K̃ dS_L out; −dU split
+                      const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
+                      const float2 du = make_float2(fmaf(f, k.x, old.x), fmaf(f, k.y, old.y));
+                      *reinterpret_cast<float2*>(ws.dU + p.idx * kRowTile + r * kD + j0 + i) = du;
+                      uint32_t hi, lo;
+                      tile::split_bf16x2(-du.x, -du.y, hi, lo);
+                      *reinterpret_cast<uint32_t*>(mdU.hi + r * mdU.ld + i) = hi;
+                      *reinterpret_cast<uint32_t*>(mdU.lo + r * mdU.ld + i) = lo;
+                    });
     D.scale(expf(cl));
     D.add(qdo);
-    landed_but<2>();  // W of this chunk and c of the next (all but the newest two groups: K and dU, Q and dO)
-    __syncthreads();  // [3] W, −dU, the next chunk's c visible
-    D.mma<kC, Col, Row>(split_view(Xw), Us, kLdV);  // − Wᵀ dU
-    __syncthreads();  // [4] Xw free
+    landed_but<1>();  // W of this chunk (all but the newest group: the next K)
+    __syncthreads();  // [2] W, −dU visible; Xq, Do, Ub, this chunk's c read
+    fetch_q_do_du_c(ci - 1);
+    D.mma<kC, Col, Row>(split_view(Xw), mdU);  // − Wᵀ dU
+    __syncthreads();  // [3] Xw free
     fetch_w(ci - 1);
   }
 }
@@ -1073,7 +1081,8 @@ constexpr std::size_t kStateFwdSmem =
 constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
-constexpr std::size_t kStateBwdSmem = 4 * (kD * kLdV + 3 * kC * kLdD + kSplitTile + 3 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kStateBwdSmem =
+    4 * (kD * kLdSC + 2 * kC * kLdD + 2 * kSplitTile + 2 * kC * kLdV + kC * kLdSC + 2 * kScalars);
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradStateSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
