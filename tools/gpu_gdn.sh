@@ -10,40 +10,51 @@
 #                                      chunk_gated_delta_rule in the same run (its
 #                                      backward's version guard bypassed: see
 #                                      bench/anchors/fla_gdn.py)
-#   tools/gpu_gdn.sh --detail KERNEL   ncu's stall reasons, pipe and memory use and
-#                                      occupancy for one launch of KERNEL (e.g. grads_wy)
+#   tools/gpu_gdn.sh --detail K[,K…]   ncu's stall reasons, pipe and memory use and
+#                                      occupancy for one launch of each kernel K at
+#                                      8x512 (e.g. state_fwd,state_bwd); builds and
+#                                      profiles only (no tests, no timing)
 #   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
-#                                      racecheck over two small cases
+#                                      racecheck over two small cases (no other runs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
-log=${OUT:-/tmp}/gpu_gdn.log
-./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*:*Hybrid*:*hybrid*' > "$log" 2>&1; rc=$?
-BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank_tests --gtest_filter='Parity/gdn*' >> "$log" 2>&1 || rc=1
-echo "== design 3 against the f64 reference (largest relative L2 error per output) =="
-grep -E "design 3|\[parity\] gdn.* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  %-6s %s\n", k, m[k]}'
-echo "== tests =="; grep -E "^\[  PASSED  \]|^\[  FAILED  \]" "$log" | sort -u
-for k in 2 3; do
-  echo "== design $k =="
-  BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" |
-    head -2 | tee "${OUT:-/tmp}/gdn_design$k.txt"
-done
-if [ -n "${FLA_SRC:-}" ]; then
-  echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
-  python3 bench/anchors/fla_gdn.py --bypass-guard > "${OUT:-/tmp}/gdn_fla.txt" 2>&1
-  tail -6 "${OUT:-/tmp}/gdn_fla.txt"
-  python3 tools/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+mode=${1:-}
+rc=0
+# Tests and timings (not for --detail or --sanitize, which only build and run their tool).
+if [ "$mode" = "" ] || [ "$mode" = "--kernels" ]; then
+  log=${OUT:-/tmp}/gpu_gdn.log
+  ./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*:*Hybrid*:*hybrid*' > "$log" 2>&1; rc=$?
+  BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank_tests --gtest_filter='Parity/gdn*' >> "$log" 2>&1 || rc=1
+  echo "== design 3 against the f64 reference (largest relative L2 error per output) =="
+  grep -E "design 3|\[parity\] gdn.* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  %-6s %s\n", k, m[k]}'
+  echo "== tests =="; grep -E "^\[  PASSED  \]|^\[  FAILED  \]" "$log" | sort -u
+  for k in 2 3; do
+    echo "== design $k =="
+    BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" |
+      head -2 | tee "${OUT:-/tmp}/gdn_design$k.txt"
+  done
+  if [ -n "${FLA_SRC:-}" ]; then
+    echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
+    python3 bench/anchors/fla_gdn.py --bypass-guard > "${OUT:-/tmp}/gdn_fla.txt" 2>&1
+    tail -6 "${OUT:-/tmp}/gdn_fla.txt"
+    python3 tools/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
+  fi
 fi
-if [ "${1:-}" = "--detail" ]; then
-  echo "== ${2:?kernel name} under ncu (one launch at 8x512) =="
-  BITRANK_GDN_KERNEL=3 ncu -k regex:"${2}" -c 1 --section WarpStateStats --section SchedulerStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
-    --section LaunchStats --section SourceCounters ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.01 2>&1 |
-    grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
+if [ "$mode" = "--detail" ]; then
+  for kernel in $(echo "${2:?kernel names, e.g. state_fwd,state_bwd}" | tr ',' ' '); do
+    echo "== ${kernel} under ncu (one launch at 8x512) =="
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"${kernel}" -c 1 --section WarpStateStats --section SchedulerStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+      --section LaunchStats --section SourceCounters \
+      ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.01 2>&1 |
+      grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
+  done
 fi
-if [ "${1:-}" = "--sanitize" ]; then
+if [ "$mode" = "--sanitize" ]; then
   # memcheck over every GDN test; racecheck (far slower) over two small cases:
   # one chunk per window, and a window of two chunks (the state passes'
   # operands fetched a chunk ahead).
@@ -56,7 +67,7 @@ if [ "${1:-}" = "--sanitize" ]; then
     echo "rc=$? (124: the timeout)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "${OUT:-/tmp}/gdn_${tool}.log" | sort -u
   done
 fi
-if [ "${1:-}" = "--kernels" ]; then
+if [ "$mode" = "--kernels" ]; then
   for shape in 8x512 1x32768; do
     echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: the first 10 launches) =="
     BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv \
