@@ -9,7 +9,8 @@
 //
 //   forward   stage x → per path: GEMM a = x·(g⊙S_V)·s_g → stage a⊙ℓ
 //             → GEMM y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ·s_h  (β = 1 across paths)
-//   backward  stage dy·gs and x → per path:
+//   backward  stage dy·gs, and x unless the forward's f16(x) is given
+//             (BlrSaved::xs) → per path:
 //             GEMM b = (dy·gs)·(h⊙S_U)·s_h/gs
 //             stage b⊙ℓ·gs with Σ a⊙b → dℓ;  GEMM dx (=, +=) (b⊙ℓ·gs)·(g⊙S_V)ᵀ·s_g/gs
 //             stage a⊙ℓ → GEMM E_U = (dy·gs)ᵀ·(a⊙ℓ) / gs;   dh += Σ_k S_U⊙E_U
@@ -32,8 +33,10 @@
 // column), and col_sum.cuh's finishing pass adds the partials in a fixed
 // order into the f32 gradient. The partition depends only on the shape.
 //
-// The planes are re-expanded on every call (h, g and the bits, which the
-// sign optimizer rewrites in place, are always seen; no host round trip).
+// The planes are expanded by every forward (h, g and the bits, which the
+// sign optimizer rewrites in place, are always seen; no host round trip);
+// the backward runs b and dx on the forward's planes when they are given
+// (BlrSaved::planes, used as stored), else expands the other orientation.
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows. Everything runs on the context's stream; nothing synchronises.
 // One ops object serves one caller at a time.
