@@ -252,13 +252,15 @@ __device__ __forceinline__ void load_split_rows(const Split& dst, const float* s
   }
 }
 
-// A 64 × kD Split in shared memory from its first float (it occupies
-// kSplitTile floats).
-constexpr int kSplitTile = kC * kLdS;
-__device__ __forceinline__ Split split_view(float* f) {
+// A rows × ld Split in shared memory from its first float: the hi plane,
+// then the lo plane (rows·ld/2 floats each).
+__device__ __forceinline__ Split split_planes(float* f, int rows, int ld) {
   auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
-  return Split{hi, hi + kC * kLdS, kLdS};
+  return Split{hi, hi + rows * ld, ld};
 }
+// A 64 × kD one (it occupies kSplitTile floats).
+constexpr int kSplitTile = kC * kLdS;
+__device__ __forceinline__ Split split_view(float* f) { return split_planes(f, kC, kLdS); }
 
 // Issues the copy of a workspace tile stored split (ws.W: the hi plane
 // [64][128] of bf16, then the lo plane) into a Split of shared memory.
@@ -285,8 +287,7 @@ __device__ __forceinline__ void split_in_place(float* P) {
     v[n] = *reinterpret_cast<const float4*>(P + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
   }
   __syncthreads();
-  auto* hi = reinterpret_cast<__nv_bfloat16*>(P);
-  const Split dst{hi, hi + kC * kLdSC, kLdSC};
+  const Split dst = split_planes(P, kC, kLdSC);
 #pragma unroll
   for (int n = 0; n < kSlots; ++n) {
     const int e = static_cast<int>(threadIdx.x) + n * kThreads;
@@ -304,15 +305,6 @@ __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src
     const int r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
     cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16);
   }
-}
-// Dense copy of a ROWS×COLS tile from shared memory to a workspace tile
-// (16-byte aligned rows).
-template <int ROWS, int COLS>
-__device__ __forceinline__ void copy_tile(float* dst, int ldd, const float* src, int lds) {
-  static_assert(COLS % 4 == 0, "float4 rows");
-  tile_pass<ROWS, COLS / 4, float4>(
-      [&](int r, int q) { return *reinterpret_cast<const float4*>(src + r * lds + 4 * q); },
-      [&](int r, int q, float4 v) { *reinterpret_cast<float4*>(dst + r * ldd + 4 * q) = v; });
 }
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
@@ -399,10 +391,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   float* Ts = As + kC * kLdP;                               // [64][72], then T'' split
   float* c = Ts + kC * kLdP;                                // [64]
   float* b = c + kC;                                        // [64]
-  const auto split_at = [](float* f32) {
-    auto* hi = reinterpret_cast<__nv_bfloat16*>(f32);
-    return Split{hi, hi + kC * kLdSC, kLdSC};
-  };
+  const auto split_at = [](float* f32) { return split_planes(f32, kC, kLdSC); };
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   if (threadIdx.x < kScalars) ws.cb[p.idx * kScalars + threadIdx.x] = c[threadIdx.x];  // c, then β (b = c + 64)
   load_split_rows(K, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
@@ -528,11 +517,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
   float* Uf = Kf + kSplitTile;      // Split [64][72]: f ⊙ U
   float* Ub = Uf + kC * kLdSC;      // 2 × [64][68]: this block's columns of Ũ
   float* cb = Ub + 2 * kC * kLdV;   // 2 × [128]: c and β
-  const auto plane_split = [](float* f, int rows, int ld) {
-    auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
-    return Split{hi, hi + rows * ld, ld};
-  };
-  const Split S0 = plane_split(Sf, kD, kLdSC), Ks = split_view(Kf), fU = plane_split(Uf, kC, kLdSC);
+  const Split S0 = split_planes(Sf, kD, kLdSC), Ks = split_view(Kf), fU = split_planes(Uf, kC, kLdSC);
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const auto fetch_k = [&](int ci) {
     const Pos q = chunk(ci);
@@ -595,9 +580,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   const Split KS{Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC, kLdS};  // K [64][136], then S₀'s columns
   const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
   float* Ps = reinterpret_cast<float*>(KS.lo + kD * kLdSC);               // [64][72], then P split
-  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
-  auto* uplanes = reinterpret_cast<__nv_bfloat16*>(Ps + kC * kLdP);
-  const Split U{uplanes, uplanes + kC * kLdSC, kLdSC};  // [64][72]
+  const Split Pm = split_planes(Ps, kC, kLdSC);
+  const Split U = split_planes(Ps + kC * kLdP, kC, kLdSC);  // [64][72]
   float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
   fetch_scalars(ws.cb, p.idx, c);
   split_scores(g, a.tp, p, Q, KS, Ps, c);
@@ -633,7 +617,7 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then dO
   const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K
   float* Ps = reinterpret_cast<float*>(X2.lo + kC * kLdS);          // [64][72], then P split
-  const Split Pm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  const Split Pm = split_planes(Ps, kC, kLdSC);
   float* c = Ps + kC * kLdP;
   fetch_scalars(ws.cb, p.idx, c);
   split_scores(g, a.tp, p, X1, X2, Ps, c);
@@ -668,11 +652,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
   float* Do = Ub + kC * kLdV;    // [64][68]: dO
   float* Uf = Do + kC * kLdV;    // Split [64][72]: −dU
   float* cb = Uf + kC * kLdSC;   // 2 × [128]: c and β
-  const auto plane_split = [](float* f, int rows, int ld) {
-    auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
-    return Split{hi, hi + rows * ld, ld};
-  };
-  const Split dSL = plane_split(Df, kD, kLdSC), Ks = split_view(Kf), mdU = plane_split(Uf, kC, kLdSC);
+  const Split dSL = split_planes(Df, kD, kLdSC), Ks = split_view(Kf), mdU = split_planes(Uf, kC, kLdSC);
   const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
   const int dcols = max(0, min(kTV, g.d - j0));
@@ -856,7 +836,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};    // U, then K
   float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);            // [64][68]
   float* Ps = dP + kC * kLdC;                                         // [64][72], then dP ⊙ M split
-  const Split Dm{reinterpret_cast<__nv_bfloat16*>(Ps), reinterpret_cast<__nv_bfloat16*>(Ps) + kC * kLdSC, kLdSC};
+  const Split Dm = split_planes(Ps, kC, kLdSC);
   float* c = Ps + kC * kLdP;
   fetch_scalars(ws.cb, p.idx, c);
   load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
@@ -919,7 +899,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   float* b = c + kC;
   float* dc = b + kC;  // [64]
   float* db = dc + kC;  // [64]
-  const Split Y1s{reinterpret_cast<__nv_bfloat16*>(Y1), reinterpret_cast<__nv_bfloat16*>(Y1) + kC * kLdSC, kLdSC};
+  const Split Y1s = split_planes(Y1, kC, kLdSC);
   const float* vsrc = a.tp.conv_out + v_col(g, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
