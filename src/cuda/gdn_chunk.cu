@@ -223,9 +223,14 @@ __device__ __forceinline__ void scale_rows(float* dst, int ld, Scale scale) {
 
 // dst (a Split, ROWS × COLS) = src[r·stride + i] for r < L, i < d, zero
 // elsewhere: every load of the thread first, then the splits and stores.
-template <int ROWS = kC, int COLS = kD>
+struct NoVisit {
+  __device__ void operator()(int, int, float4) const {}
+};
+// visit(r, i, v) sees each slot's new values before they are stored (the
+// old ones still in dst).
+template <int ROWS = kC, int COLS = kD, class Visit = NoVisit>
 __device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L = ROWS,
-                                                int d = COLS) {
+                                                int d = COLS, Visit visit = {}) {
   static_assert(COLS % 4 == 0 && (ROWS * COLS / 4) % kThreads == 0, "whole passes of the block");
   constexpr int kSlots = ROWS * COLS / 4 / kThreads;
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
@@ -248,6 +253,7 @@ __device__ __forceinline__ void load_split_rows(const Split& dst, const float* s
 #pragma unroll
   for (int n = 0; n < kSlots; ++n) {
     const int e = static_cast<int>(threadIdx.x) + n * kThreads;
+    visit(e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
     tile::split_store4(dst, e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
   }
 }
@@ -766,6 +772,26 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
     for (int h = 0; h < 2; ++h)
       load_split_rows(Split{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS}, src + h * kC * kD, kD);
   };
+  // The same over the state S holds; returns this thread's part of ⟨old, new⟩,
+  // the old values read back from S's planes (hi + lo: within 2⁻¹⁸ of the
+  // f32 value) at the slots the thread itself wrote when loading them.
+  const auto replace_state_dot = [&](const float* src) {
+    float dot = 0.0f;
+    for (int h = 0; h < 2; ++h) {
+      const Split half{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS};
+      load_split_rows(half, src + h * kC * kD, kD, kC, kD, [&](int r, int i, float4 v) {
+        const uint2 hi = *reinterpret_cast<const uint2*>(half.hi + r * half.ld + i);
+        const uint2 lo = *reinterpret_cast<const uint2*>(half.lo + r * half.ld + i);
+        const float2 h01 = tile::bf16x2_to_float2(hi.x), h23 = tile::bf16x2_to_float2(hi.y);
+        const float2 l01 = tile::bf16x2_to_float2(lo.x), l23 = tile::bf16x2_to_float2(lo.y);
+        dot = fmaf(h01.x + l01.x, v.x, dot);
+        dot = fmaf(h01.y + l01.y, v.y, dot);
+        dot = fmaf(h23.x + l23.x, v.z, dot);
+        dot = fmaf(h23.y + l23.y, v.w, dot);
+      });
+    }
+    return dot;
+  };
   const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
     acc.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dst + m * kD + n); },
                      [&](int m, int n, float2 v, float2 o) {
@@ -790,16 +816,13 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
     add_to_tape(acc, dQ, a.tp.dq_hat, g, p);  // the last part of dQ
     rows_dot(acc, qsrc);
   }
-  float s0dh = 0.0f;  // ⟨S₀, dS_L⟩
-  tile_pass<kD, kD, float2>([&](int i, int j) { return make_float2(S0[i * kD + j], dh[i * kD + j]); },
-                            [&](int, int, float2 v) { s0dh = fmaf(v.x, v.y, s0dh); });
-  s0dh = block_sum(s0dh, red);  // (its barriers also publish part and free S, X)
+  __syncthreads();  // part published; S, X free
   if (threadIdx.x < kC) {
     float qy = 0.0f;
     for (int w = 0; w < kParts; ++w) qy += part[threadIdx.x * kParts + w];
     dc[threadIdx.x] = qy;  // dc_r = q_r·dQ_r
   }
-  load_state(dh);                                                // dS_L
+  const float s0dh = block_sum(replace_state_dot(dh), red);     // dS_L into S; ⟨S₀, dS_L⟩
   load_split_rows(X, ws.U + p.idx * kRowTile, kD);               // U
   __syncthreads();
   {
