@@ -24,7 +24,11 @@ constexpr unsigned short kPlus = 0x3c00;  // f16 +1 (−1: the sign bit flipped)
 // as 4 stores of 8 ranks each, plane_t rows (one per rank) as 8 consecutive
 // rows per store, 32 stores of one rank side by side per warp. `vec` says
 // whether that plane's 16-byte stores are aligned (else element stores).
+// Row i of the tile sits at slot i + i/8 of the shared arrays, so the
+// transposed tasks — lane g reading row 8g + e — hit 32 distinct banks
+// (9g mod 32), where slot i put eight lanes on each of four banks.
 constexpr int kExpandRows = 256;
+__device__ __forceinline__ int expand_slot(int row) { return row + row / 8; }
 
 __device__ __forceinline__ void store_halves8(unsigned short* dst, const unsigned short (&h)[8], bool vec, int count) {
   if (vec && count == 8) {
@@ -43,15 +47,16 @@ __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t ro
                               const float* __restrict__ rowscale, const float* __restrict__ inv,
                               unsigned short* __restrict__ plane, bool plane_vec, unsigned short* __restrict__ plane_t,
                               bool plane_t_vec) {
-  __shared__ std::uint32_t word_s[kExpandRows];
-  __shared__ unsigned short plus_s[kExpandRows];
+  __shared__ std::uint32_t word_s[kExpandRows + kExpandRows / 8];
+  __shared__ std::uint32_t plus_s[kExpandRows + kExpandRows / 8];  // f16 bits, one per 32-bit slot
   const int tid = threadIdx.x;
   const index_t w = blockIdx.x, k0 = w * 32;
   const index_t i0 = static_cast<index_t>(blockIdx.y) * kExpandRows;
   const index_t i = i0 + tid;
   const bool mine = i < rows;
-  word_s[tid] = mine ? bits[i * words + w] : 0u;
-  plus_s[tid] = !mine ? 0 : rowscale ? __half_as_ushort(__float2half_rn(__fmul_rn(rowscale[i], *inv))) : kPlus;
+  word_s[expand_slot(tid)] = mine ? bits[i * words + w] : 0u;
+  plus_s[expand_slot(tid)] =
+      !mine ? 0u : rowscale ? __half_as_ushort(__float2half_rn(__fmul_rn(rowscale[i], *inv))) : kPlus;
   __syncthreads();
   const int tile_rows = static_cast<int>(rows - i0 < kExpandRows ? rows - i0 : kExpandRows);
   const int ranks = static_cast<int>(r - k0 < 32 ? r - k0 : 32);
@@ -60,8 +65,8 @@ __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t ro
     for (int task = tid; task < tile_rows * 4; task += kExpandRows) {
       const int row = task / 4, q = task % 4;
       if (8 * q >= ranks) continue;
-      const std::uint32_t word = word_s[row];
-      const unsigned short plus = plus_s[row];
+      const std::uint32_t word = word_s[expand_slot(row)];
+      const auto plus = static_cast<unsigned short>(plus_s[expand_slot(row)]);
       for (int e = 0; e < 8; ++e) h[e] = (word >> (8 * q + e)) & 1u ? plus : static_cast<unsigned short>(plus ^ 0x8000u);
       store_halves8(plane + (i0 + row) * r + k0 + 8 * q, h, plane_vec, min(8, ranks - 8 * q));
     }
@@ -72,8 +77,9 @@ __global__ void expand_kernel(const std::uint32_t* __restrict__ bits, index_t ro
       const int k = task / kGroups, g = task % kGroups;
       if (8 * g >= tile_rows) continue;
       for (int e = 0; e < 8; ++e) {
-        const int row = 8 * g + e;
-        h[e] = (word_s[row] >> k) & 1u ? plus_s[row] : static_cast<unsigned short>(plus_s[row] ^ 0x8000u);
+        const int slot = expand_slot(8 * g + e);
+        const auto plus = static_cast<unsigned short>(plus_s[slot]);
+        h[e] = (word_s[slot] >> k) & 1u ? plus : static_cast<unsigned short>(plus ^ 0x8000u);
       }
       store_halves8(plane_t + (k0 + k) * rows + i0 + 8 * g, h, plane_t_vec, min(8, tile_rows - 8 * g));
     }
