@@ -1,0 +1,189 @@
+// Standalone runs of the tile primitives (contract: tile_check.hpp). Each
+// kernel splits f32 operands into shared memory in its path's layout
+// (tile::Split row-major planes for mma.sync, tile::wg::CoreSplit core
+// matrices for wgmma), runs the product and writes C; the rate kernels
+// repeat one product with operands made from the block index.
+#include "cuda/tile_check.hpp"
+
+#include <span>
+#include <type_traits>
+
+#include "bitrank/error.hpp"
+#include "cuda/check.hpp"
+#include "cuda/runtime.hpp"
+#include "cuda/tile_mma.cuh"
+#include "cuda/tile_wgmma.cuh"
+
+namespace bitrank::cuda {
+namespace {
+
+using tile::Col;
+using tile::Row;
+using tile::Split;
+using tile::wg::CoreSplit;
+
+// ROWS × K f32 rows (row-major, global) into a Split (row stride K + 8) or a CoreSplit.
+template <int ROWS, int K>
+__device__ void split_rows(const Split& dst, const float* src) {
+  for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
+    const int r = e / (K / 4), k = 4 * (e % (K / 4));
+    tile::split_store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
+  }
+}
+template <int ROWS, int K>
+__device__ void split_rows(const CoreSplit& dst, const float* src) {
+  for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
+    const int r = e / (K / 4), k = 4 * (e % (K / 4));
+    tile::wg::split_store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
+  }
+}
+
+// One warpgroup (128 threads): C = A·Bᵀ.
+template <int N, int K>
+__global__ void __launch_bounds__(128) product_mma_sync(const float* A, const float* B, float* C) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  constexpr int ld = K + 8;
+  const Split As{sm, sm + 64 * ld, ld}, Bs{sm + 2 * 64 * ld, sm + 2 * 64 * ld + N * ld, ld};
+  split_rows<64, K>(As, A);
+  split_rows<N, K>(Bs, B);
+  __syncthreads();
+  tile::Acc<64, N, 4> acc;
+  acc.template mma<K, Row, Col>(As, Bs);
+  acc.store(C, N, 1.0f, false);
+}
+template <int N, int K>
+__global__ void __launch_bounds__(128) product_wgmma(const float* A, const float* B, float* C) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  const CoreSplit As{sm, sm + 64 * K, K}, Bs{sm + 2 * 64 * K, sm + 2 * 64 * K + N * K, K};
+  split_rows<64, K>(As, A);
+  split_rows<N, K>(Bs, B);
+  tile::wg::fence_operands();
+  __syncthreads();
+  tile::wg::WgAcc<N> acc;
+  acc.template mma<K>(As, 0, Bs, 0);
+  acc.store(C, N);
+}
+
+// Operand values of the rate kernels: in [−1, 1), from the block and the index.
+__device__ float operand(int block, int which, int i) {
+  unsigned x = static_cast<unsigned>(i) * 2654435761u ^ (static_cast<unsigned>(block) * 40503u + which * 977u);
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return static_cast<float>(x & 0xffffu) / 32768.0f - 1.0f;
+}
+template <class Dst>
+__device__ void fill(const Dst& dst, int rows, int which) {
+  for (int e = threadIdx.x; e < rows * 16; e += blockDim.x) {
+    const int r = e / 16, k = 4 * (e % 16);
+    const int i = r * 64 + k;
+    const float4 v = make_float4(operand(blockIdx.x, which, i), operand(blockIdx.x, which, i + 1),
+                                 operand(blockIdx.x, which, i + 2), operand(blockIdx.x, which, i + 3));
+    if constexpr (std::is_same_v<Dst, Split>)
+      tile::split_store4(dst, r, k, v);
+    else
+      tile::wg::split_store4(dst, r, k, v);
+  }
+}
+
+// 256 threads: the block's 64×128 C over all 8 warps (mma.sync) or as two
+// 64×64 halves, one per warpgroup (wgmma); K = 64.
+__global__ void __launch_bounds__(256) rate_mma_sync(int iters, float* sums) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  constexpr int ld = 72;
+  const Split As{sm, sm + 64 * ld, ld}, Bs{sm + 2 * 64 * ld, sm + 2 * 64 * ld + 128 * ld, ld};
+  fill(As, 64, 0);
+  fill(Bs, 128, 1);
+  __syncthreads();
+  tile::Acc<64, 128> acc;
+  for (int it = 0; it < iters; ++it) acc.mma<64, Row, Col>(As, Bs);
+  float s = 0.0f;
+  acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  atomicAdd(sums + blockIdx.x, s);
+}
+__global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  const CoreSplit As{sm, sm + 64 * 64, 64}, Bs{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
+  fill(As, 64, 0);
+  fill(Bs, 128, 1);
+  tile::wg::fence_operands();
+  __syncthreads();
+  tile::wg::WgAcc<64> acc;
+  const int half = static_cast<int>(threadIdx.x) / 128;
+  for (int it = 0; it < iters; ++it) acc.mma<64>(As, 0, Bs, 64 * half);
+  float s = 0.0f;
+  acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  atomicAdd(sums + blockIdx.x, s);
+}
+
+template <class Kernel>
+void allow_smem(Kernel k, int bytes) {
+  BR_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int N, int K>
+void run_product(TilePath path, const float* A, const float* B, float* C, cudaStream_t s) {
+  if (path == TilePath::mma_sync) {
+    const int bytes = 2 * (64 + N) * (K + 8) * 2;
+    allow_smem(product_mma_sync<N, K>, bytes);
+    product_mma_sync<N, K><<<1, 128, bytes, s>>>(A, B, C);
+  } else {
+    const int bytes = 2 * (64 + N) * K * 2;
+    allow_smem(product_wgmma<N, K>, bytes);
+    product_wgmma<N, K><<<1, 128, bytes, s>>>(A, B, C);
+  }
+  BR_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
+                                      const std::vector<float>& b) {
+  if ((n != 64 && n != 128) || (k != 64 && k != 128))
+    fail("tile_split_product: n and k must be 64 or 128 (got n={} k={})", n, k);
+  if (a.size() != static_cast<std::size_t>(64 * k) || b.size() != static_cast<std::size_t>(n * k))
+    fail("tile_split_product: A must be 64×k and B n×k (got {} and {} values for n={} k={})", a.size(), b.size(), n, k);
+  Stream stream;
+  DeviceMemory mem(stream.get());
+  Buffer<float> A(mem, a.size()), B(mem, b.size()), C(mem, static_cast<std::size_t>(64 * n));
+  A.upload(std::span<const float>(a.data(), a.size()));
+  B.upload(std::span<const float>(b.data(), b.size()));
+  const auto s = stream.get();
+  if (n == 64 && k == 64) run_product<64, 64>(path, A.data(), B.data(), C.data(), s);
+  if (n == 64 && k == 128) run_product<64, 128>(path, A.data(), B.data(), C.data(), s);
+  if (n == 128 && k == 64) run_product<128, 64>(path, A.data(), B.data(), C.data(), s);
+  if (n == 128 && k == 128) run_product<128, 128>(path, A.data(), B.data(), C.data(), s);
+  return C.download();
+}
+
+TileRate tile_split_product_rate(TilePath path, int blocks, int iters) {
+  if (blocks < 1 || iters < 1) fail("tile_split_product_rate: blocks and iters must be positive (got {}, {})", blocks, iters);
+  Stream stream;
+  DeviceMemory mem(stream.get());
+  Buffer<float> sums(mem, static_cast<std::size_t>(blocks));
+  sums.zero();
+  const int sync_bytes = 2 * (64 + 128) * 72 * 2, wg_bytes = 2 * (64 + 128) * 64 * 2;
+  allow_smem(rate_mma_sync, sync_bytes);
+  allow_smem(rate_wgmma, wg_bytes);
+  Event start, stop;
+  start.record(stream.get());
+  if (path == TilePath::mma_sync)
+    rate_mma_sync<<<blocks, 256, sync_bytes, stream.get()>>>(iters, sums.data());
+  else
+    rate_wgmma<<<blocks, 256, wg_bytes, stream.get()>>>(iters, sums.data());
+  BR_CUDA_LAUNCHED();
+  stop.record(stream.get());
+  TileRate out;
+  out.seconds = stop.elapsed_ms_since(start) * 1e-3;
+  out.sums = sums.download();
+  return out;
+}
+
+int tile_device_sms() {
+  int device = 0, sms = 0;
+  BR_CUDA_CHECK(cudaGetDevice(&device));
+  BR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+}  // namespace bitrank::cuda

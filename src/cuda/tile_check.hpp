@@ -1,0 +1,33 @@
+// Host entry points that run the tensor-core tile primitives on their own
+// (tile_mma.cuh's mma.sync products, tile_wgmma.cuh's warpgroup products), so
+// that tests can hold each against the host and against each other, and
+// time them side by side. Nothing in the trainer calls these.
+#pragma once
+
+#include <vector>
+
+namespace bitrank::cuda {
+
+enum class TilePath { mma_sync, wgmma };
+
+// C (64×n, row-major) = A (64×k, row-major) · Bᵀ (B n×k, row-major), all f32
+// on the host, computed on the GPU as one 3xBF16 tile product of `path`
+// (operands split once into shared memory). n ∈ {64, 128}, k ∈ {64, 128}.
+std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
+                                      const std::vector<float>& b);
+
+// `iters` products C += A·Bᵀ of 64×128×64 per block, each waited for before
+// the next (as a kernel uses a product), on `blocks` blocks of 256 threads
+// with the same operands (made in the kernel from the block index): the
+// kernel's time (CUDA events) and each block's sum of its C, which the two
+// paths must agree on.
+struct TileRate {
+  double seconds = 0;
+  std::vector<float> sums;
+};
+TileRate tile_split_product_rate(TilePath path, int blocks, int iters);
+
+// The device's multiprocessor count (for a grid of whole waves).
+int tile_device_sms();
+
+}  // namespace bitrank::cuda

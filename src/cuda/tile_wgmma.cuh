@@ -1,0 +1,170 @@
+// Warpgroup matrix products (wgmma, sm_90a) on operands kept split in
+// shared memory — the 3xBF16 products of tile_mma.cuh (same numerics: lo·hi,
+// hi·lo, then hi·hi, f32 accumulation) issued as asynchronous warpgroup
+// instructions instead of per-warp mma.sync.
+//
+// One warpgroup (4 consecutive warps, 128 threads) owns a 64×N product
+// (N = 64 or 128): C += A (64×K) · Bᵀ with B stored N×K, both K-contiguous
+// ("K-major", wgmma's untransposed A and B). Each 16-wide k step is three
+// instructions, each reading its two operands straight from shared memory
+// through a 64-bit descriptor; the warps issue them and go on until wait().
+//
+// Shared-memory layout (CoreSplit): wgmma reads 8×8 "core matrices" of
+// 16-byte rows stored as 128 contiguous bytes. A plane of R rows × KC
+// columns (bf16) is stored as R/8 × KC/8 core matrices, the K neighbours
+// adjacent (the descriptor's leading-dimension byte offset, LBO = 128) and
+// consecutive groups of 8 rows KC·16 bytes apart (its stride-dimension byte
+// offset, SBO), no swizzle: element (r, k) at
+//   ((r/8)·(KC/8) + k/8)·64 + (r%8)·8 + k%8.
+// A k step of 16 then starts 256 bytes further on, and rows r0.. of the
+// plane (r0 a multiple of 8) (r0/8)·KC·16 bytes further on.
+//
+// Memory model: shared memory written by the threads (the generic proxy)
+// must be fenced to the async proxy (fence_operands(), then a barrier)
+// before a wgmma reads it; the accumulators may be read only after wait().
+// Checked against the host in tests/tile_cuda_test.cpp (src/cuda/tile_check.cu).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cuda/tile_mma.cuh"
+
+namespace bitrank::cuda::tile::wg {
+
+// An R × kc operand split into bf16 hi and lo planes, each in the core layout above.
+struct CoreSplit {
+  __nv_bfloat16* hi;
+  __nv_bfloat16* lo;
+  int kc;  // columns (K), a multiple of 16
+};
+
+__device__ __forceinline__ int core_index(int r, int k, int kc) {
+  return ((r >> 3) * (kc >> 3) + (k >> 3)) * 64 + (r & 7) * 8 + (k & 7);
+}
+
+// Stores x0..x3 (columns k..k+3 of row r, k a multiple of 4) split.
+__device__ __forceinline__ void split_store4(const CoreSplit& s, int r, int k, float4 x) {
+  uint2 hi, lo;
+  split_bf16x2(x.x, x.y, hi.x, lo.x);
+  split_bf16x2(x.z, x.w, hi.y, lo.y);
+  const int at = core_index(r, k, s.kc);
+  *reinterpret_cast<uint2*>(s.hi + at) = hi;
+  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+}
+
+// The descriptor of the 8·m × 16 block of a plane starting at p (no swizzle).
+__device__ __forceinline__ uint64_t descriptor(const __nv_bfloat16* p, int kc) {
+  const auto addr = static_cast<uint64_t>(static_cast<uint32_t>(__cvta_generic_to_shared(p)));
+  const uint64_t lbo = 128, sbo = static_cast<uint64_t>(kc) * 16;
+  return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+}
+
+// Threads' shared-memory writes made visible to wgmma (before the barrier).
+__device__ __forceinline__ void fence_operands() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// d += A·Bᵀ for one k step of 16 (both K-major, f32 accumulators): wgmma
+// m64nNk16 with scale-d 1, no negation, no transpose.
+__device__ __forceinline__ void wgmma_bf16_n64(float (&d)[32], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
+      " %32, %33, 1, 1, 1, 0, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b));
+}
+
+__device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+      " %64, %65, 1, 1, 1, 0, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b));
+}
+
+// A warpgroup's 64×N product in its registers: thread t of the warpgroup
+// (warp w = t/32, lane l) holds, for each 8-column block j, rows
+// 16w + l/4 and 16w + l/4 + 8 at columns 8j + 2(l%4) and the next one.
+template <int N>
+class WgAcc {
+  static_assert(N == 64 || N == 128, "m64n64 or m64n128");
+  float d_[N / 2];
+  int row_, col_;
+
+  __device__ __forceinline__ void issue(uint64_t a, uint64_t b) {
+    if constexpr (N == 64)
+      wgmma_bf16_n64(d_, a, b);
+    else
+      wgmma_bf16_n128(d_, a, b);
+  }
+
+ public:
+  __device__ WgAcc() {
+    const int t = static_cast<int>(threadIdx.x) % 128;
+    row_ = 16 * (t / 32) + (t % 32) / 4;
+    col_ = 2 * (t % 4);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) d_[i] = 0.0f;
+  }
+
+  // += A (rows a0..a0+63, K columns) · Bᵀ (B rows b0..b0+N−1): issued, not
+  // waited for (wait() before reading the sum).
+  template <int K>
+  __device__ __forceinline__ void mma_async(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
+    static_assert(K % 16 == 0, "k steps of 16");
+    fence();
+#pragma unroll
+    for (int k = 0; k < K; k += 16) {
+      const int ao = core_index(a0, k, A.kc), bo = core_index(b0, k, B.kc);
+      const uint64_t a_hi = descriptor(A.hi + ao, A.kc), a_lo = descriptor(A.lo + ao, A.kc);
+      const uint64_t b_hi = descriptor(B.hi + bo, B.kc), b_lo = descriptor(B.lo + bo, B.kc);
+      issue(a_lo, b_hi);
+      issue(a_hi, b_lo);
+      issue(a_hi, b_hi);
+    }
+    commit();
+  }
+  // The same, waited for.
+  template <int K>
+  __device__ __forceinline__ void mma(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
+    mma_async<K>(A, a0, B, b0);
+    wait<0>();
+  }
+
+  // f(m, n, {value at (m, n), value at (m, n + 1)}) for each pair this thread holds.
+  template <class F>
+  __device__ __forceinline__ void visit_pairs(F f) const {
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) f(row_ + 8 * h, 8 * j + col_, make_float2(d_[4 * j + 2 * h], d_[4 * j + 2 * h + 1]));
+  }
+  // C (row-major, ldc, 8-byte aligned rows) = the sum.
+  __device__ __forceinline__ void store(float* C, int ldc) const {
+    visit_pairs([&](int m, int n, float2 v) { *reinterpret_cast<float2*>(C + m * ldc + n) = v; });
+  }
+};
+
+}  // namespace bitrank::cuda::tile::wg
