@@ -3,8 +3,8 @@
 # reference (GdnCuda.*, the gdn parity cases under design 3) and the hybrid
 # model's tests (which run the default design), time
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
-# at 8×512 and at 1×32768 under ncu (time, active warps, the three largest
-# stall reasons). Prints a short table last.
+# at 8×512 and at 1×32768 under ncu (time, DRAM bytes, active warps, the
+# three largest stall reasons). Prints a short table last.
 #   tools/gpu_gdn.sh [--kernels]
 #   FLA_SRC=<flash-linear-attention checkout> tools/gpu_gdn.sh …   also times FLA's
 #                                      chunk_gated_delta_rule in the same run (its
@@ -72,7 +72,7 @@ if [ "$mode" = "--kernels" ]; then
     echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: the first 10 launches) =="
     BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv \
       --log-file /tmp/gdn_ncu.csv \
-      --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
+      --metrics "gpu__time_duration.sum,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1
     python3 tools/ncu_table.py /tmp/gdn_ncu.csv
   done
