@@ -18,12 +18,6 @@
 namespace bitrank {
 namespace {
 
-bool have_cuda() {
-  for (const auto& b : test::available_backends())
-    if (b == "cuda") return true;
-  return false;
-}
-
 GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
   GdnConfig c;
   c.k_heads = hk;
@@ -135,7 +129,7 @@ bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
 // the parity cases' (a T-step f32 recurrence, then norms whose backward
 // subtracts nearly equal terms).
 TEST(GdnCuda, BothDesignsMatchReference) {
-  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   const std::vector<std::pair<GdnConfig, index_t>> shapes{
       {config(2, 6, 128, 4, 45, 8), 2},  // the seed's shape: clusters of 4 blocks
@@ -172,7 +166,7 @@ TEST(GdnCuda, BothDesignsMatchReference) {
 // The replay rebuilds each state with the forward's roundings and kv, so
 // each design's results are bit-identical for every checkpoint interval.
 TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
-  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   for (int design : {1, 2, 3}) {
     DesignGuard guard(design);
@@ -191,7 +185,7 @@ TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
 
 // Without the record part the output is the same, from the forward part of the tape alone.
 TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
-  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   const Inputs in(config(2, 4, 128, 4, 19, 4), 2, 41);
   for (int design : {1, 2, 3}) {
@@ -204,7 +198,7 @@ TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
 // The backward writes only the tape's scratch part and sums in a fixed
 // order: a second backward on the same tape gives the same bits.
 TEST(GdnCuda, BackwardRepeatable) {
-  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   const Inputs in(config(1, 3, 128, 4, 21, 5), 2, 51);
   for (int design : {1, 2, 3}) {
@@ -220,7 +214,7 @@ TEST(GdnCuda, BackwardRepeatable) {
 // A bad BITRANK_GDN_KERNEL, a head_dim beyond the kernels' limit and (in the
 // backward) a conv kernel beyond its register window are errors.
 TEST(GdnCuda, UnsupportedIsAnError) {
-  if (!have_cuda()) GTEST_SKIP() << "no GPU visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
   {
     DesignGuard guard(std::string("4"));

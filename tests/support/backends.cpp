@@ -37,6 +37,14 @@ std::vector<std::string> available_backends() {
   return names;
 }
 
+bool cuda_available() {
+#ifdef BITRANK_HAS_CUDA
+  return cuda_visible();
+#else
+  return false;
+#endif
+}
+
 Backend<float>& backend(const std::string& name) {
   if (name == "cpu") return cpu_backend();
 #ifdef BITRANK_HAS_CUDA

@@ -14,6 +14,8 @@ Backend<double>& ref_backend();
 Backend<float>& cpu_backend();
 // Names of the f32 backends available here ("cpu", and "cuda" where present).
 std::vector<std::string> available_backends();
+// Whether "cuda" is among them (built with CUDA and a GPU visible).
+bool cuda_available();
 Backend<float>& backend(const std::string& name);
 
 }  // namespace bitrank::test
