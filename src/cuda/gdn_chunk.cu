@@ -110,36 +110,6 @@ __device__ void chunk_scalars(const Dims& g, const Tape& tp, float ea, const Pos
   __syncthreads();
 }
 
-// Visits every (r, i) of an R×C grid, the block's threads in row-major
-// order, in batches: each batch's loads (load(r, i) → T) are all issued
-// before its stores (store(r, i, value)). A plain strided loop would wait
-// for each global load in turn — the compiler cannot move a load above a
-// store that may alias it — which made the load phases of these kernels,
-// not their products, the larger part of their time.
-template <int R, int C, class T, class Load, class Store>
-__device__ __forceinline__ void tile_pass(Load load, Store store) {
-  static_assert((R * C) % kThreads == 0, "whole passes of the block");
-  // About 16 registers of values in flight per thread (a product's
-  // accumulators may be live around a copy).
-  constexpr int kWant = sizeof(T) >= 16 ? 4 : 8;
-  constexpr int kIt = R * C / kThreads, kBatch = kIt < kWant ? kIt : kWant;
-  static_assert(kIt % kBatch == 0, "whole batches");
-#pragma unroll 1
-  for (int i0 = 0; i0 < kIt; i0 += kBatch) {
-    T v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int e = (i0 + j) * kThreads + static_cast<int>(threadIdx.x);
-      v[j] = load(e / C, e % C);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int e = (i0 + j) * kThreads + static_cast<int>(threadIdx.x);
-      store(e / C, e % C, v[j]);
-    }
-  }
-}
-
 // ---- global → shared copies, asynchronous (cp.async) -----------------------
 // A thread issues all its copies of a tile back to back and they land
 // together (landed()): one memory latency per load phase, where copies
