@@ -33,8 +33,10 @@
 //
 // Numerics: the products in 3xBF16 with f32 accumulation; decays e^{c_r−c_s}
 // from differences of log sums, never a quotient of underflowed products.
-// Measured against the f64 reference (tools/gpu_gdn.sh): ≤ 2.3e-5 relative,
-// 9.3e-5 on the one-token case (tolerance 2e-4). Speed: docs/perf.md.
+// Measured against the f64 reference (tools/gpu_gdn.sh, the gdn parity
+// cases): ≤ 1.9e-5 relative (tolerance 2e-4), but d_b of the one-token case,
+// a two-value sum that nearly cancels: 2.3e-4, held to 1e-3 there
+// (tests/parity/gdn_cases.cpp). Speed: docs/perf.md.
 #include "cuda/gdn.cuh"
 #include "cuda/ops.hpp"
 #include "cuda/tile_mma.cuh"
