@@ -236,6 +236,10 @@ __device__ __forceinline__ Split split_planes(float* f, int rows, int ld) {
   auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
   return Split{hi, hi + rows * ld, ld};
 }
+// Element (r, i) of a Split back in f32: hi + lo, within 2⁻¹⁸ of the value split.
+__device__ __forceinline__ float split_value(const Split& s, int r, int i) {
+  return __bfloat162float(s.hi[r * s.ld + i]) + __bfloat162float(s.lo[r * s.ld + i]);
+}
 // A 64 × kD one (it occupies kSplitTile floats).
 constexpr int kSplitTile = kC * kLdS;
 __device__ __forceinline__ Split split_view(float* f) { return split_planes(f, kC, kLdS); }
@@ -918,8 +922,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
       if (r < p.L && i < g.d) to[0] = b[r] * v.x;
       if (r < p.L && i + 1 < g.d) to[1] = b[r] * v.y;
     });
-    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? vsrc[r * g.C + i] * v : 0.0f; },
-                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? split_value(X2, r, i) * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });  // v from X2's planes, not memory
   }
   Square dt;
   dt.mma<kD, Row, Col>(X1, X2);  // dU Vᵀ
@@ -944,8 +948,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
                        const float f = b[r] * expf(c[r]);
                        *reinterpret_cast<float2*>(dK + r * kD + i) = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
                      });
-    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? ksrc[r * kstride + i] * v : 0.0f; },
-                 [&](int r, int w, float s) { part[r * kParts + w] = s; });
+    acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? split_value(X2, r, i) * v : 0.0f; },
+                 [&](int r, int w, float s) { part[r * kParts + w] = s; });  // k from X2's planes
   }
   __syncthreads();  // parts and dT visible; X1 free
   if (threadIdx.x < kC) {
