@@ -300,21 +300,32 @@ __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
   return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
 }
 
+// Columns n, n+1 of a row with d valid columns (zero past d): one 8-byte
+// access where both are valid and the address allows it, else two guarded
+// 4-byte ones. The accumulator pairs (tile::Acc) sit at even n: two 4-byte
+// accesses there fetch each 32-byte sector twice, half of it each time.
+__device__ __forceinline__ float2 load_pair(const float* at, int n, int d) {
+  if (n + 1 < d && (reinterpret_cast<uintptr_t>(at) & 7) == 0) return *reinterpret_cast<const float2*>(at);
+  return make_float2(n < d ? at[0] : 0.0f, n + 1 < d ? at[1] : 0.0f);
+}
+__device__ __forceinline__ void store_pair(float* at, int n, int d, float2 v) {
+  if (n + 1 < d && (reinterpret_cast<uintptr_t>(at) & 7) == 0) {
+    *reinterpret_cast<float2*>(at) = v;
+    return;
+  }
+  if (n < d) at[0] = v.x;
+  if (n + 1 < d) at[1] = v.y;
+}
+
 // The last addition to a chunk's dQ or dK tile goes to the tape instead
 // (dq̂ / dk̂ of this v-head, rows < L, columns < head_dim): dst = ws + v.
 template <class AccT>
 __device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_tile, float* tape, const Dims& g,
                                             const Pos& p) {
   acc.update_pairs(
-      [&](int m, int n) {
-        const float* from = ws_tile + m * kD + n;
-        return make_float2(m < p.L && n < g.d ? from[0] : 0.0f, m < p.L && n + 1 < g.d ? from[1] : 0.0f);
-      },
+      [&](int m, int n) { return m < p.L ? load_pair(ws_tile + m * kD + n, n, g.d) : make_float2(0.0f, 0.0f); },
       [&](int m, int n, float2 v, float2 o) {
-        if (m >= p.L) return;
-        float* to = tape + ((p.t0 + m) * g.hv + p.h) * g.d + n;
-        if (n < g.d) to[0] = o.x + v.x;
-        if (n + 1 < g.d) to[1] = o.y + v.y;
+        if (m < p.L) store_pair(tape + ((p.t0 + m) * g.hv + p.h) * g.d + n, n, g.d, make_float2(o.x + v.x, o.y + v.y));
       });
 }
 
@@ -580,9 +591,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
     o.scale_rows([&](int r) { return expf(c[r]); });
     o.mma<kC, Row, Row>(Pm, U);
     o.visit_pairs([&](int r, int jj, float2 v) {
-      float* to = a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj;
-      if (r < p.L && j0 + jj < g.d) to[0] = v.x;
-      if (r < p.L && j0 + jj + 1 < g.d) to[1] = v.y;
+      if (r < p.L) store_pair(a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj, j0 + jj, g.d, v);
     });
   }
 }
@@ -740,8 +749,11 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const float* qsrc = q_rows(g, a.tp, p);
   const float* ksrc = k_rows(g, a.tp, p);
   const auto rows_dot = [&](const Acc& acc, const float* src) {  // part[m][w] = Σ_n src[m][n]·acc(m, n)
-    acc.row_sums(
-        [&](int m, int n, float v) { return (m < p.L && n < g.d) ? src[m * kstride + n] * v : 0.0f; },
+    acc.row_sums_pairs(
+        [&](int m, int n, float2 v) {
+          const float2 x = m < p.L ? load_pair(src + m * kstride + n, n, g.d) : make_float2(0.0f, 0.0f);
+          return make_float2(x.x * v.x, x.y * v.y);
+        },
         [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
   };
   const auto load_state = [&](const float* src) {  // a [128][128] workspace state into S, 64 rows at a time
@@ -918,9 +930,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
     Wide acc;
     acc.mma<kC, Col, Row>(T, X1);
     acc.visit_pairs([&](int r, int i, float2 v) {
-      float* to = a.d_qkv + v_col(g, p) + r * g.C + i;
-      if (r < p.L && i < g.d) to[0] = b[r] * v.x;
-      if (r < p.L && i + 1 < g.d) to[1] = b[r] * v.y;
+      if (r < p.L) store_pair(a.d_qkv + v_col(g, p) + r * g.C + i, i, g.d, make_float2(b[r] * v.x, b[r] * v.y));
     });
     acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? split_value(X2, r, i) * v : 0.0f; },
                  [&](int r, int w, float s) { part[r * kParts + w] = s; });  // v from X2's planes, not memory

@@ -397,7 +397,28 @@ class Acc {
         s += __shfl_xor_sync(0xffffffffu, s, 2);
         if (t_ == 0) done(m, n0_ / (RN * 8), s);
       }
+  }  // The same with term(m, n, (value n, value n+1)) → the pair of terms, for a
+  // term that reads memory a pair at a time (the sum in the same order).
+  template <class Term2, class Done>
+  __device__ __forceinline__ void row_sums_pairs(Term2 term, Done done) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0_ + 16 * i + g_ + 8 * h;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RN; ++j) {
+          const float2 t = term(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]));
+          s += t.x;
+          s += t.y;
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if (t_ == 0) done(m, n0_ / (RN * 8), s);
+      }
   }
+
 
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
   __device__ __forceinline__ void scale(float s) {
