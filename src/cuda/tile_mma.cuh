@@ -381,23 +381,9 @@ class Acc {
   static constexpr int kWarpCols = WT::WN;
   template <class Term, class Done>
   __device__ __forceinline__ void row_sums(Term term, Done done) const {
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0_ + 16 * i + g_ + 8 * h;
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < RN; ++j) {
-          const int n = n0_ + 8 * j + 2 * t_;
-          s += term(m, n, acc_[i][j][2 * h]);
-          s += term(m, n + 1, acc_[i][j][2 * h + 1]);
-        }
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if (t_ == 0) done(m, n0_ / (RN * 8), s);
-      }
-  }  // The same with term(m, n, (value n, value n+1)) → the pair of terms, for a
+    row_sums_pairs([&](int m, int n, float2 v) { return make_float2(term(m, n, v.x), term(m, n + 1, v.y)); }, done);
+  }
+  // The same with term(m, n, (value n, value n+1)) → the pair of terms, for a
   // term that reads memory a pair at a time (the sum in the same order).
   template <class Term2, class Done>
   __device__ __forceinline__ void row_sums_pairs(Term2 term, Done done) const {
@@ -418,7 +404,6 @@ class Acc {
         if (t_ == 0) done(m, n0_ / (RN * 8), s);
       }
   }
-
 
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
   __device__ __forceinline__ void scale(float s) {
