@@ -4,6 +4,8 @@
 # reverted after), so that several candidate kernels are checked and timed
 # in one call; only what a patch touches is rebuilt. Prints a table last.
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
+#   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
+#                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
 # e.g. on the development machine, inside the repository:
 #   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
 #   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
@@ -24,6 +26,13 @@ run_one() {  # $1: label
   t8=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   t32=$(BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s' "$label" "${t8:-?}" "${t32:-?}" "$tests")")
+  if [ -n "${KERNELS:-}" ]; then
+    local csv="$out/gdn_variant_ncu.csv"
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv --log-file "$csv" \
+      --metrics gpu__time_duration.sum ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.01 \
+      >/dev/null 2>&1
+    rows+=("    8x512 kernels (ncu): $(python3 tools/ncu_table.py "$csv" --line 2>&1 | tail -1)")
+  fi
 }
 run_one "tree as is"
 for p in "$@"; do

@@ -7,6 +7,7 @@ launch also lists its three largest stall reasons (warps stalled per issued inst
   tools/ncu_table.py F            one line per launch, in launch order, and the total
   tools/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
                                   largest total first
+  tools/ncu_table.py F --line     all launches on one line: name (without _kernel) and µs
   tools/ncu_table.py --stall-metrics   the stall metrics' names, comma-separated
 """
 import csv
@@ -59,6 +60,9 @@ def main():
         sys.exit(__doc__)
     recs = launches(sys.argv[1])
     total = sum(r["us"] for r in recs)
+    if "--line" in sys.argv[2:]:
+        print(" ".join(f"{r['name'].removesuffix('_kernel')} {r['us']:.0f}" for r in recs) + f" = {total:.0f} us")
+        return
     if "--group" in sys.argv[2:]:
         groups = OrderedDict()
         for r in recs:
