@@ -75,7 +75,11 @@ def main():
     changed = patched_paths(patch)
     if os.path.exists(out):
         shutil.rmtree(out)
-    ignore = shutil.ignore_patterns(".git", "build*", "variants", ".anchors")
+    def ignore(where, names):  # at the top only: the build directories, .git, the variants, the anchors
+        if os.path.abspath(where) != tree:
+            return []
+        return [n for n in names if n in (".git", "variants", ".anchors") or n.startswith("build")]
+
     shutil.copytree(tree, out, ignore=ignore, symlinks=True)
     run(f"patch -p1 -s < {shlex.quote(patch)}", out)
     touched = {os.path.join(tree, p) for p in changed}
