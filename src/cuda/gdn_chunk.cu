@@ -889,10 +889,11 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
 // dc += βe^c k·dBk; dA = −Tᵀ (dT Tᵀ) on s < r: with G = KKᵀ, dβ_r += dA M G,
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
 // Writes dV (into d_qkv's v columns), ws.db and, with its last part of dK,
-// the tape's dk̂ of this v-head; accumulates ws.dc. Operands split once (tile::Split): T, dU, V and dW, K raw (the factors β
-// and βe^c of dT's columns applied to the accumulators); dBv and dBk never
-// leave the registers (dV, dK and the row dots taken there); dT, dT Tᵀ and
-// E split in place.
+// the tape's dk̂ of this v-head; accumulates ws.dc. Operands split once
+// (tile::Split): T, dU, V and dW, K raw (the factors β and βe^c of dT's
+// columns applied to the accumulators); dBv and dBk never leave the
+// registers (dV, dK and the row dots taken there); dT, dT Tᵀ and E split in
+// place.
 __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkWs ws) {
   using Wide = tile::Acc<kC, kD>;
   using Square = tile::Acc<kC, kC>;
