@@ -39,13 +39,16 @@ def final_command(build, target):
 
 
 def patched_paths(patch):
+    """The files a `git diff` changes (from its `diff --git a/X b/X` lines)."""
     paths = set()
     for line in open(patch, errors="replace"):
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t")[0].strip()
-            if name == "/dev/null":
-                sys.exit("variant_build: the patch adds or removes a file; build this variant the slow way")
-            paths.add(name.split("/", 1)[1] if name.startswith(("a/", "b/")) else name)
+        if line.startswith(("new file mode", "deleted file mode", "rename from", "copy from")):
+            sys.exit("variant_build: the patch adds, removes or renames a file; build this variant the slow way")
+        m = re.match(r"diff --git a/(\S+) b/(\S+)", line)
+        if m:
+            paths.add(m.group(2))
+    if not paths:
+        sys.exit("variant_build: no `diff --git` header in the patch (a git diff is expected)")
     if any(p.endswith(("CMakeLists.txt", ".cmake")) for p in paths):
         sys.exit("variant_build: the patch changes the build; build this variant the slow way")
     return paths
