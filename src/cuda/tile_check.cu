@@ -6,7 +6,6 @@
 #include "cuda/tile_check.hpp"
 
 #include <span>
-#include <type_traits>
 
 #include "bitrank/error.hpp"
 #include "cuda/check.hpp"
@@ -22,19 +21,18 @@ using tile::Row;
 using tile::Split;
 using tile::wg::CoreSplit;
 
-// ROWS × K f32 rows (row-major, global) into a Split (row stride K + 8) or a CoreSplit.
-template <int ROWS, int K>
-__device__ void split_rows(const Split& dst, const float* src) {
-  for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
-    const int r = e / (K / 4), k = 4 * (e % (K / 4));
-    tile::split_store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
-  }
+// x0..x3 (columns k..k+3 of row r) into either path's split layout.
+__device__ __forceinline__ void store4(const Split& dst, int r, int k, float4 x) { tile::split_store4(dst, r, k, x); }
+__device__ __forceinline__ void store4(const CoreSplit& dst, int r, int k, float4 x) {
+  tile::wg::split_store4(dst, r, k, x);
 }
-template <int ROWS, int K>
-__device__ void split_rows(const CoreSplit& dst, const float* src) {
+
+// ROWS × K f32 rows (row-major, global) into a Split (row stride K + 8) or a CoreSplit.
+template <int ROWS, int K, class Dst>
+__device__ void split_rows(const Dst& dst, const float* src) {
   for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
     const int r = e / (K / 4), k = 4 * (e % (K / 4));
-    tile::wg::split_store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
+    store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
   }
 }
 
@@ -79,10 +77,7 @@ __device__ void fill(const Dst& dst, int rows, int which) {
     const int i = r * 64 + k;
     const float4 v = make_float4(operand(blockIdx.x, which, i), operand(blockIdx.x, which, i + 1),
                                  operand(blockIdx.x, which, i + 2), operand(blockIdx.x, which, i + 3));
-    if constexpr (std::is_same_v<Dst, Split>)
-      tile::split_store4(dst, r, k, v);
-    else
-      tile::wg::split_store4(dst, r, k, v);
+    store4(dst, r, k, v);
   }
 }
 
