@@ -124,6 +124,33 @@ bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
+// With BITRANK_GDN_DUMP=FILE, BothDesignsMatchReference writes design 3's
+// results (every shape, raw f32) to FILE, so that two builds of the kernels
+// can be compared bit for bit (tools/gpu_gdn_variants.sh: each variant's
+// against the tree's).
+class ResultDump {
+ public:
+  ResultDump() {
+    const char* path = std::getenv("BITRANK_GDN_DUMP");
+    if (path && *path) file_ = std::fopen(path, "wb");
+    if (path && *path && !file_) ADD_FAILURE() << "cannot write BITRANK_GDN_DUMP=" << path;
+  }
+  ~ResultDump() {
+    if (file_) std::fclose(file_);
+  }
+  ResultDump(const ResultDump&) = delete;
+  ResultDump& operator=(const ResultDump&) = delete;
+  void add(const Results<float>& r) {
+    if (!file_) return;
+    for (const auto* v : {&r.out, &r.d_qkv, &r.d_z, &r.d_a, &r.d_b})
+      if (std::fwrite(v->data(), sizeof(float), v->size(), file_) != v->size())
+        ADD_FAILURE() << "BITRANK_GDN_DUMP: short write";
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
 // Relative L2 errors of every design against the reference (design 3: the
 // chunkwise form, forward and backward). Tolerance 2e-4:
 // the parity cases' (a T-step f32 recurrence, then norms whose backward
@@ -141,12 +168,14 @@ TEST(GdnCuda, BothDesignsMatchReference) {
       {config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
       {config(1, 2, 32, 4, 300, 8), 1},  // design 3: five chunks (double buffers alternate past two)
   };
+  ResultDump dump;
   for (const auto& [cfg, windows] : shapes) {
     const Inputs in(cfg, windows, 7);
     const auto want = run(test::ref_backend(), in);
     for (int design : {1, 2, 3}) {
       DesignGuard guard(design);
       const auto got = run(cu, in);
+      if (design == 3) dump.add(got);
       const std::string tag = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
                               " ckpt " + std::to_string(cfg.ckpt_every) + " design " + std::to_string(design);
       auto check = [&](const char* name, const std::vector<float>& g, const std::vector<double>& w) {

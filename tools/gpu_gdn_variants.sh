@@ -5,7 +5,9 @@
 # built once; the variants' binaries are then built all at once, each
 # recompiling only what its patch touches (tools/variant_build.py: a copy
 # of the tree, the base build's own commands), and are tested and timed in
-# turn. Prints a table last.
+# turn; each variant's design-3 results on the test shapes are compared with
+# the tree's bit for bit (BITRANK_GDN_DUMP, tests/gdn_cuda_test.cpp), which
+# checks a variant meant to change no result. Prints a table last.
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
 #   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
 #                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
@@ -31,12 +33,19 @@ wait
 rows=()
 run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_tests
   local label=$1 bin=$2 log="$out/gdn_variant_$(echo "$1" | tr -c 'A-Za-z0-9_.-' '_').log"
-  "$bin/bitrank_tests" --gtest_filter='GdnCuda.*:Parity/gdn*:*Hybrid*:*hybrid*' > "$log" 2>&1
+  local dump="$work/$(echo "$1" | tr -c 'A-Za-z0-9_.-' '_').dump"
+  BITRANK_GDN_DUMP="$dump" "$bin/bitrank_tests" --gtest_filter='GdnCuda.*:Parity/gdn*:*Hybrid*:*hybrid*' > "$log" 2>&1
   local tests; tests=$(grep -E "^\[  (PASSED|FAILED)  \] [0-9]+ test" "$log" | tr '\n' ' ')
+  local bits="results: no dump"
+  if [ "$label" = "tree as is" ]; then
+    [ -s "$dump" ] && base_dump=$dump && bits="results: the base"
+  elif [ -s "$dump" ] && [ -n "${base_dump:-}" ]; then
+    if cmp -s "$dump" "$base_dump"; then bits="results: bitwise = tree"; else bits="results: differ from tree"; fi
+  fi
   local t8 t32
   t8=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   t32=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
-  rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s' "$label" "${t8:-?}" "${t32:-?}" "$tests")")
+  rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s  %s' "$label" "${t8:-?}" "${t32:-?}" "$tests" "$bits")")
   if [ -n "${KERNELS:-}" ]; then
     local csv="$out/gdn_variant_ncu.csv"
     BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv --log-file "$csv" \
