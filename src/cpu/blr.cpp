@@ -2,11 +2,11 @@
 //
 // Each path runs its four GEMMs (two forward, two backward; two more for the
 // sign gradients) through OpenBLAS sgemm on f16 *values* held in f32 (see
-// cpu/kernels.hpp). The ±1 planes are expanded from the bitmaps once and
-// kept while the bitmaps are unchanged (compared word for word on each
-// call, so bits rewritten in place by the sign optimizer are always seen);
-// each call scales them into the GEMMs' planes f16(±h_j/s_h), f16(±g_i/s_g)
-// (blr.hpp's Numerics), so that y and dx are the GEMMs' own outputs:
+// cpu/kernels.hpp). Each call writes the GEMMs' planes f16(±h_j/s_h),
+// f16(±g_i/s_g) (blr.hpp's Numerics) straight from the bitmaps, a bit
+// choosing the sign of its row's value (so bits rewritten in place by the
+// sign optimizer are always seen, and no ±1 plane is kept or compared), so
+// that y and dx are the GEMMs' own outputs:
 //
 //   forward   stage x (once) → GEMM a = x·(g⊙S_V)·s_g → stage a⊙ℓ
 //             → GEMM y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ·s_h
@@ -52,30 +52,6 @@ class Scratch {
   Buffer<float> buf_;
 };
 
-// The ±1 planes of one bitmap, kept with a copy of the bits they came from.
-class PlaneCache {
- public:
-  const float* plane(CView<std::uint32_t> bits, index_t r, ThreadPool& pool) {
-    const index_t rows = bits.dim(0);
-    const std::size_t words = static_cast<std::size_t>(bits.numel());
-    const bool same = rows_ == rows && r_ == r && bits_.size() == words &&
-                      std::memcmp(bits_.data(), bits.data, words * sizeof(std::uint32_t)) == 0;
-    if (!same) {
-      bits_.assign(bits.data, bits.data + words);
-      rows_ = rows;
-      r_ = r;
-      float* p = plane_.get(rows * r);
-      expand_sign_planes<float>(bits.data, rows, r, p, nullptr, pool);
-    }
-    return plane_.get(rows * r);
-  }
-
- private:
-  std::vector<std::uint32_t> bits_;
-  index_t rows_ = -1, r_ = -1;
-  Scratch plane_;
-};
-
 class CpuBlrOps final : public BlrOps<float> {
  public:
   explicit CpuBlrOps(ThreadPool& pool) : pool_(pool) {}
@@ -91,12 +67,7 @@ class CpuBlrOps final : public BlrOps<float> {
     if (saved.xs.data) convert_rows(xs, ntok * n, saved.xs.data);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      const ScaledPlanes sp = scaled_planes(layer, p);
-      if (saved.planes.data) {  // kept for the backward: path p's [m][r] then [n][r]
-        f16* kept = saved.planes.data + p * (m + n) * r;
-        convert_rows(sp.u, m * r, kept);
-        convert_rows(sp.v, n * r, kept + m * r);
-      }
+      const ScaledPlanes sp = scaled_planes(layer, p);  // (BlrSaved::planes is not used here: scaled_planes)
       float* a = saved.a.data + p * ntok * r;
       sgemm(false, false, ntok, r, n, sp.s_g, xs, n, sp.v, r, 0.0f, a, r);  // a = x·(g⊙S_V)
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
@@ -177,28 +148,16 @@ class CpuBlrOps final : public BlrOps<float> {
     const float *u, *v;
     float s_h, s_g;
   };
-  // With `kept` (BlrSaved::planes: the forward's) they are widened from it.
-  ScaledPlanes scaled_planes(const BlrLayer<float>& layer, index_t p, CView<f16> kept = {}) {
-    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
+  // Written from the bitmaps every time, in the backward too: one pass over
+  // the plane, which costs less than keeping it in BlrSaved::planes (an f16
+  // copy written by the forward and widened by the backward: two passes).
+  ScaledPlanes scaled_planes(const BlrLayer<float>& layer, index_t p) {
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const std::size_t ip = static_cast<std::size_t>(p);
-    const index_t m = layer.m, n = layer.n, r = layer.r;
     ScaledPlanes sp{};
     sp.s_h = plane_scale(path.h);
     sp.s_g = plane_scale(path.g);
-    if (kept.data) {
-      const f16* k = kept.data + p * (m + n) * r;
-      float *u = plane_u_.get(m * r), *v = plane_v_.get(n * r);
-      widen_rows(k, m * r, u);
-      widen_rows(k + m * r, n * r, v);
-      sp.u = u;
-      sp.v = v;
-      return sp;
-    }
-    sp.u = scale_plane(planes_u_[ip].plane(path.sign_u, layer.r, pool_), layer.m, layer.r, path.h.data, sp.s_h,
-                       plane_u_.get(layer.m * layer.r));
-    sp.v = scale_plane(planes_v_[ip].plane(path.sign_v, layer.r, pool_), layer.n, layer.r, path.g.data, sp.s_g,
-                       plane_v_.get(layer.n * layer.r));
+    sp.u = scale_plane(path.sign_u, layer.r, path.h.data, sp.s_h, plane_u_.get(layer.m * layer.r));
+    sp.v = scale_plane(path.sign_v, layer.r, path.g.data, sp.s_g, plane_v_.get(layer.n * layer.r));
     return sp;
   }
 
@@ -209,15 +168,24 @@ class CpuBlrOps final : public BlrOps<float> {
     return std::bit_cast<float>(blr_plane_scale_bits(std::bit_cast<std::uint32_t>(mx)));
   }
 
-  // out[j][k] = pm[j][k]·f16(v_j/s) (pm the ±1 plane [rows][r]: exact).
-  const float* scale_plane(const float* pm, index_t rows, index_t r, const float* v, float s, float* out) {
+  // out[j][k] = ±f16(v_j/s), + where bit k of row j is set: the sign bit of
+  // the row's value flipped for a clear bit, which is pm·f16(v_j/s) for the
+  // ±1 plane pm exactly (−1·x = −x), without forming pm.
+  const float* scale_plane(CView<std::uint32_t> bits, index_t r, const float* v, float s, float* out) {
     const float inv = 1.0f / s;  // a power of two: exact
+    const index_t words = bits.dim(1);
+    const std::uint32_t* b = bits.data;
     pool_.parallel_for(
-        rows,
+        bits.dim(0),
         [=](index_t j0, index_t j1) {
           for (index_t j = j0; j < j1; ++j) {
-            const float f = round_f16(v[j] * inv);
-            for (index_t k = 0; k < r; ++k) out[j * r + k] = pm[j * r + k] * f;
+            const std::uint32_t f = std::bit_cast<std::uint32_t>(round_f16(v[j] * inv));
+            float* o = out + j * r;
+            for (index_t w = 0; w < words; ++w) {
+              const std::uint32_t word = b[j * words + w];
+              const index_t k0 = 32 * w, len = std::min<index_t>(32, r - k0);
+              for (index_t q = 0; q < len; ++q) o[k0 + q] = std::bit_cast<float>(f ^ ((~word >> q & 1u) << 31));
+            }
           }
         },
         row_grain(r));
@@ -230,7 +198,7 @@ class CpuBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const ScaledPlanes sp = scaled_planes(layer, p, saved.planes);
+    const ScaledPlanes sp = scaled_planes(layer, p);
     const float* a = saved.a.data + p * ntok * r;
     float* b = b_out.data ? b_out.data + p * ntok * r : b_.get(ntok * r);
     sgemm(false, false, ntok, r, m, sp.s_h * inv_scale, st.dys, m, sp.u, r, 0.0f, b, r);  // b = dy·(h⊙S_U)
@@ -249,17 +217,13 @@ class CpuBlrOps final : public BlrOps<float> {
     const index_t m = layer.m, n = layer.n, r = layer.r;
     const float inv_scale = 1.0f / grad_scale;
     const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-    const std::size_t ip = static_cast<std::size_t>(p);
     float* eu = g_u.data ? g_u.data + p * m * r : e_u_.get(m * r);
     float* ev = g_v.data ? g_v.data + p * n * r : e_v_.get(n * r);
     stage_rows(a.data + p * ntok * r, path.l.data, 1.0f, ntok, r, st.small2);
     sgemm(true, false, m, r, ntok, inv_scale, st.dys, m, st.small2, r, 0.0f, eu, r);
-    ensure_path_caches(static_cast<index_t>(layer.paths.size()));
-    signed_row_sums(grads ? planes_u_[ip].plane(path.sign_u, r, pool_) : nullptr, eu, m, r,
-                    grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
+    signed_row_sums(path.sign_u, eu, r, grads ? path.dh.data : nullptr, g_u.data ? path.h.data : nullptr);
     sgemm(true, false, n, r, ntok, inv_scale, st.xs, n, st.small, r, 0.0f, ev, r);
-    signed_row_sums(grads ? planes_v_[ip].plane(path.sign_v, r, pool_) : nullptr, ev, n, r,
-                    grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
+    signed_row_sums(path.sign_v, ev, r, grads ? path.dg.data : nullptr, g_v.data ? path.g.data : nullptr);
   }
 
   // Rows per parallel chunk so that a chunk holds ≥ ~16k elements.
@@ -271,12 +235,6 @@ class CpuBlrOps final : public BlrOps<float> {
     return std::clamp<index_t>(want, 1, std::min<index_t>(rows, pool_.size()));
   }
 
-  void ensure_path_caches(index_t paths) {
-    if (planes_u_.size() < static_cast<std::size_t>(paths)) {
-      planes_u_.resize(static_cast<std::size_t>(paths));
-      planes_v_.resize(static_cast<std::size_t>(paths));
-    }
-  }
 
   // dst[t][:] = f16(src[t][:]⊙col·scale), t < rows (contiguous rows of k).
   void stage_rows(const float* src, const float* col, float scale, index_t rows, index_t k, float* dst) {
@@ -313,25 +271,25 @@ class CpuBlrOps final : public BlrOps<float> {
     add_partials(partial, blocks, k, sum);
   }
 
-  // Per row j of e [rows][r]: sum[j] += Σ_k plane[j][k]·e[j][k] (when sum is
-  // given, with its ±1 plane; dot_lanes' fixed order), then e[j][:] ×= scale[j]
-  // (when given).
-  void signed_row_sums(const float* plane, float* e, index_t rows, index_t r, float* sum, const float* scale) {
+  // Per row j of e [rows][r]: sum[j] += Σ_k S[j][k]·e[j][k] (when sum is
+  // given; S the ±1 signs of the bitmap, in dot_lanes' order), then
+  // e[j][:] ×= scale[j] (when given).
+  void signed_row_sums(CView<std::uint32_t> bits, float* e, index_t r, float* sum, const float* scale) {
     if (!sum && !scale) return;
     struct Job {
-      const float* plane;
+      CView<std::uint32_t> bits;
       float* e;
       index_t r;
       float* sum;
       const float* scale;
-    } job{plane, e, r, sum, scale};
+    } job{bits, e, r, sum, scale};
     pool_.parallel_for(
-        rows,
+        bits.dim(0),
         [&job](index_t j0, index_t j1) {
           const index_t r = job.r;
           for (index_t j = j0; j < j1; ++j) {
             float* ej = job.e + j * r;
-            if (job.sum) job.sum[j] += dot_lanes(job.plane + j * r, ej, r);
+            if (job.sum) job.sum[j] += signed_dot_lanes(job.bits.data + j * job.bits.dim(1), ej, r);
             if (job.scale)
               for (index_t k = 0; k < r; ++k) ej[k] *= job.scale[j];
           }
@@ -348,7 +306,6 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   ThreadPool& pool_;
-  std::vector<PlaneCache> planes_u_, planes_v_;  // ±1 planes per path
   Scratch plane_u_;  // f16(±h/s_h) [m][r] of the path at hand
   Scratch plane_v_;  // f16(±g/s_g) [n][r]
   Scratch act_x_;    // staged x [ntok][n]

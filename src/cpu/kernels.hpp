@@ -8,6 +8,7 @@
 // f16 GEMM would. ±1 sign planes are exact in either type.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "bitrank/dtype.hpp"
@@ -45,6 +46,24 @@ inline float dot_lanes(const float* a, const float* b, index_t len) {
   for (; c + lanes <= len; c += lanes)
     for (int l = 0; l < lanes; ++l) part[l] += a[c + l] * b[c + l];
   for (; c < len; ++c) part[c % lanes] += a[c] * b[c];
+  float sum = 0;
+  for (int l = 0; l < lanes; ++l) sum += part[l];
+  return sum;
+}
+
+// dot_lanes(s, b, len) for the ±1 signs s of a bitmap row (bit c of word
+// c/32 set: +1), the same sums in the same order: ±b_c is s_c·b_c exactly.
+inline float signed_dot_lanes(const std::uint32_t* bits, const float* b, index_t len) {
+  const auto term = [&](index_t c) {
+    const std::uint32_t flip = (~bits[c / 32] >> (c % 32) & 1u) << 31;
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(b[c]) ^ flip);
+  };
+  constexpr int lanes = 8;
+  float part[lanes] = {};
+  index_t c = 0;
+  for (; c + lanes <= len; c += lanes)
+    for (int l = 0; l < lanes; ++l) part[l] += term(c + l);
+  for (; c < len; ++c) part[c % lanes] += term(c);
   float sum = 0;
   for (int l = 0; l < lanes; ++l) sum += part[l];
   return sum;

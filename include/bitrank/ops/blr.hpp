@@ -96,10 +96,12 @@ struct BlrSaved {
   // blr_backward_sign_grad read it instead of staging x again. The f64
   // reference writes it and computes from x.
   View<f16> xs = {};
-  // Optional [P][(m + n)·r]: blr_forward writes each path's GEMM planes there
-  // (the scaled signs of Numerics, in the backend's own layout) and the
-  // backward reuses them instead of expanding them again. The f64
-  // reference ignores it.
+  // Optional [P][(m + n)·r]: a backend's blr_forward may keep each path's
+  // GEMM planes there (the scaled signs of Numerics, in its own layout) for
+  // its backward to reuse instead of expanding them again — the CUDA
+  // backend does; the CPU backend writes them from the bitmaps each time,
+  // which is cheaper there, and the f64 reference ignores it. Either way
+  // the backward's results are those of the layer's bitmaps and scales.
   View<f16> planes = {};
 };
 
