@@ -8,6 +8,7 @@
 // √(R_i·C_k·(1/(mean(R)·(1−β2^t)))). Scratch only grows.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -152,15 +153,16 @@ class CpuSignOps final : public SignOps<float> {
     const bool stochastic = opt.stochastic && delta > 0;
     std::int64_t flips = 0;
     for (index_t i = i0; i < i1; ++i) {
-      const float* g = s.grad + i * r;
-      float* z = mat.latent.data + i * r;
+      // Distinct rows of distinct arrays: __restrict lets the updates vectorise.
+      const float* __restrict g = s.grad + i * r;
+      float* __restrict z = mat.latent.data + i * r;
       switch (opt.optimizer) {
         case SignOptimizer::sgd:
           for (index_t k = 0; k < r; ++k) z[k] = std::clamp(z[k] - lr * g[k], -c, c);
           break;
         case SignOptimizer::adam: {
-          float* m = mat.moment.data + i * r;
-          float* v = mat.second.data + i * r;
+          float* __restrict m = mat.moment.data + i * r;
+          float* __restrict v = mat.second.data + i * r;
           for (index_t k = 0; k < r; ++k) {
             m[k] = b1 * m[k] + (1 - b1) * g[k];
             v[k] = b2 * v[k] + (1 - b2) * g[k] * g[k];
@@ -169,8 +171,8 @@ class CpuSignOps final : public SignOps<float> {
           break;
         }
         case SignOptimizer::factored_adam: {
-          float* m = mat.moment.data + i * r;
-          const float* col = mat.second_col.data;
+          float* __restrict m = mat.moment.data + i * r;
+          const float* __restrict col = mat.second_col.data;
           const float row = mat.second_row[i] * s.inv_norm;
           for (index_t k = 0; k < r; ++k) {
             m[k] = b1 * m[k] + (1 - b1) * g[k];
@@ -179,23 +181,27 @@ class CpuSignOps final : public SignOps<float> {
           break;
         }
       }
-      // Flips: s·z < −δ, or inside the band by the seeded coin.
+      // Flips: s·z < −δ, or inside the band by the seeded coin. s·z is z
+      // with its sign bit flipped where the bit is clear (exactly −z), so
+      // a word's flips come from one branch-free pass over its 32 latents.
       std::uint32_t* bits = mat.bits.data + i * words;
       for (index_t w = 0; w < words; ++w) {
-        std::uint32_t word = bits[w];
-        const index_t k1 = std::min<index_t>(r, (w + 1) * 32);
-        for (index_t k = w * 32; k < k1; ++k) {
-          const std::uint32_t bit = 1u << (k - w * 32);
-          const float sz = word & bit ? z[k] : -z[k];
-          bool flip = sz < -delta;
-          if (!flip && stochastic && sz < 0)
-            flip = hash_uniform(s.stream, static_cast<std::uint64_t>(i * r + k)) < -sz / delta;
-          if (flip) {
-            word ^= bit;
-            ++flips;
+        const std::uint32_t word = bits[w];
+        const index_t k0 = w * 32, len = std::min<index_t>(32, r - k0);
+        const auto sz = [&](index_t q) {
+          return std::bit_cast<float>(std::bit_cast<std::uint32_t>(z[k0 + q]) ^ ((~word >> q & 1u) << 31));
+        };
+        std::uint32_t flip = 0;
+        for (index_t q = 0; q < len; ++q) flip |= static_cast<std::uint32_t>(sz(q) < -delta) << q;
+        if (stochastic)
+          for (index_t q = 0; q < len; ++q) {
+            const float v = sz(q);
+            if (!(flip >> q & 1u) && v < 0 &&
+                hash_uniform(s.stream, static_cast<std::uint64_t>(i * r + k0 + q)) < -v / delta)
+              flip |= 1u << q;
           }
-        }
-        bits[w] = word;
+        bits[w] = word ^ flip;
+        flips += std::popcount(flip);
       }
     }
     if (flips) s.flips->fetch_add(flips, std::memory_order_relaxed);
