@@ -29,8 +29,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
-#include <vector>
 
 #include "bitrank/memory.hpp"
 #include "cpu/kernels.hpp"
@@ -67,7 +65,7 @@ class CpuBlrOps final : public BlrOps<float> {
     if (saved.xs.data) convert_rows(xs, ntok * n, saved.xs.data);
     for (index_t p = 0; p < paths; ++p) {
       const BlrPath<float>& path = layer.paths[static_cast<std::size_t>(p)];
-      const ScaledPlanes sp = scaled_planes(layer, p);  // (BlrSaved::planes is not used here: scaled_planes)
+      const ScaledPlanes sp = scaled_planes(layer, p);  // (BlrSaved::planes stays unused on the CPU)
       float* a = saved.a.data + p * ntok * r;
       sgemm(false, false, ntok, r, n, sp.s_g, xs, n, sp.v, r, 0.0f, a, r);  // a = x·(g⊙S_V)
       stage_rows(a, path.l.data, 1.0f, ntok, r, al);
