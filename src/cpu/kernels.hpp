@@ -36,28 +36,10 @@ void stage_rounded(const float* src, index_t lds, const float* col, float scale,
 // The staging value of one element, identical on every backend.
 inline float staged_value(float src, float col, float scale) { return round_f16((src * col) * scale); }
 
-// Σ a_c·b_c over 8 interleaved partial sums: vectorisable, and a shorter
-// rounding chain than one running sum (the per-head reductions of the
-// attention and q/k-norm kernels).
-inline float dot_lanes(const float* a, const float* b, index_t len) {
-  constexpr int lanes = 8;
-  float part[lanes] = {};
-  index_t c = 0;
-  for (; c + lanes <= len; c += lanes)
-    for (int l = 0; l < lanes; ++l) part[l] += a[c + l] * b[c + l];
-  for (; c < len; ++c) part[c % lanes] += a[c] * b[c];
-  float sum = 0;
-  for (int l = 0; l < lanes; ++l) sum += part[l];
-  return sum;
-}
-
-// dot_lanes(s, b, len) for the ±1 signs s of a bitmap row (bit c of word
-// c/32 set: +1), the same sums in the same order: ±b_c is s_c·b_c exactly.
-inline float signed_dot_lanes(const std::uint32_t* bits, const float* b, index_t len) {
-  const auto term = [&](index_t c) {
-    const std::uint32_t flip = (~bits[c / 32] >> (c % 32) & 1u) << 31;
-    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(b[c]) ^ flip);
-  };
+// Σ_{c<len} term(c) over 8 interleaved f32 partial sums: vectorisable, and
+// a shorter rounding chain than one running sum.
+template <class Term>
+float sum_lanes(index_t len, Term term) {
   constexpr int lanes = 8;
   float part[lanes] = {};
   index_t c = 0;
@@ -67,6 +49,21 @@ inline float signed_dot_lanes(const std::uint32_t* bits, const float* b, index_t
   float sum = 0;
   for (int l = 0; l < lanes; ++l) sum += part[l];
   return sum;
+}
+
+// Σ a_c·b_c in sum_lanes' order (the per-head reductions of the attention
+// and q/k-norm kernels).
+inline float dot_lanes(const float* a, const float* b, index_t len) {
+  return sum_lanes(len, [&](index_t c) { return a[c] * b[c]; });
+}
+
+// dot_lanes(s, b, len) for the ±1 signs s of a bitmap row (bit c of word
+// c/32 set: +1), the same sums in the same order: ±b_c is s_c·b_c exactly.
+inline float signed_dot_lanes(const std::uint32_t* bits, const float* b, index_t len) {
+  return sum_lanes(len, [&](index_t c) {
+    const std::uint32_t flip = (~bits[c / 32] >> (c % 32) & 1u) << 31;
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(b[c]) ^ flip);
+  });
 }
 
 // Σ_{j<n} term(j) in f64 over 8 interleaved partial sums: vectorisable
