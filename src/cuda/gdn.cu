@@ -300,10 +300,11 @@ int recurrence_design(std::string_view op) {
   fail("{}: BITRANK_GDN_KERNEL must be 1, 2 or 3, got '{}'", op, env);
 }
 
-// Design 3's forward part (W, U, S₀, T of every chunk) in the tape's record
-// part (kv and ckpt, which design 3 does not otherwise use), 32-byte
-// aligned for the tensor-core tiles; null where it does not fit (short
-// windows, ckpt_every > 32 or so), and the backward then recomputes it.
+// Design 3's forward part (W, U, S₀, T of every chunk, q̂ and k̂ split) in
+// the tape's record part (kv and ckpt, which design 3 does not otherwise
+// use), 32-byte aligned for the tensor-core tiles; null where it does not
+// fit (short windows; at head_dim 128, ckpt_every above 30 with three
+// v-heads a k-head, above 23 with one), and the backward then recomputes it.
 float* chunk_record_area(View<float> tape, const GdnConfig& cfg, const Dims& g) {
   const GdnTapeLayout L = gdn_tape_layout(cfg, g.n);
   const auto addr = reinterpret_cast<std::uintptr_t>(tape.data + L.kv);

@@ -65,16 +65,18 @@ void rec2_forward(const RecArgs& a, cudaStream_t stream);
 void rec2_backward(const RecArgs& a, cudaStream_t stream);
 
 // Design 3: the chunkwise form (chunks of 64 tokens) on the tensor cores.
-// Its per-chunk matrices: a forward part (W, U, S₀, T: what the backward
-// reads) and a backward part. The forward part lives in the tape's record
-// part when that is large enough (chunk_record_area in gdn.cu) — then a
-// recording forward leaves it there and the backward reads it — and
-// otherwise in the device pool, the backward recomputing it. The forward
-// writes o_pre; the backward writes what rec2_backward writes.
+// Its per-chunk matrices: a forward part (W, U, S₀, T, and q̂, k̂ split
+// once a k-head: what the backward reads) and a backward part. The forward
+// part lives in the tape's record part when that is large enough
+// (chunk_record_area in gdn.cu) — then a recording forward leaves it there
+// and the backward reads it — and otherwise in the device pool, the
+// backward recomputing it. The forward writes o_pre; the backward writes
+// what rec2_backward writes.
 struct ChunkWs {
   float *W, *U, *S, *T;                    // forward part: [chunk][Hv][64][128] (S [128][128], T [64][64];
                                            //   W stored split: its bf16 hi plane, then its lo plane)
   float* cb;                               //   and [chunk][Hv][2][64]: c, then β (prep's, for the later kernels)
+  float *Ks, *Qs;                          //   and [chunk][Hk][64][128]: k̂, q̂ split as W is (prep's, zero padded)
   float *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward part
 };
 std::size_t chunk_forward_floats(const Dims& g);

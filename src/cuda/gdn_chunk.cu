@@ -9,14 +9,17 @@
 // zero keys, queries, values and β (their rows then contribute nothing).
 // Two kinds of kernels:
 //   · chunk-parallel, one block per (chunk, v-head), everything in shared
-//     memory: prep (c, A, T = (I+A)⁻¹ by forward substitution, W, Ũ), out
-//     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO, state
-//     grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
+//     memory: prep (c, A, T = (I+A)⁻¹ — its 16×16 diagonal blocks by
+//     forward substitution, the blocks below on the tensor cores —, W, Ũ), out
+//     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO (these two
+//     one block per (chunk, k-head) instead, for the k-head's v-heads: one
+//     QKᵀ), state grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
 //     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂). Their
 //     product operands sit in shared memory already split (tile::Split:
-//     bf16 hi/lo planes, split once where loaded or formed), diagonal
-//     factors moved onto the accumulators' rows or columns so that q̂, k̂,
-//     v are split raw; row dots and sums of a product are taken from its
+//     bf16 hi/lo planes, split once where loaded or formed; q̂ and k̂ once
+//     a k-head, by prep, and fetched so), diagonal factors moved onto the
+//     accumulators' rows or columns so that q̂, k̂, v are split raw; row
+//     dots and sums of a product are taken from its
 //     accumulators (Acc::row_sums, in a fixed order);
 //   · state passes, one block per (64 state columns, v-head, window)
 //     walking its window's chunks in order (forward: S₀ of each chunk, U =
@@ -24,8 +27,9 @@
 //     each chunk, dU += K̃ dS_L, dS₀ = e^{c_last} dS_L + (e^cQ)ᵀdO − WᵀdU).
 // The intermediate per-chunk matrices live in a workspace (ChunkWs) laid out
 // [chunk][v-head][64][128] (states [128][128], T [64][64]). Its forward part
-// (W, U, S₀, T, and prep's c and β, which the other kernels fetch instead of
-// recomputing) sits in the tape's record part when that is large enough
+// (W, U, S₀, T, and prep's c and β and q̂, k̂ split once a k-head —
+// [chunk][k-head] — which the other kernels fetch instead of recomputing
+// or splitting) sits in the tape's record part when that is large enough
 // (gdn.cu's chunk_record_area: the default ckpt_every = 8 at windows of 64
 // and more), so the backward reads what the forward wrote; otherwise it is
 // pool memory and the backward recomputes it with the forward's kernels.
@@ -34,7 +38,8 @@
 // Numerics: the products in 3xBF16 with f32 accumulation; decays e^{c_r−c_s}
 // from differences of log sums, never a quotient of underflowed products.
 // Measured against the f64 reference (tools/gpu_gdn.sh, the gdn parity
-// cases): ≤ 1.9e-5 relative (tolerance 2e-4), but d_b of the one-token case,
+// cases; unchanged when T's blocks below the diagonal moved onto the tensor
+// cores): ≤ 1.9e-5 relative (tolerance 2e-4), but d_b of the one-token case,
 // a two-value sum that nearly cancels: 1.6e-4 (2.3e-4 before the WY grads
 // took v and k from their split planes), held to 1e-3 there
 // (tests/parity/gdn_cases.cpp). Speed: docs/perf.md.
@@ -54,8 +59,7 @@ constexpr int kC = 64;        // chunk
 constexpr int kD = 128;       // padded head_dim
 constexpr int kTV = 64;       // state columns per state-pass block
 constexpr int kThreads = 256;
-constexpr int kLdD = kD + 4;  // padded shared row strides
-constexpr int kLdC = kC + 4;
+constexpr int kLdC = kC + 4;  // padded shared row strides
 constexpr int kLdV = kTV + 4;
 constexpr int kLdS = kD + 8;  // bf16 rows of split planes (tile::Split: ≡ 8 mod 64)
 constexpr int kLdSC = kC + 8;
@@ -72,6 +76,7 @@ struct Pos {
   int h, kh, L;  // v-head, k-head, valid rows
   index_t t0;    // first token
   index_t idx;   // (chunk, v-head) index into the workspace
+  index_t kidx;  // (chunk, k-head) index (ws.Ks, ws.Qs)
 };
 
 __device__ __forceinline__ Pos pos_of(const Dims& g, index_t chunk, int h) {
@@ -84,6 +89,21 @@ __device__ __forceinline__ Pos pos_of(const Dims& g, index_t chunk, int h) {
   p.L = min(kC, g.T - p0);
   p.t0 = w * g.T + p0;
   p.idx = chunk * g.hv + h;
+  p.kidx = chunk * g.hk + p.kh;
+  return p;
+}
+// The same for chunk ci (of nch) of window w, the k-head kh given: the state
+// passes know the window (blockIdx.z) and take the k-head once a block, so
+// they place each chunk with a few multiply-adds instead of pos_of's
+// 64-bit division and modulo and h / group.
+__device__ __forceinline__ Pos window_pos(const Dims& g, index_t w, int ci, int nch, int h, int kh) {
+  Pos p;
+  p.h = h;
+  p.kh = kh;
+  p.L = min(kC, g.T - ci * kC);
+  p.t0 = w * g.T + ci * kC;
+  p.idx = (w * nch + ci) * g.hv + h;
+  p.kidx = (w * nch + ci) * g.hk + kh;
   return p;
 }
 
@@ -117,9 +137,10 @@ __device__ void chunk_scalars(const Dims& g, const Tape& tp, float ea, const Pos
 // A thread issues all its copies of a tile back to back and they land
 // together (landed()): one memory latency per load phase, where copies
 // through registers paid one per batch of loads (four per 64×128 tile).
-// Each thread then scales only the elements it fetched itself, so no
-// barrier is needed between landing and scaling; the caller's
-// __syncthreads() publishes the tile as before.
+// A thread that then scales and splits a tile (the backward state pass's
+// dO) does so to the elements it fetched itself, so no barrier is needed
+// between landing and splitting; the caller's __syncthreads() publishes
+// the result.
 
 __device__ __forceinline__ void cp_async(float* dst, const float* src, int bytes, int src_bytes) {
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -151,13 +172,22 @@ __device__ __forceinline__ void load_scalars(const float* ws_cb, index_t idx, fl
   __syncthreads();
 }
 
-// The slots of a 64-row tile COLS floats wide: four consecutive floats each,
-// thread-strided; fetch_rows and scale_rows visit the same ones.
-template <int COLS, class F>
-__device__ __forceinline__ void for_row_slots(F f) {
-  static_assert(COLS % 4 == 0 && (kC * COLS / 4) % kThreads == 0, "whole passes of the block");
+// The slots of a ROWS × COLS tile, W consecutive elements each, over the
+// block: slot e = threadIdx.x + n·kThreads is row e / (COLS/W), column
+// W·(e % (COLS/W)). kThreads being a multiple of COLS/W, a thread's column
+// is the same in every pass and its row steps by kThreads/(COLS/W), so both
+// come from threadIdx.x once (unsigned: shifts, no sign fix-ups) and
+// f(n, r, i) runs unrolled for n = 0 .. slots per thread − 1. Two loops
+// over tiles of one shape give a thread the same slots in the same order:
+// what lets it read back, with no barrier between, what it stored itself
+// (the backward state pass's dO split after fetch_rows, replace_state_dot).
+template <int ROWS, int COLS, int W = 4, class F>
+__device__ __forceinline__ void for_slots(F f) {
+  constexpr int kPerRow = COLS / W, kStep = kThreads / kPerRow;
+  static_assert(COLS % W == 0 && kThreads % kPerRow == 0 && ROWS % kStep == 0, "whole passes of the block");
+  const int r0 = static_cast<int>(threadIdx.x / kPerRow), i = W * static_cast<int>(threadIdx.x % kPerRow);
 #pragma unroll
-  for (int e = threadIdx.x; e < kC * COLS / 4; e += kThreads) f(e / (COLS / 4), 4 * (e % (COLS / 4)));
+  for (int n = 0; n < ROWS / kStep; ++n) f(n, r0 + n * kStep, i);
 }
 
 // Issues dst[r][i] (r < 64, i < COLS, stride ld) = src[r·stride + i] for
@@ -165,7 +195,7 @@ __device__ __forceinline__ void for_row_slots(F f) {
 template <int COLS = kD>
 __device__ __forceinline__ void fetch_rows(float* dst, int ld, const float* src, index_t stride, int L, int d) {
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  for_row_slots<COLS>([&](int r, int i) {
+  for_slots<kC, COLS>([&](int, int r, int i) {
     float* to = dst + r * ld + i;
     const float* from = src + r * stride + i;
     if (r >= L || i >= d) {
@@ -182,18 +212,6 @@ __device__ __forceinline__ void fetch_rows(float* dst, int ld, const float* src,
   });
 }
 
-// dst[r][·] *= scale(r) over this thread's slots (after landed()).
-template <int COLS = kD, class Scale>
-__device__ __forceinline__ void scale_rows(float* dst, int ld, Scale scale) {
-  for_row_slots<COLS>([&](int r, int i) {
-    float4* x = reinterpret_cast<float4*>(dst + r * ld + i);
-    const float s = scale(r);
-    float4 v = *x;
-    v.x *= s, v.y *= s, v.z *= s, v.w *= s;
-    *x = v;
-  });
-}
-
 // dst (a Split, ROWS × COLS) = src[r·stride + i] for r < L, i < d, zero
 // elsewhere: every load of the thread first, then the splits and stores.
 struct NoVisit {
@@ -204,13 +222,9 @@ struct NoVisit {
 template <int ROWS = kC, int COLS = kD, class Visit = NoVisit>
 __device__ __forceinline__ void load_split_rows(const Split& dst, const float* src, index_t stride, int L = ROWS,
                                                 int d = COLS, Visit visit = {}) {
-  static_assert(COLS % 4 == 0 && (ROWS * COLS / 4) % kThreads == 0, "whole passes of the block");
-  constexpr int kSlots = ROWS * COLS / 4 / kThreads;
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  float4 v[kSlots];
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
+  float4 v[ROWS * COLS / 4 / kThreads];
+  for_slots<ROWS, COLS>([&](int n, int r, int i) {
     const float* from = src + r * stride + i;
     if (r >= L || i >= d) {
       v[n] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -222,13 +236,11 @@ __device__ __forceinline__ void load_split_rows(const Split& dst, const float* s
       v[n].z = i + 2 < d ? from[2] : 0.0f;
       v[n].w = i + 3 < d ? from[3] : 0.0f;
     }
-  }
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    visit(e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
-    tile::split_store4(dst, e / (COLS / 4), 4 * (e % (COLS / 4)), v[n]);
-  }
+  });
+  for_slots<ROWS, COLS>([&](int n, int r, int i) {
+    visit(r, i, v[n]);
+    tile::split_store4(dst, r, i, v[n]);
+  });
 }
 
 // A rows × ld Split in shared memory from its first float: the hi plane,
@@ -245,37 +257,47 @@ __device__ __forceinline__ float split_value(const Split& s, int r, int i) {
 constexpr int kSplitTile = kC * kLdS;
 __device__ __forceinline__ Split split_view(float* f) { return split_planes(f, kC, kLdS); }
 
-// Issues the copy of a workspace tile stored split (ws.W: the hi plane
-// [64][128] of bf16, then the lo plane) into a Split of shared memory.
+// A workspace tile stored split (ws.W, ws.Ks, ws.Qs: the hi plane [64][128]
+// of bf16, then the lo plane), as a Split.
+__device__ __forceinline__ Split ws_split(float* tile) {
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(tile);
+  return Split{hi, hi + kC * kD, kD};
+}
+// Issues the copy of a workspace tile stored split into a 64 × kD Split of
+// shared memory.
 __device__ __forceinline__ void fetch_split_tile(const Split& dst, const float* src) {
+  const auto plane = [&](__nv_bfloat16* to, const __nv_bfloat16* from) {
+    for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
+      const auto* piece = reinterpret_cast<const float*>(from + r * kD + i);
+      cp_async(reinterpret_cast<float*>(to + r * dst.ld + i), piece, 16, 16);
+    });
+  };
   const auto* hi = reinterpret_cast<const __nv_bfloat16*>(src);
-  const auto* lo = hi + kC * kD;
-  constexpr int kPerPlane = kC * kD / 8;  // 16-byte pieces
-  for (int e = threadIdx.x; e < 2 * kPerPlane; e += kThreads) {
-    const int plane = e / kPerPlane, r = (e % kPerPlane) / (kD / 8), q = e % (kD / 8);
-    cp_async(reinterpret_cast<float*>((plane ? dst.lo : dst.hi) + r * dst.ld + 8 * q),
-             reinterpret_cast<const float*>((plane ? lo : hi) + r * kD + 8 * q), 16, 16);
-  }
+  plane(dst.hi, hi);
+  plane(dst.lo, hi + kC * kD);
+}
+// The reverse: a 64 × kD Split of shared memory (published) into a
+// workspace tile stored split, in the same 16-byte pieces.
+__device__ __forceinline__ void store_split_tile(float* dst, const Split& src) {
+  const Split to = ws_split(dst);
+  const auto plane = [&](__nv_bfloat16* into, const __nv_bfloat16* from) {
+    for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
+      *reinterpret_cast<uint4*>(into + r * kD + i) = *reinterpret_cast<const uint4*>(from + r * src.ld + i);
+    });
+  };
+  plane(to.hi, src.hi);
+  plane(to.lo, src.lo);
 }
 
 // A 64 × 64 f32 tile of shared memory (row stride kLdP) rewritten in place
 // as its Split (row stride kLdSC): each thread holds its values across the
 // barrier. Ends with a barrier.
 __device__ __forceinline__ void split_in_place(float* P) {
-  constexpr int kSlots = kC * kC / 4 / kThreads;
-  float4 v[kSlots];
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    v[n] = *reinterpret_cast<const float4*>(P + (e / (kC / 4)) * kLdP + 4 * (e % (kC / 4)));
-  }
+  float4 v[kC * kC / 4 / kThreads];
+  for_slots<kC, kC>([&](int n, int r, int i) { v[n] = *reinterpret_cast<const float4*>(P + r * kLdP + i); });
   __syncthreads();
   const Split dst = split_planes(P, kC, kLdSC);
-#pragma unroll
-  for (int n = 0; n < kSlots; ++n) {
-    const int e = static_cast<int>(threadIdx.x) + n * kThreads;
-    tile::split_store4(dst, e / (kC / 4), 4 * (e % (kC / 4)), v[n]);
-  }
+  for_slots<kC, kC>([&](int n, int r, int i) { tile::split_store4(dst, r, i, v[n]); });
   __syncthreads();
 }
 
@@ -283,11 +305,7 @@ __device__ __forceinline__ void split_in_place(float* P) {
 // 16-byte aligned rows) into shared memory (row stride ldd).
 template <int ROWS, int COLS>
 __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src, int lds) {
-  static_assert(COLS % 4 == 0, "float4 rows");
-  for (int e = threadIdx.x; e < ROWS * COLS / 4; e += kThreads) {
-    const int r = e / (COLS / 4), i = 4 * (e % (COLS / 4));
-    cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16);
-  }
+  for_slots<ROWS, COLS>([&](int, int r, int i) { cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16); });
 }
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
@@ -338,22 +356,20 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// The chunk's q̂, k̂ rows split into Q, K (64 × kD), then P = M ⊙ QKᵀ on s ≤
-// r < L (f32, row stride kLdP; c fetched into shared memory before). Ends
-// with a barrier.
-__device__ void split_scores(const Dims& g, const Tape& tp, const Pos& p, const Split& Q, const Split& K, float* P,
+// The chunk's q̂, k̂ rows into Q, K (64 × kD Splits, fetched as prep split
+// them), then P = M ⊙ QKᵀ on s ≤ r < L (f32, row stride kLdP; the fetch
+// of c into shared memory issued before). Ends with a barrier.
+__device__ void split_scores(const ChunkWs& ws, const Pos& p, const Split& Q, const Split& K, float* P,
                              const float* c) {
-  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  load_split_rows(Q, q_rows(g, tp, p), kstride, p.L, g.d);
-  load_split_rows(K, k_rows(g, tp, p), kstride, p.L, g.d);
-  landed();  // c
+  fetch_split_tile(Q, ws.Qs + p.kidx * kRowTile);
+  fetch_split_tile(K, ws.Ks + p.kidx * kRowTile);
+  landed();  // Q, K and c
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(P, kLdP, Q, K, 1.0f, false);
   __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
+  for_slots<kC, kC, 1>([&](int, int r, int s) {
     P[r * kLdP + s] = (s <= r && r < p.L) ? P[r * kLdP + s] * expf(c[r] - c[s]) : 0.0f;
-  }
+  });
   __syncthreads();
 }
 
@@ -370,10 +386,37 @@ __device__ float block_sum(float x, float* red) {
 
 // ---- forward ----------------------------------------------------------------
 
+// The blocks of T = (I + A)⁻¹ (16×16 block indices, T's diagonal blocks
+// already in Ts) at distance kDist below the diagonal: T_ij = −T_ii X_ij with
+// X_ij = Σ_{k=j}^{i−1} A_ik T_kj, i = j + kDist, each block by one warp (the
+// 4 − kDist first warps) as two 3xBF16 products — X (16 × 16·kDist × 16) into
+// T_ij's place, then T_ii X (T_ii with its unit diagonal) over it. They read
+// only blocks of smaller distance and their own, so the warps of one distance
+// need no barrier among them; callers __syncthreads() between distances.
+// (The scalar dot products these replace were most of prep's issue slots.)
+template <int kDist>
+__device__ __forceinline__ void off_diagonal_blocks(const float* As, float* Ts) {
+  const int jb = static_cast<int>(threadIdx.x) / 32, ib = jb + kDist;
+  if (ib >= kC / 16) return;
+  float* Tij = Ts + 16 * ib * kLdP + 16 * jb;
+  {
+    tile::Acc<16, 16, 1> x;
+    x.mma<16 * kDist, Row, Row>(As + 16 * ib * kLdP + 16 * jb, kLdP, Ts + 16 * jb * kLdP + 16 * jb, kLdP);
+    x.store(Tij, kLdP, 1.0f, false);
+  }
+  __syncwarp();  // X_ij visible to the warp
+  tile::Acc<16, 16, 1> t;
+  t.mma<16, Row, Row>(Ts + 16 * ib * kLdP + 16 * ib, kLdP, Tij, kLdP);
+  __syncwarp();  // every lane's reads of X_ij done before it is overwritten
+  t.store(Tij, kLdP, -1.0f, false);
+}
+
 // prep: A, T = (I+A)⁻¹, W = T diag(βe^c) K, Ũ = T diag(β) V (W, Ũ, T into the
 // workspace). K and V are split once, raw (tile::Split); the diagonal
 // factors go into T's columns instead (T' = T diag(βe^c), T'' = T diag(β),
-// split where T's f32 tile was), so W = T' K and Ũ = T'' V.
+// split where T's f32 tile was), so W = T' K and Ũ = T'' V. The block of a
+// k-head's first v-head also writes K's planes and Q's (split from
+// registers, straight to memory) to ws.Ks, ws.Qs, for the later kernels.
 __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -388,25 +431,24 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   const auto split_at = [](float* f32) { return split_planes(f32, kC, kLdSC); };
   chunk_scalars(g, a.tp, expf(a.a_log[p.h]), p, c, b);
   if (threadIdx.x < kScalars) ws.cb[p.idx * kScalars + threadIdx.x] = c[threadIdx.x];  // c, then β (b = c + 64)
-  load_split_rows(K, k_rows(g, a.tp, p), static_cast<index_t>(g.hk) * g.d, p.L, g.d);
+  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  load_split_rows(K, k_rows(g, a.tp, p), kstride, p.L, g.d);
   load_split_rows(V, a.tp.conv_out + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(As, kLdP, K, K, 1.0f, false);
   __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
+  for_slots<kC, kC, 1>([&](int, int r, int s) {
     As[r * kLdP + s] = (s < r && r < p.L) ? b[r] * expf(c[r] - c[s]) * As[r * kLdP + s] : 0.0f;
     Ts[r * kLdP + s] = r == s ? 1.0f : 0.0f;
-  }
+  });
   __syncthreads();
   // T = (I + A)⁻¹ by 16×16 blocks. First the four diagonal blocks by
   // forward substitution, T_rj = −A_rj − Σ_{j<s<r} A_rs T_sj within a
   // block: four threads per column j, each a quarter of the s range; a
   // column's threads sit in one warp (8 columns per warp, all in one
   // block), so the rows need warp barriers only — 15 dependent rows instead
-  // of 63. Then the blocks below the diagonal, nearest first:
-  // T_ij = −T_ii Σ_{k=j}^{i−1} A_ik T_kj (block indices), all blocks of one
-  // distance at once.
+  // of 63. Then the blocks below the diagonal, nearest first, a warp a
+  // block on the tensor cores (off_diagonal_blocks).
   {
     const int j = threadIdx.x / 4, part = threadIdx.x % 4, end = (j & ~15) + 16;
     for (int r = (j & ~7) + 1; r < end; ++r) {
@@ -419,112 +461,72 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
     }
   }
   __syncthreads();
-  for (int dist = 1; dist < kC / 16; ++dist) {
-    const int blocks = kC / 16 - dist, per = blocks * 256 / kThreads;  // elements per thread
-    float x[3];
-    const auto store_x = [&] {  // each thread's x[q] into its element of the blocks at this distance
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        if (q >= per) break;
-        const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256;
-        Ts[(16 * (jb + dist) + (e % 256) / 16) * kLdP + 16 * jb + e % 16] = x[q];
-      }
-    };
-    // X_ij = Σ_{k=j}^{i−1} A_ik T_kj for each block (i, j = i − dist), into T_ij's place.
-#pragma unroll
-    for (int q = 0; q < 3; ++q) {
-      if (q >= per) break;
-      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, r = 16 * (jb + dist) + (e % 256) / 16,
-                col = 16 * jb + e % 16;
-      float v = 0.0f;
-      for (int s = 16 * jb; s < 16 * (jb + dist); ++s) v = fmaf(As[r * kLdP + s], Ts[s * kLdP + col], v);
-      x[q] = v;
-    }
-    store_x();
-    __syncthreads();
-    // T_ij = −T_ii X_ij.
-#pragma unroll
-    for (int q = 0; q < 3; ++q) {
-      if (q >= per) break;
-      const int e = static_cast<int>(threadIdx.x) + q * kThreads, jb = e / 256, ib = jb + dist,
-                r = 16 * ib + (e % 256) / 16, col = 16 * jb + e % 16;
-      float v = Ts[r * kLdP + col];  // T_ii's diagonal is 1
-      for (int s = 16 * ib; s < r; ++s) v = fmaf(Ts[r * kLdP + s], Ts[s * kLdP + col], v);
-      x[q] = -v;
-    }
-    __syncthreads();
-    store_x();
-    __syncthreads();
-  }
+  off_diagonal_blocks<1>(As, Ts);
+  __syncthreads();
+  off_diagonal_blocks<2>(As, Ts);
+  __syncthreads();
+  off_diagonal_blocks<3>(As, Ts);
+  __syncthreads();
   {  // T to the workspace; T' and T'' over A's and T's tiles, split
-    constexpr int kSlots = kC * kC / 4 / kThreads;
-    float4 t[kSlots];
-#pragma unroll
-    for (int n = 0; n < kSlots; ++n) {
-      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+    float4 t[kC * kC / 4 / kThreads];
+    for_slots<kC, kC>([&](int n, int r, int s0) {
       t[n] = *reinterpret_cast<const float4*>(Ts + r * kLdP + s0);
       *reinterpret_cast<float4*>(ws.T + p.idx * kSqTile + r * kC + s0) = t[n];
-    }
+    });
     __syncthreads();
     const Split T1 = split_at(As), T2 = split_at(Ts);
-#pragma unroll
-    for (int n = 0; n < kSlots; ++n) {
-      const int e = static_cast<int>(threadIdx.x) + n * kThreads, r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+    for_slots<kC, kC>([&](int n, int r, int s0) {
       float f[4], h[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) h[q] = b[s0 + q], f[q] = h[q] * expf(c[s0 + q]);
       const float4 v = t[n];
       tile::split_store4(T1, r, s0, make_float4(v.x * f[0], v.y * f[1], v.z * f[2], v.w * f[3]));
       tile::split_store4(T2, r, s0, make_float4(v.x * h[0], v.y * h[1], v.z * h[2], v.w * h[3]));
-    }
+    });
   }
   __syncthreads();
   {  // W, stored split: the state passes only ever use it as a product operand
     tile::Acc<kC, kD> w;
     w.mma<kC, Row, Row>(split_at(As), K);
-    auto* wt = reinterpret_cast<__nv_bfloat16*>(ws.W + p.idx * kRowTile);
-    w.store_split(Split{wt, wt + kC * kD, kD});
+    w.store_split(ws_split(ws.W + p.idx * kRowTile));
   }
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
+  if (p.h % g.group == 0) {  // once a k-head (uniform over the block)
+    store_split_tile(ws.Ks + p.kidx * kRowTile, K);
+    load_split_rows(ws_split(ws.Qs + p.kidx * kRowTile), q_rows(g, a.tp, p), kstride, p.L, g.d);
+  }
 }
 
 // Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ → ws.U, S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
 // state's 64 columns stay in registers (an Acc); both products read split
 // operands by ldmatrix (tile::Split), so no operand is split per use: S₀ is
-// split once from the registers, W comes split from prep, K is split by
-// the threads that fetched it (their own slots: no barrier between landing
-// and splitting), and f ⊙ U is split from the W S₀ accumulators, to which
-// Ũ is added there (U goes to ws.U from the registers too). The pass is a
-// chain over the window's chunks: W, Ũ, c are double-buffered and fetched
-// at a chunk's first barrier, K (single f32 buffer) as soon as its fetcher
-// has split the previous one — each has most of a chunk to land. One block
-// per SM (224 KB of shared memory); two barriers per chunk.
+// split once from the registers, W and K come split from prep (K once a
+// k-head), and f ⊙ U is split from the W S₀ accumulators, to which Ũ is
+// added there (U goes to ws.U from the registers too). The pass is a chain
+// over the window's chunks: W, K, Ũ, c are double-buffered and fetched at
+// a chunk's first barrier — each has most of a chunk to land. One block per
+// SM (225 KB of shared memory); two barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
+  const int j0 = blockIdx.x * kTV, h = blockIdx.y, kh = h / g.group, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
   float* Sf = smem;                 // Split [128][72]: S₀
   float* Xw = Sf + kD * kLdSC;      // 2 × Split [64][136]: W
-  float* Xk = Xw + 2 * kSplitTile;  // [64][132]: K, f32 as fetched
-  float* Kf = Xk + kC * kLdD;       // Split [64][136]: K
-  float* Uf = Kf + kSplitTile;      // Split [64][72]: f ⊙ U
+  float* Xk = Xw + 2 * kSplitTile;  // 2 × Split [64][136]: K
+  float* Uf = Xk + 2 * kSplitTile;  // Split [64][72]: f ⊙ U
   float* Ub = Uf + kC * kLdSC;      // 2 × [64][68]: this block's columns of Ũ
   float* cb = Ub + 2 * kC * kLdV;   // 2 × [128]: c and β
-  const Split S0 = split_planes(Sf, kD, kLdSC), Ks = split_view(Kf), fU = split_planes(Uf, kC, kLdSC);
-  const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
-  const auto fetch_k = [&](int ci) {
-    const Pos q = chunk(ci);
-    fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), static_cast<index_t>(g.hk) * g.d, q.L, g.d);
-  };
-  const auto fetch_w_u_c = [&](int ci, int buf) {
+  const Split S0 = split_planes(Sf, kD, kLdSC), fU = split_planes(Uf, kC, kLdSC);
+  const auto chunk = [&](int ci) { return window_pos(g, blockIdx.z, ci, nch, h, kh); };  // window blockIdx.z
+  const auto fetch_w_k_u_c = [&](int ci, int buf) {
     const Pos q = chunk(ci);
     fetch_split_tile(split_view(Xw + buf * kSplitTile), ws.W + q.idx * kRowTile);
+    fetch_split_tile(split_view(Xk + buf * kSplitTile), ws.Ks + q.kidx * kRowTile);
     fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
-  fetch_w_u_c(0, 0);
-  fetch_k(0);
+  fetch_w_k_u_c(0, 0);
   tile::Acc<kD, kTV> S;  // zero
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
@@ -534,13 +536,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     S.store_split(S0);  // S₀'s readers (the last chunk's W S₀) are behind barrier [2]
     S.store(ws.S + p.idx * kStateTile + j0, kD, 1.0f, false);
     landed();         // this chunk's operands (the only copies in flight)
-    __syncthreads();  // [1] S₀, W, Ũ, c visible; the last chunk's readers of K, f ⊙ U and the other buffers done
-    if (ci + 1 < nch) fetch_w_u_c(ci + 1, buf ^ 1);
-    for_row_slots<kD>([&](int r, int i) {  // this thread's K slots, split; then its slots of the next K
-      tile::split_store4(Ks, r, i, *reinterpret_cast<const float4*>(Xk + r * kLdD + i));
-    });
-    asm volatile("" ::: "memory");  // the reads above before the copies below overwrite their slots
-    if (ci + 1 < nch) fetch_k(ci + 1);
+    __syncthreads();  // [1] S₀, W, K, Ũ, c visible; the last chunk's readers of f ⊙ U and the other buffers done
+    if (ci + 1 < nch) fetch_w_k_u_c(ci + 1, buf ^ 1);
     tile::Acc<kC, kTV> ws0;  // W S₀
     ws0.mma<kD, Row, Row>(split_view(Xw + buf * kSplitTile), S0);
     const float cl = c[p.L - 1];
@@ -555,112 +552,154 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
                        *reinterpret_cast<uint32_t*>(fU.lo + r * fU.ld + i) = lo;
                      });
     S.scale(expf(cl));
-    __syncthreads();  // [2] K and f ⊙ U split and visible; S₀ and W read
-    S.mma<kC, Col, Row>(Ks, fU);
+    __syncthreads();  // [2] f ⊙ U visible; S₀ and W read
+    S.mma<kC, Col, Row>(split_view(Xk + buf * kSplitTile), fU);
   }
 }
 
-// out: O = diag(e^c) Q S₀ + P U, 64 of the v columns at a time; both
-// products accumulate in registers (the row factors e^c applied between
-// them) and O goes to the tape from there. Operands split once
-// (tile::Split): Q, K for P (once for all columns), P in place, then each
-// half's columns of S₀ and U.
+// out: O = diag(e^c) Q S₀ + P U, one block per (chunk, k-head) for the
+// k-head's v-heads in turn: Q, K are split and QKᵀ taken once (it stays in
+// the registers), then per v-head its P = M ⊙ QKᵀ (its own decays) is split
+// straight from those accumulators, and O is formed 64 of the v columns at
+// a time; both products accumulate in registers (the row factors e^c
+// applied between them) and O goes to the tape from there. Operands split
+// once (tile::Split): Q, K (prep's planes, fetched), then each half's
+// columns of S₀ and U. The same values and sums as one block per v-head,
+// so the same O bit for bit, with a third of the Q, K traffic and score
+// products at three v-heads a k-head.
 __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split Q{planes, planes + kC * kLdS, kLdS};
   const Split KS{Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC, kLdS};  // K [64][136], then S₀'s columns
   const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
-  float* Ps = reinterpret_cast<float*>(KS.lo + kD * kLdSC);               // [64][72], then P split
-  const Split Pm = split_planes(Ps, kC, kLdSC);
-  const Split U = split_planes(Ps + kC * kLdP, kC, kLdSC);  // [64][72]
+  const Split Pm{KS.lo + kD * kLdSC, KS.lo + kD * kLdSC + kC * kLdSC, kLdSC};  // [64][72]
+  const Split U{Pm.lo + kC * kLdSC, Pm.lo + 2 * kC * kLdSC, kLdSC};          // [64][72]
   float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
-  fetch_scalars(ws.cb, p.idx, c);
-  split_scores(g, a.tp, p, Q, KS, Ps, c);
-  for (int j0 = 0; j0 < g.d; j0 += 64) {
-    if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
-    load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);  // (the first time over K, read for the last time)
-    load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
-    if (j0 == 0)
-      split_in_place(Ps);  // (its barriers also publish S₀'s and U's columns)
-    else
-      __syncthreads();
-    tile::Acc<kC, 64> o;
-    o.mma<kD, Row, Row>(Q, S0);
-    o.scale_rows([&](int r) { return expf(c[r]); });
-    o.mma<kC, Row, Row>(Pm, U);
-    o.visit_pairs([&](int r, int jj, float2 v) {
-      if (r < p.L) store_pair(a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj, j0 + jj, g.d, v);
+  const Pos p0 = pos_of(g, blockIdx.x, static_cast<int>(blockIdx.y) * g.group);
+  fetch_split_tile(Q, ws.Qs + p0.kidx * kRowTile);
+  fetch_split_tile(KS, ws.Ks + p0.kidx * kRowTile);
+  landed();
+  __syncthreads();
+  tile::Acc<kC, kC> qk;
+  qk.mma<kD, Row, Col>(Q, KS);
+  for (int j = 0; j < g.group; ++j) {
+    const Pos p = pos_of(g, blockIdx.x, p0.h + j);
+    __syncthreads();  // the last v-head's readers of c, P, S₀'s and U's columns done (the first time: of K)
+    load_scalars(ws.cb, p.idx, c);
+    qk.visit_pairs([&](int r, int s, float2 v) {  // P = M ⊙ QKᵀ on s ≤ r < L, split
+      const auto m = [&](int col, float x) { return (col <= r && r < p.L) ? x * expf(c[r] - c[col]) : 0.0f; };
+      uint32_t hi, lo;
+      tile::split_bf16x2(m(s, v.x), m(s + 1, v.y), hi, lo);
+      *reinterpret_cast<uint32_t*>(Pm.hi + r * Pm.ld + s) = hi;
+      *reinterpret_cast<uint32_t*>(Pm.lo + r * Pm.ld + s) = lo;
     });
+    for (int j0 = 0; j0 < g.d; j0 += 64) {
+      if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
+      load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);
+      load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
+      __syncthreads();  // (the first half: P too)
+      tile::Acc<kC, 64> o;
+      o.mma<kD, Row, Row>(Q, S0);
+      o.scale_rows([&](int r) { return expf(c[r]); });
+      o.mma<kC, Row, Row>(Pm, U);
+      o.visit_pairs([&](int r, int jj, float2 v) {
+        if (r < p.L) store_pair(a.tp.o_pre + ((p.t0 + r) * g.hv + p.h) * g.d + j0 + jj, j0 + jj, g.d, v);
+      });
+    }
   }
 }
 
 // ---- backward ---------------------------------------------------------------
 
-// dU_local = Pᵀ dO (into ws.dU), its operands split once (tile::Split): Q
-// and K for P, then P (in place) and dO.
+// dU_local = Pᵀ dO (into ws.dU) for the v-heads of one k-head, one block
+// per (chunk, k-head): q̂, k̂ are the k-head's, so Q and K (prep's planes)
+// are fetched once and QKᵀ taken once for all of them (f32 in shared memory: in
+// the registers across the v-heads it spilled). Per v-head h = kh·group + j:
+// P = M ⊙ QKᵀ with its own c, split straight from QKᵀ into K's planes (the
+// same values and splits as split_scores + split_in_place), its dO loaded
+// split over Q's, then Pᵀ dO. c is double-buffered, the next v-head's
+// fetched while this one's P is formed: two barriers per v-head.
 __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const auto vhead = [&](int j) { return pos_of(g, blockIdx.x, static_cast<int>(blockIdx.y) * g.group + j); };
+  const Pos p0 = vhead(0);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then dO
-  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K
-  float* Ps = reinterpret_cast<float*>(X2.lo + kC * kLdS);          // [64][72], then P split
-  const Split Pm = split_planes(Ps, kC, kLdSC);
-  float* c = Ps + kC * kLdP;
-  fetch_scalars(ws.cb, p.idx, c);
-  split_scores(g, a.tp, p, X1, X2, Ps, c);
-  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO over Q (read for the last time)
-  split_in_place(Ps);
-  gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Pm, X1, 1.0f, false);
+  const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then each v-head's dO
+  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K, then each v-head's P
+  const Split Pm = split_planes(reinterpret_cast<float*>(X2.hi), kC, kLdSC);  // [64][72]
+  float* QK = reinterpret_cast<float*>(X2.lo + kC * kLdS);                     // [64][68]
+  float* cb = QK + kC * kLdC;                                                  // 2 × [128]: c and β
+  fetch_scalars(ws.cb, p0.idx, cb);
+  fetch_split_tile(X1, ws.Qs + p0.kidx * kRowTile);
+  fetch_split_tile(X2, ws.Ks + p0.kidx * kRowTile);
+  landed();  // Q, K and the first v-head's c
+  __syncthreads();
+  gemm<kC, kC, kD, Row, Col>(QK, kLdC, X1, X2, 1.0f, false);
+  for (int j = 0; j < g.group; ++j) {
+    const Pos p = vhead(j);
+    const float* c = cb + (j & 1) * kScalars;
+    // [1] QKᵀ visible and Q, K read (j = 0), else the last P and dO read;
+    // this c visible (landed before the last barrier).
+    __syncthreads();
+    // (the other buffer was last read forming the last P, before [2])
+    if (j + 1 < g.group) fetch_scalars(ws.cb, vhead(j + 1).idx, cb + ((j + 1) & 1) * kScalars);
+    const auto masked = [&](int r, int s, float x) {  // P_rs = M_rs (QKᵀ)_rs: 0 outside s ≤ r < L
+      return (s <= r && r < p.L) ? x * expf(c[r] - c[s]) : 0.0f;
+    };
+    for_slots<kC, kC>([&](int, int r, int s) {
+      const float4 x = *reinterpret_cast<const float4*>(QK + r * kLdC + s);
+      tile::split_store4(Pm, r, s,
+                         make_float4(masked(r, s, x.x), masked(r, s + 1, x.y), masked(r, s + 2, x.z),
+                                     masked(r, s + 3, x.w)));
+    });
+    load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO
+    landed();  // the next v-head's c
+    __syncthreads();  // [2] P and dO visible
+    gemm<kC, kD, kC, Col, Row>(ws.dU + p.idx * kRowTile, kD, Pm, X1, 1.0f, false);
+  }
 }
 
 // Backward state pass, chunks last to first: dS_L → ws.dh, dU += K̃ dS_L
 // (K̃ = e^{c_last−c} ⊙ K rows, 0 past L), dS₀ = e^{c_last} dS_L + (e^cQ)ᵀ dO
 // − Wᵀ dU. dS stays in registers as in the forward pass and is split once
-// from there; K is split raw by the threads that fetched it (K̃'s row
+// from there; K and Q come split from prep (once a k-head), raw: K̃'s row
 // factors go onto the K dS_L accumulators, where dU is added and goes to
-// ws.dU, and −dU is split for Wᵀ dU), so K dS_L and Wᵀ dU read split
-// operands by ldmatrix; (e^cQ)ᵀ dO stays an f32 product (Q scaled in place
-// by its fetchers). A chunk's operands arrive in groups issued during the
-// chunk after it (in pass order, the one before): K as soon as its fetcher
-// has split the previous one; Q, dO, dU and the c of the chunk after next
-// at its second barrier; W at its last. K, Q, dO, dU are waited for at the
-// top of the chunk they belong to, W before its second barrier. One block
-// per SM (223 KB); three barriers per chunk.
+// ws.dU, and −dU is split for Wᵀ dU; (e^cQ)ᵀ dO is taken as Qᵀ (e^c ⊙ dO),
+// dO scaled and split by the threads that fetched it (their own slots: no
+// barrier between landing and splitting). So all three products read split
+// operands by ldmatrix. A chunk's operands arrive in two groups issued
+// during the chunk after it (in pass order, the one before): K, Q, dO, dU
+// and the c of the chunk after next at its second barrier, waited for at
+// the top of the chunk they belong to; W at its last, waited for before
+// the second barrier. One buffer each (a second K would not fit beside
+// dO's planes): one block per SM (209 KB); three barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const int j0 = blockIdx.x * kTV, h = blockIdx.y, nch = (g.T + kC - 1) / kC;
+  const int j0 = blockIdx.x * kTV, h = blockIdx.y, kh = h / g.group, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
   float* Df = smem;              // Split [128][72]: dS_L
-  float* Xk = Df + kD * kLdSC;   // [64][132]: K, f32 as fetched
-  float* Kf = Xk + kC * kLdD;    // Split [64][136]: K
-  float* Xq = Kf + kSplitTile;   // [64][132]: e^c Q
-  float* Xw = Xq + kC * kLdD;    // Split [64][136]: W
+  float* Xk = Df + kD * kLdSC;   // Split [64][136]: K
+  float* Xq = Xk + kSplitTile;   // Split [64][136]: Q
+  float* Xw = Xq + kSplitTile;   // Split [64][136]: W
   float* Ub = Xw + kSplitTile;   // [64][68]: this block's columns of dU as fetched
-  float* Do = Ub + kC * kLdV;    // [64][68]: dO
-  float* Uf = Do + kC * kLdV;    // Split [64][72]: −dU
+  float* Do = Ub + kC * kLdV;    // [64][68]: dO as fetched
+  float* Ef = Do + kC * kLdV;    // Split [64][72]: e^c ⊙ dO
+  float* Uf = Ef + kC * kLdSC;   // Split [64][72]: −dU
   float* cb = Uf + kC * kLdSC;   // 2 × [128]: c and β
-  const Split dSL = split_planes(Df, kD, kLdSC), Ks = split_view(Kf), mdU = split_planes(Uf, kC, kLdSC);
-  const auto chunk = [&](int ci) { return pos_of(g, static_cast<index_t>(blockIdx.z) * nch + ci, h); };
-  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
+  const Split dSL = split_planes(Df, kD, kLdSC), eDo = split_planes(Ef, kC, kLdSC);
+  const Split mdU = split_planes(Uf, kC, kLdSC);
+  const auto chunk = [&](int ci) { return window_pos(g, blockIdx.z, ci, nch, h, kh); };  // window blockIdx.z
   const int dcols = max(0, min(kTV, g.d - j0));
   // The groups of chunk ci, each committed even when empty (ci < 0), so
   // that the waits below count the same in every iteration.
-  const auto fetch_k = [&](int ci) {
+  const auto fetch_k_q_do_du_c = [&](int ci) {  // and the c of chunk ci − 1
     if (ci >= 0) {
       const Pos q = chunk(ci);
-      fetch_rows(Xk, kLdD, k_rows(g, a.tp, q), kstride, q.L, g.d);
-    }
-    commit();
-  };
-  const auto fetch_q_do_du_c = [&](int ci) {  // and the c of chunk ci − 1
-    if (ci >= 0) {
-      const Pos q = chunk(ci);
-      fetch_rows(Xq, kLdD, q_rows(g, a.tp, q), kstride, q.L, g.d);
+      fetch_split_tile(split_view(Xk), ws.Ks + q.kidx * kRowTile);
+      fetch_split_tile(split_view(Xq), ws.Qs + q.kidx * kRowTile);
       fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
       fetch_tile<kC, kTV>(Ub, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
     }
@@ -674,8 +713,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
   fetch_scalars(ws.cb, chunk(nch - 1).idx, cb + ((nch - 1) & 1) * kScalars);
   landed();
   __syncthreads();  // the first chunk's c visible
-  fetch_k(nch - 1);
-  fetch_q_do_du_c(nch - 1);
+  fetch_k_q_do_du_c(nch - 1);
   fetch_w(nch - 1);
   tile::Acc<kD, kTV> D;  // dS, zero
   for (int ci = nch - 1; ci >= 0; --ci) {
@@ -684,17 +722,17 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
     D.store_split(dSL);  // its readers (the chunk after's K dS_L) are behind that chunk's barrier [2]
     D.store(ws.dh + p.idx * kStateTile + j0, kD, 1.0f, false);
     landed_but<1>();  // K, Q, dO, dU of this chunk (W may still be in flight)
-    for_row_slots<kD>([&](int r, int i) {  // this thread's K slots, split; then its slots of the next K
-      tile::split_store4(Ks, r, i, *reinterpret_cast<const float4*>(Xk + r * kLdD + i));
+    // This thread's dO slots, scaled and split (e^c ⊙ dO's last readers are behind the chunk after's [2]).
+    for_slots<kC, kTV>([&](int, int r, int i) {
+      const float4 v = *reinterpret_cast<const float4*>(Do + r * kLdV + i);
+      const float e = expf(c[r]);
+      tile::split_store4(eDo, r, i, make_float4(e * v.x, e * v.y, e * v.z, e * v.w));
     });
-    asm volatile("" ::: "memory");  // the reads above before the copies below overwrite their slots
-    fetch_k(ci - 1);
-    scale_rows(Xq, kLdD, [&](int r) { return expf(c[r]); });
-    __syncthreads();  // [1] dS_L, K, e^cQ, dO, dU visible
+    __syncthreads();  // [1] dS_L, K, Q, e^c ⊙ dO, dU visible
     tile::Acc<kD, kTV> qdo;
-    qdo.mma<kC, Col, Row>(Xq, kLdD, Do, kLdV);  // (e^cQ)ᵀ dO
+    qdo.mma<kC, Col, Row>(split_view(Xq), eDo);  // Qᵀ (e^c ⊙ dO)
     tile::Acc<kC, kTV> kd;
-    kd.mma<kD, Row, Row>(Ks, dSL);  // K dS_L
+    kd.mma<kD, Row, Row>(split_view(Xk), dSL);  // K dS_L
     const float cl = c[p.L - 1];
     kd.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ub + r * kLdV + i); },
                     [&](int r, int i, float2 k, float2 old) {  // dU = dU + K̃ dS_L out; −dU split
@@ -708,9 +746,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
                     });
     D.scale(expf(cl));
     D.add(qdo);
-    landed_but<1>();  // W of this chunk (all but the newest group: the next K)
-    __syncthreads();  // [2] W, −dU visible; Xq, Do, Ub, this chunk's c read
-    fetch_q_do_du_c(ci - 1);
+    landed();         // W of this chunk (the only group in flight)
+    __syncthreads();  // [2] W, −dU visible; K, Q, dO, dU and this chunk's c read
+    fetch_k_q_do_du_c(ci - 1);
     D.mma<kC, Col, Row>(split_view(Xw), mdU);  // − Wᵀ dU
     __syncthreads();  // [3] Xw free
     fetch_w(ci - 1);
@@ -837,8 +875,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
 // − Σ_q dP_qr P_qr; dQ = (dP⊙M) K; dK = (dP⊙M)ᵀ Q. The first to write ws.dQ,
 // ws.dK and ws.dc: it needs nothing of the backward state pass, so it runs
 // beside it on the side stream (chunk_backward). Its four products read
-// operands split once (tile::Split): dO, U, then Q, K as they are loaded,
-// dP ⊙ M as it is formed.
+// operands split once (tile::Split): dO, U as they are loaded, then Q, K
+// as prep split them (fetched), dP ⊙ M as it is formed.
 __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
@@ -857,7 +895,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   __syncthreads();
   gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, X2, 1.0f, false);
   __syncthreads();  // X1, X2 free
-  split_scores(g, a.tp, p, X1, X2, Ps, c);
+  split_scores(ws, p, X1, X2, Ps, c);
   float dc_r;
   {  // four threads per r, each a quarter of row r and of column r
     const int r = threadIdx.x / 4, part = threadIdx.x % 4;
@@ -869,8 +907,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   }
   __syncthreads();  // P read for the last time: its region takes dP ⊙ M
   if (threadIdx.x % 4 == 0) ws.dc[p.idx * kC + threadIdx.x / 4] = dc_r;
-  for (int e = threadIdx.x; e < kC * kC / 4; e += kThreads) {
-    const int r = e / (kC / 4), s0 = 4 * (e % (kC / 4));
+  for_slots<kC, kC>([&](int, int r, int s0) {
     float v[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -878,7 +915,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
       v[q] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
     }
     tile::split_store4(Dm, r, s0, make_float4(v[0], v[1], v[2], v[3]));
-  }
+  });
   __syncthreads();
   gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, Dm, X2, 1.0f, false);
   gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Dm, X1, 1.0f, false);
@@ -890,10 +927,10 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
 // dc_r += dA A, dc_s −= dA A, dK += E K + EᵀK for E = dA β_r M.
 // Writes dV (into d_qkv's v columns), ws.db and, with its last part of dK,
 // the tape's dk̂ of this v-head; accumulates ws.dc. Operands split once
-// (tile::Split): T, dU, V and dW, K raw (the factors β and βe^c of dT's
-// columns applied to the accumulators); dBv and dBk never leave the
-// registers (dV, dK and the row dots taken there); dT, dT Tᵀ and E split in
-// place.
+// (tile::Split): T, dU, V and dW as loaded, K raw as prep split it
+// (fetched; the factors β and βe^c of dT's columns applied to the
+// accumulators); dBv and dBk never leave the registers (dV, dK and the row
+// dots taken there); dT, dT Tᵀ and E split in place.
 __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkWs ws) {
   using Wide = tile::Acc<kC, kD>;
   using Square = tile::Acc<kC, kC>;
@@ -914,8 +951,6 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   float* db = dc + kC;  // [64]
   const Split Y1s = split_planes(Y1, kC, kLdSC);
   const float* vsrc = a.tp.conv_out + v_col(g, p);
-  const float* ksrc = k_rows(g, a.tp, p);
-  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
   float* dK = ws.dK + p.idx * kRowTile;
   const auto part_sum = [&](int r) {
     float t = 0.0f;
@@ -941,9 +976,10 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   dt.mma<kD, Row, Col>(X1, X2);  // dU Vᵀ
   dt.scale_cols([&](int s) { return b[s]; });
   __syncthreads();  // [the parts visible; X1, X2 free]
+  fetch_split_tile(X2, ws.Ks + p.kidx * kRowTile);
   if (threadIdx.x < kC) db[threadIdx.x] = part_sum(threadIdx.x);
   load_split_rows(X1, ws.dW + p.idx * kRowTile, kD);
-  load_split_rows(X2, ksrc, kstride, p.L, g.d);
+  landed();  // K
   __syncthreads();
   {
     Square dw;
@@ -970,10 +1006,9 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
     db[r] += expf(c[r]) * kb;
     dc[r] = b[r] * expf(c[r]) * kb;
   }
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
+  for_slots<kC, kC, 1>([&](int, int r, int s) {
     if (s > r) Y1[r * kLdP + s] = 0.0f;
-  }
+  });
   __syncthreads();
   split_in_place(Y1);
   {  // X = dT Tᵀ, then dA = −Tᵀ X, each over its input in Y1
@@ -1021,10 +1056,9 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
     if (part4 == 0) dc[s] -= dcs;
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < kC * kC; e += kThreads) {
-    const int r = e / kC, s = e % kC;
+  for_slots<kC, kC, 1>([&](int, int r, int s) {
     Y1[r * kLdP + s] = (s < r && r < p.L) ? Y1[r * kLdP + s] * b[r] * expf(c[r] - c[s]) : 0.0f;
-  }
+  });
   __syncthreads();
   split_in_place(Y1);
   {  // dK + E K + Eᵀ K, the last part of dK: into the tape
@@ -1068,12 +1102,13 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
 constexpr std::size_t kStateFwdSmem =
-    4 * (kD * kLdSC + 3 * kSplitTile + kC * kLdD + kC * kLdSC + 2 * kC * kLdV + 2 * kScalars);
-constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + kC * kLdSC) + 4 * (kC * kLdP + kScal);
+    4 * (kD * kLdSC + 4 * kSplitTile + kC * kLdSC + 2 * kC * kLdV + 2 * kScalars);
+constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + 2 * kC * kLdSC) + 4 * kScal;
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
-constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdP + kScal);
+constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + 2 * kScalars);
+static_assert(kLdSC <= kLdS, "dU_local: K's planes hold P's");
 constexpr std::size_t kStateBwdSmem =
-    4 * (kD * kLdSC + 2 * kC * kLdD + 2 * kSplitTile + 2 * kC * kLdV + kC * kLdSC + 2 * kScalars);
+    4 * (kD * kLdSC + 3 * kSplitTile + 2 * kC * kLdV + 2 * kC * kLdSC + 2 * kScalars);
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradStateSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
@@ -1089,8 +1124,10 @@ void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs
   BR_CUDA_LAUNCHED();
 }
 
-dim3 chunk_grid(const Dims& g) {
-  return dim3(static_cast<unsigned>(g.nb * ((g.T + kC - 1) / kC)), static_cast<unsigned>(g.hv));
+// One block per (chunk, head): heads = g.hv, or g.hk for a kernel that
+// serves all the v-heads of a k-head.
+dim3 chunk_grid(const Dims& g, int heads) {
+  return dim3(static_cast<unsigned>(g.nb * ((g.T + kC - 1) / kC)), static_cast<unsigned>(heads));
 }
 // All kD columns, also past head_dim: the later kernels read whole 128×128
 // states, so the padding must hold zeros, not stale pool memory.
@@ -1100,16 +1137,18 @@ dim3 state_grid(const Dims& g) {
 
 // prep + the forward state pass: W, U, S₀ and T in the workspace.
 void forward_states(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
-  launch(prep_kernel, chunk_grid(a.g), kPrepSmem, s, a, ws);
+  launch(prep_kernel, chunk_grid(a.g, a.g.hv), kPrepSmem, s, a, ws);
   launch(state_fwd_kernel, state_grid(a.g), kStateFwdSmem, s, a, ws);
 }
 
 index_t chunk_count(const Dims& g) { return g.nb * ((g.T + kC - 1) / kC) * g.hv; }
+index_t k_chunk_count(const Dims& g) { return g.nb * ((g.T + kC - 1) / kC) * g.hk; }  // (chunk, k-head) items
 
 }  // namespace
 
 std::size_t chunk_forward_floats(const Dims& g) {
-  return static_cast<std::size_t>(chunk_count(g)) * (2 * kRowTile + kStateTile + kSqTile + kScalars);
+  return static_cast<std::size_t>(chunk_count(g)) * (2 * kRowTile + kStateTile + kSqTile + kScalars) +
+         static_cast<std::size_t>(k_chunk_count(g)) * 2 * kRowTile;
 }
 
 std::size_t chunk_backward_floats(const Dims& g) {
@@ -1117,39 +1156,40 @@ std::size_t chunk_backward_floats(const Dims& g) {
 }
 
 ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
-  const auto nc = static_cast<std::size_t>(chunk_count(g));
+  const auto nc = static_cast<std::size_t>(chunk_count(g)), nk = static_cast<std::size_t>(k_chunk_count(g));
   ChunkWs ws{};
-  auto take = [nc](float*& at, float*& p, index_t per) {
+  auto take = [](float*& at, float*& p, std::size_t items, index_t per) {
     p = at;
-    at += nc * static_cast<std::size_t>(per);
+    at += items * static_cast<std::size_t>(per);
   };
-  take(fwd, ws.W, kRowTile);
-  take(fwd, ws.U, kRowTile);
-  take(fwd, ws.S, kStateTile);
-  take(fwd, ws.T, kSqTile);
-  take(fwd, ws.cb, kScalars);
+  take(fwd, ws.W, nc, kRowTile);
+  take(fwd, ws.U, nc, kRowTile);
+  take(fwd, ws.S, nc, kStateTile);
+  take(fwd, ws.T, nc, kSqTile);
+  take(fwd, ws.cb, nc, kScalars);
+  take(fwd, ws.Ks, nk, kRowTile);
+  take(fwd, ws.Qs, nk, kRowTile);
   if (bwd) {
-    take(bwd, ws.dU, kRowTile);
-    take(bwd, ws.dW, kRowTile);
-    take(bwd, ws.dQ, kRowTile);
-    take(bwd, ws.dK, kRowTile);
-    take(bwd, ws.dh, kStateTile);
-    take(bwd, ws.dc, kC);
-    take(bwd, ws.db, kC);
+    take(bwd, ws.dU, nc, kRowTile);
+    take(bwd, ws.dW, nc, kRowTile);
+    take(bwd, ws.dQ, nc, kRowTile);
+    take(bwd, ws.dK, nc, kRowTile);
+    take(bwd, ws.dh, nc, kStateTile);
+    take(bwd, ws.dc, nc, kC);
+    take(bwd, ws.db, nc, kC);
   }
   return ws;
 }
 
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
   forward_states(a, ws, s);
-  const dim3 cg = chunk_grid(a.g);
-  launch(out_kernel, cg, kOutSmem, s, a, ws);
+  launch(out_kernel, chunk_grid(a.g, a.g.hk), kOutSmem, s, a, ws);
 }
 
 void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s, const SideStream& side) {
   if (recompute) forward_states(a, ws, s);
-  const dim3 cg = chunk_grid(a.g);
-  launch(du_local_kernel, cg, kDuSmem, s, a, ws);
+  const dim3 cg = chunk_grid(a.g, a.g.hv);
+  launch(du_local_kernel, chunk_grid(a.g, a.g.hk), kDuSmem, s, a, ws);
   BR_CUDA_CHECK(cudaEventRecord(side.fork, s));
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
   // The attention grads need nothing of the state pass (dO, U, Q, K, c):

@@ -167,8 +167,10 @@ class Acc {
   }
 
  public:
+  // kWarps = 1 is a one-warp product: every warp holds the whole M×N of its
+  // own operands (warps of a block working on different small blocks).
   __device__ Acc() {
-    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int warp = kWarps == 1 ? 0 : static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     m0_ = (warp / WT::WN) * RM * 16;
     n0_ = (warp % WT::WN) * RN * 8;
     g_ = lane / 4;
