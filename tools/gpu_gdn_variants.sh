@@ -48,7 +48,7 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
   rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s  %s' "$label" "${t8:-?}" "${t32:-?}" "$tests" "$bits")")
   if [ -n "${KERNELS:-}" ]; then
     local csv="$out/gdn_variant_ncu.csv"
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"prep_|state_|out_kernel|du_local|grads_|finish_" -c 10 --csv --log-file "$csv" \
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv --log-file "$csv" \
       --metrics gpu__time_duration.sum "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 \
       >/dev/null 2>&1
     rows+=("    8x512 kernels (ncu): $(python3 tools/ncu_table.py "$csv" --line 2>&1 | tail -1)")
