@@ -12,8 +12,9 @@
 #                                      bench/anchors/fla_gdn.py)
 #   tools/gpu_gdn.sh --detail K[,K…]   ncu's stall reasons, pipe and memory use and
 #                                      occupancy for one launch of each kernel K at
-#                                      8x512 (e.g. state_fwd,state_bwd); builds and
-#                                      profiles only (no tests, no timing)
+#                                      8x512 (e.g. state_fwd,state_bwd; SHAPE=1x32768 for
+#                                      the long window); builds and profiles only (no tests,
+#                                      no timing)
 #   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
 #                                      racecheck over two small cases (no other runs)
 set -uo pipefail
@@ -46,11 +47,11 @@ if [ "$mode" = "" ] || [ "$mode" = "--kernels" ]; then
 fi
 if [ "$mode" = "--detail" ]; then
   for kernel in $(echo "${2:?kernel names, e.g. state_fwd,state_bwd}" | tr ',' ' '); do
-    echo "== ${kernel} under ncu (one launch at 8x512) =="
+    echo "== ${kernel} under ncu (one launch at ${SHAPE:-8x512}) =="
     BITRANK_GDN_KERNEL=3 ncu -k regex:"${kernel}" -c 1 --section WarpStateStats --section SchedulerStats \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
       --section LaunchStats --section SourceCounters \
-      ./build-gpu/bitrank bench --device cuda --op gdn --shape 8x512 --min-time 0.01 2>&1 |
+      ./build-gpu/bitrank bench --device cuda --op gdn --shape "${SHAPE:-8x512}" --min-time 0.01 2>&1 |
       grep -vE "^==PROF==|^gdn |^op |^---|^bitrank bench|^$" | head -160
   done
 fi
