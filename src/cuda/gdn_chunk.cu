@@ -92,6 +92,26 @@ __device__ __forceinline__ Pos pos_of(const Dims& g, index_t chunk, int h) {
   p.kidx = chunk * g.hk + p.kh;
   return p;
 }
+
+// The (chunk, head) item of a chunk-parallel block: the grid is one
+// dimension, heads fastest (chunk_grid), so that the blocks of one chunk's
+// heads run together and the tiles a k-head's v-heads share (q̂, k̂ and
+// their planes, G) are read from DRAM once and from L2 by the others; with
+// chunks fastest, a long window put a head's hundreds of chunks between
+// them and L2 had evicted the tiles by the next v-head. One 32-bit division
+// a block.
+struct Item {
+  index_t chunk;
+  int head;
+};
+__device__ __forceinline__ Item item_of(int heads) {
+  const unsigned x = blockIdx.x, chunk = x / static_cast<unsigned>(heads);
+  return Item{static_cast<index_t>(chunk), static_cast<int>(x - chunk * static_cast<unsigned>(heads))};
+}
+__device__ __forceinline__ Pos pos_of_block(const Dims& g) {  // a block of a grid over the v-heads
+  const Item it = item_of(g.hv);
+  return pos_of(g, it.chunk, it.head);
+}
 // The same for chunk ci (of nch) of window w, the k-head kh given: the state
 // passes know the window (blockIdx.z) and take the k-head once a block, so
 // they place each chunk with a few multiply-adds instead of pos_of's
@@ -419,7 +439,7 @@ __device__ __forceinline__ void off_diagonal_blocks(const float* As, float* Ts) 
 // registers, straight to memory) to ws.Ks, ws.Qs, for the later kernels.
 __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split K{planes, planes + kC * kLdS, kLdS};
@@ -577,7 +597,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   const Split Pm{KS.lo + kD * kLdSC, KS.lo + kD * kLdSC + kC * kLdSC, kLdSC};  // [64][72]
   const Split U{Pm.lo + kC * kLdSC, Pm.lo + 2 * kC * kLdSC, kLdSC};          // [64][72]
   float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
-  const Pos p0 = pos_of(g, blockIdx.x, static_cast<int>(blockIdx.y) * g.group);
+  const Item it = item_of(g.hk);  // (chunk, k-head)
+  const Pos p0 = pos_of(g, it.chunk, it.head * g.group);
   fetch_split_tile(Q, ws.Qs + p0.kidx * kRowTile);
   fetch_split_tile(KS, ws.Ks + p0.kidx * kRowTile);
   landed();
@@ -585,7 +606,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   tile::Acc<kC, kC> qk;
   qk.mma<kD, Row, Col>(Q, KS);
   for (int j = 0; j < g.group; ++j) {
-    const Pos p = pos_of(g, blockIdx.x, p0.h + j);
+    const Pos p = pos_of(g, it.chunk, p0.h + j);
     __syncthreads();  // the last v-head's readers of c, P, S₀'s and U's columns done (the first time: of K)
     load_scalars(ws.cb, p.idx, c);
     qk.visit_pairs([&](int r, int s, float2 v) {  // P = M ⊙ QKᵀ on s ≤ r < L, split
@@ -623,7 +644,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
 // fetched while this one's P is formed: two barriers per v-head.
 __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const auto vhead = [&](int j) { return pos_of(g, blockIdx.x, static_cast<int>(blockIdx.y) * g.group + j); };
+  const Item it = item_of(g.hk);  // (chunk, k-head)
+  const auto vhead = [&](int j) { return pos_of(g, it.chunk, it.head * g.group + j); };
   const Pos p0 = vhead(0);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
@@ -768,7 +790,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   using Acc = tile::Acc<kC, kD>;
   constexpr int kParts = Acc::kWarpCols;
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split S{planes, planes + kD * kLdS, kLdS};                // [128][136]: S₀, then dS_L
@@ -879,7 +901,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
 // as prep split them (fetched), dP ⊙ M as it is formed.
 __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split X1{planes, planes + kC * kLdS, kLdS};                  // dO, then Q
@@ -936,7 +958,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   using Square = tile::Acc<kC, kC>;
   constexpr int kParts = Wide::kWarpCols;
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split T{planes, planes + kC * kLdSC, kLdSC};                     // [64][72]
@@ -1077,7 +1099,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
 // per v-head were written by the state and WY grads).
 __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
-  const Pos p = pos_of(g, blockIdx.x, blockIdx.y);
+  const Pos p = pos_of_block(g);
   __shared__ float dl[kC];
   if (threadIdx.x < kC) dl[threadIdx.x] = ws.dc[p.idx * kC + threadIdx.x];
   __syncthreads();
@@ -1126,8 +1148,13 @@ void launch(Kernel k, dim3 grid, std::size_t smem, cudaStream_t s, const RecArgs
 
 // One block per (chunk, head): heads = g.hv, or g.hk for a kernel that
 // serves all the v-heads of a k-head.
-dim3 chunk_grid(const Dims& g, int heads) {
-  return dim3(static_cast<unsigned>(g.nb * ((g.T + kC - 1) / kC)), static_cast<unsigned>(heads));
+dim3 chunk_grid(const Dims& g, int heads) {  // (chunk, head) items, heads fastest: item_of
+  const auto items = static_cast<std::size_t>(g.nb) * static_cast<std::size_t>((g.T + kC - 1) / kC) *
+                     static_cast<std::size_t>(heads);
+  if (items > 0x7fffffffu)
+    fail("gdn: {} (chunk, head) items exceed the {} blocks of one CUDA grid; run fewer tokens per call", items,
+         0x7fffffffu);
+  return dim3(static_cast<unsigned>(items));
 }
 // All kD columns, also past head_dim: the later kernels read whole 128×128
 // states, so the padding must hold zeros, not stale pool memory.
