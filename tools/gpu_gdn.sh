@@ -16,7 +16,8 @@
 #                                      the long window); builds and profiles only (no tests,
 #                                      no timing)
 #   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
-#                                      racecheck over two small cases (no other runs)
+#                                      racecheck over two small cases (no other runs;
+#                                      SANITIZE=memcheck or racecheck runs only that one)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -41,7 +42,7 @@ if [ "$mode" = "" ] || [ "$mode" = "--kernels" ]; then
   if [ -n "${FLA_SRC:-}" ]; then
     echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
     python3 bench/anchors/fla_gdn.py --bypass-guard > "${OUT:-/tmp}/gdn_fla.txt" 2>&1
-    tail -6 "${OUT:-/tmp}/gdn_fla.txt"
+    tail -9 "${OUT:-/tmp}/gdn_fla.txt"
     python3 tools/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
   fi
 fi
@@ -62,6 +63,7 @@ if [ "$mode" = "--sanitize" ]; then
   for run in "memcheck 150 GdnCuda.*:Parity/gdn*.cuda" \
              "racecheck 200 Parity/gdn_6v2k_d128_2x45_ckpt8.cuda:Parity/gdn_conv2_1x70.cuda"; do
     read -r tool limit filter <<< "$run"
+    [ -n "${SANITIZE:-}" ] && [ "$tool" != "$SANITIZE" ] && continue
     echo "== compute-sanitizer --tool ${tool} over ${filter} =="
     BITRANK_GDN_KERNEL=3 timeout "${limit}" compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
       --gtest_filter="${filter}" > "${OUT:-/tmp}/gdn_${tool}.log" 2>&1

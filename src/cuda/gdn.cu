@@ -45,25 +45,138 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Conv pre-activation of row t (position p in its window), channel c; taps
-// in ascending order (the forward and the backward's recomputation agree).
-__device__ __forceinline__ float conv_pre(const float* __restrict__ qkv, const float* __restrict__ w, const Dims& g,
-                                          index_t t, int p, int c) {
-  float acc = 0.0f;
-  for (int j = 0; j < g.K; ++j) {
-    const int back = g.K - 1 - j;
-    if (p >= back) acc = fmaf(qkv[(t - back) * g.C + c], w[static_cast<index_t>(c) * g.K + j], acc);
+// The depthwise causal conv, forward and backward. A thread owns VW
+// consecutive channels (VW = 4, one 16-byte access a row, when the channel
+// count and the pointers allow it) over a tile of kConvRows rows of one
+// window and walks it top to bottom, keeping the rows its taps still need in
+// registers; a block is kConvThreads such threads side by side along the
+// channels (grid: x = window·tiles + tile, y = channel block). Index
+// arithmetic is 32-bit per thread and done once (a 64-bit division per
+// element cost the earlier thread-per-element kernels most of their time:
+// 390 µs for the forward at 8×512 against a byte floor of ~80). Taps are
+// summed in ascending order j = 0..K−1 from +0, skipping those before the
+// window's start — the cpu backend's order, which the backward's
+// recomputation of the pre-activation repeats exactly.
+constexpr int kConvRows = 32;
+constexpr int kConvThreads = 128;
+constexpr int kMaxConvTaps = 8;
+
+template <int VW>
+__device__ __forceinline__ void load_vec(const float* p, float (&v)[VW]) {
+  if constexpr (VW == 4) {
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < VW; ++i) v[i] = p[i];
   }
-  return acc;
 }
 
-__global__ void conv_fwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
-                                float* __restrict__ conv_out) {
-  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= g.n * g.C) return;
-  const index_t t = e / g.C;
-  const int c = static_cast<int>(e % g.C), p = static_cast<int>(t % g.T);
-  conv_out[e] = gdn::siluf_(conv_pre(qkv, w, g, t, p, c));
+template <int VW>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[VW]) {
+  if constexpr (VW == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < VW; ++i) p[i] = v[i];
+  }
+}
+
+// Where a conv thread works: its first channel, the window's first row and
+// the tile's first position in it, the tile's rows; false for threads past
+// the channels.
+struct ConvTile {
+  int c, p0, rows, tile;
+  index_t t0;  // row of position p0
+};
+
+template <int VW>
+__device__ __forceinline__ bool conv_tile(const Dims& g, ConvTile& ct) {
+  const int cg = static_cast<int>(blockIdx.y) * kConvThreads + static_cast<int>(threadIdx.x);
+  if (cg * VW >= g.C) return false;
+  const int tiles = (g.T + kConvRows - 1) / kConvRows;
+  const unsigned win = blockIdx.x / static_cast<unsigned>(tiles);
+  ct.tile = static_cast<int>(blockIdx.x - win * static_cast<unsigned>(tiles));
+  ct.c = cg * VW;
+  ct.p0 = ct.tile * kConvRows;
+  ct.rows = min(kConvRows, g.T - ct.p0);
+  ct.t0 = static_cast<index_t>(win) * g.T + ct.p0;
+  return true;
+}
+
+// wt[j][v] = w[(c+v)·K + j].
+template <int K, int VW>
+__device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, float (&wt)[K][VW]) {
+#pragma unroll
+  for (int v = 0; v < VW; ++v)
+#pragma unroll
+    for (int j = 0; j < K; ++j) wt[j][v] = w[static_cast<index_t>(c + v) * K + j];
+}
+
+// The pre-activation of the row at position p from its K−1 predecessors
+// (hist[0] the oldest) and itself (cur); taps reaching before the window's
+// start are skipped.
+template <int K, int VW>
+__device__ __forceinline__ void conv_pre_row(const float (&hist)[K > 1 ? K - 1 : 1][VW], const float (&cur)[VW],
+                                             const float (&wt)[K][VW], int p, float (&pre)[VW]) {
+#pragma unroll
+  for (int v = 0; v < VW; ++v) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j + 1 < K; ++j)
+      if (p >= K - 1 - j) acc = fmaf(hist[j][v], wt[j][v], acc);
+    pre[v] = fmaf(cur[v], wt[K - 1][v], acc);
+  }
+}
+
+// Loads the K−1 rows before position p0 (zeros before the window's start).
+template <int K, int VW>
+__device__ __forceinline__ void load_history(const float* __restrict__ x, const Dims& g, int p0,
+                                             float (&hist)[K > 1 ? K - 1 : 1][VW]) {
+#pragma unroll
+  for (int k = 0; k + 1 < K; ++k) {
+    const int back = K - 1 - k;
+    if (p0 >= back) {
+      load_vec<VW>(x - static_cast<index_t>(back) * g.C, hist[k]);
+    } else {
+#pragma unroll
+      for (int v = 0; v < VW; ++v) hist[k][v] = 0.0f;
+    }
+  }
+}
+
+template <int K, int VW>
+__device__ __forceinline__ void push_history(float (&hist)[K > 1 ? K - 1 : 1][VW], const float (&cur)[VW]) {
+  if constexpr (K > 1) {
+#pragma unroll
+    for (int k = 0; k + 2 < K; ++k)
+#pragma unroll
+      for (int v = 0; v < VW; ++v) hist[k][v] = hist[k + 1][v];
+#pragma unroll
+    for (int v = 0; v < VW; ++v) hist[K - 2][v] = cur[v];
+  }
+}
+
+template <int K, int VW>
+__global__ void __launch_bounds__(kConvThreads)
+    conv_fwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w, float* __restrict__ conv_out) {
+  ConvTile ct;
+  if (!conv_tile<VW>(g, ct)) return;
+  float wt[K][VW], hist[K > 1 ? K - 1 : 1][VW];
+  load_taps<K, VW>(w, ct.c, wt);
+  const float* x = qkv + ct.t0 * g.C + ct.c;
+  float* y = conv_out + ct.t0 * g.C + ct.c;
+  load_history<K, VW>(x, g, ct.p0, hist);
+#pragma unroll 4
+  for (int i = 0; i < ct.rows; ++i) {
+    float cur[VW], pre[VW];
+    load_vec<VW>(x + static_cast<index_t>(i) * g.C, cur);
+    conv_pre_row<K, VW>(hist, cur, wt, ct.p0 + i, pre);
+#pragma unroll
+    for (int v = 0; v < VW; ++v) pre[v] = gdn::siluf_(pre[v]);
+    store_vec<VW>(y + static_cast<index_t>(i) * g.C, pre);
+    push_history<K, VW>(hist, cur);
+  }
 }
 
 // One warp per (row, k-head): Σq² + ε, Σk² + ε, q̂ = q/(√(Σq²+ε)·√d), k̂ = k/√(Σk²+ε).
@@ -106,19 +219,33 @@ __global__ void gate_kernel(Dims g, Tape tp, const float* __restrict__ a, const 
   tp.beta[r] = gdn::sigmoidf_(b[r]);
 }
 
-// Gated RMSNorm, one warp per (row, v-head): out = o·inv·w·silu(z).
+// Gated RMSNorm, one warp per (row, v-head): out = o·inv·w·silu(z). Lane l
+// holds elements l, l+32, … in registers (kNormPer of them), so that each
+// input is read once; the sums run in that order, then across the warp.
+constexpr int kNormPer = gdn::kMaxHeadDim / 32;
+
 __global__ void norm_fwd_kernel(Dims g, Tape tp, const float* __restrict__ z, const float* __restrict__ gain,
                                 float* __restrict__ out) {
   const index_t r = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (r >= g.n * g.hv) return;
   const float* o = tp.o_pre + r * g.d;
+  float ov[kNormPer];
   float ss = 0.0f;
-  for (int j = lane; j < g.d; j += 32) ss = fmaf(o[j], o[j], ss);
+#pragma unroll
+  for (int m = 0; m < kNormPer; ++m) {
+    const int j = lane + 32 * m;
+    ov[m] = j < g.d ? o[j] : 0.0f;
+    if (j < g.d) ss = fmaf(ov[m], ov[m], ss);
+  }
   ss = warp_sum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(g.d) + g.norm_eps);
   if (lane == 0) tp.inv_rms[r] = inv;
-  for (int j = lane; j < g.d; j += 32) out[r * g.d + j] = o[j] * inv * gain[j] * gdn::siluf_(z[r * g.d + j]);
+#pragma unroll
+  for (int m = 0; m < kNormPer; ++m) {
+    const int j = lane + 32 * m;
+    if (j < g.d) out[r * g.d + j] = ov[m] * inv * gain[j] * gdn::siluf_(z[r * g.d + j]);
+  }
 }
 
 // Its backward, one warp per (row, v-head): d_z, and dO into the v columns of d_qkv.
@@ -128,18 +255,31 @@ __global__ void norm_bwd_kernel(Dims g, Tape tp, const float* __restrict__ z, co
   const int lane = threadIdx.x & 31;
   if (r >= g.n * g.hv) return;
   const index_t t = r / g.hv;
-  const int h = static_cast<int>(r % g.hv);
+  const int h = static_cast<int>(r - t * g.hv);
   const float* o = tp.o_pre + r * g.d;
   const float inv = tp.inv_rms[r];
+  float ov[kNormPer], zv[kNormPer], dy[kNormPer], wg[kNormPer];
   float s = 0.0f;  // Σ (w·silu(z)·dy)·o
-  for (int j = lane; j < g.d; j += 32) s = fmaf(gain[j] * gdn::siluf_(z[r * g.d + j]) * d_out[r * g.d + j], o[j], s);
+#pragma unroll
+  for (int m = 0; m < kNormPer; ++m) {
+    const int j = lane + 32 * m;
+    const bool in = j < g.d;
+    ov[m] = in ? o[j] : 0.0f;
+    zv[m] = in ? z[r * g.d + j] : 0.0f;
+    dy[m] = in ? d_out[r * g.d + j] : 0.0f;
+    wg[m] = in ? gain[j] : 0.0f;
+    if (in) s = fmaf(wg[m] * gdn::siluf_(zv[m]) * dy[m], ov[m], s);
+  }
   s = warp_sum(s);
   const float coef = s / static_cast<float>(g.d) * inv * inv * inv;
   float* dO = d_qkv + t * g.C + g.v_off() + h * g.d;
-  for (int j = lane; j < g.d; j += 32) {
-    const float zz = z[r * g.d + j], dy = d_out[r * g.d + j], wj = gain[j];
-    d_z[r * g.d + j] = dy * o[j] * inv * wj * gdn::silu_gradf_(zz);
-    dO[j] = inv * (wj * gdn::siluf_(zz) * dy) - o[j] * coef;
+#pragma unroll
+  for (int m = 0; m < kNormPer; ++m) {
+    const int j = lane + 32 * m;
+    if (j < g.d) {
+      d_z[r * g.d + j] = dy[m] * ov[m] * inv * wg[m] * gdn::silu_gradf_(zv[m]);
+      dO[j] = inv * (wg[m] * gdn::siluf_(zv[m]) * dy[m]) - ov[m] * coef;
+    }
   }
 }
 
@@ -189,65 +329,134 @@ __global__ void qk_bwd_kernel(Dims g, Tape tp, float q_scale, float* __restrict_
 
 // Conv backward, in place over d_qkv: d_qkv arrives as the gradient of the
 // conv's output (after SiLU) and leaves as that of its input, raw row p
-// collecting pre-activation rows p .. p+K−1 through taps K−1 .. 0. One thread
-// per (window, segment of kConvSeg rows, channel), so that long windows
-// still fill the GPU (a thread per (window, channel) walking the window took
-// ~15 ms at 1×32768). A segment reads the first K−1 rows of the next one,
-// which that segment's thread overwrites: conv_halo_kernel saves them (as
-// pre-activation gradients) before conv_bwd_kernel runs. SiLU's derivative
-// is applied on the fly, from the pre-activation recomputed from qkv.
-constexpr int kConvSeg = 32;
-constexpr int kMaxConvTaps = 8;
+// collecting pre-activation gradients of rows p .. p+K−1 through taps
+// K−1 .. 0 (summed in that order from +0, zeros past the window's end).
+// The threads are the forward's (a tile of kConvRows rows, VW channels); a
+// tile reads the first K−1 rows of the next one, which that tile's thread
+// overwrites: conv_halo_kernel saves them (as pre-activation gradients)
+// before conv_bwd_kernel runs. SiLU's derivative is applied on the fly, from
+// the pre-activation recomputed from qkv as the forward computed it. A thread
+// reads a row before it writes it and writes only rows it has read, so the
+// in-place update needs no ordering between threads.
 
-__device__ __forceinline__ float d_pre(const float* __restrict__ qkv, const float* __restrict__ w,
-                                       const float* d_qkv, const Dims& g, index_t t, int p, int c) {
-  return d_qkv[t * g.C + c] * gdn::silu_gradf_(conv_pre(qkv, w, g, t, p, c));
-}
-
-// halo[(window·nseg + s)·(K−1) + k][c]: pre-activation gradient of row
-// s·kConvSeg + kConvSeg + k of the window, 0 past its end.
-__global__ void conv_halo_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
-                                 const float* __restrict__ d_qkv, float* __restrict__ halo) {
-  const int nseg = (g.T + kConvSeg - 1) / kConvSeg;
-  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= g.nb * nseg * g.C) return;
-  const index_t ws = e / g.C;  // window · nseg + segment
-  const int c = static_cast<int>(e % g.C), s = static_cast<int>(ws % nseg);
-  const index_t t0 = (ws / nseg) * g.T;
-  for (int k = 0; k + 1 < g.K; ++k) {
-    const int p = (s + 1) * kConvSeg + k;
-    halo[(ws * (g.K - 1) + k) * g.C + c] = p < g.T ? d_pre(qkv, w, d_qkv, g, t0 + p, p, c) : 0.0f;
+// halo[(window·tiles + s)·(K−1) + k][c]: the pre-activation gradient of the
+// row at position (s+1)·kConvRows + k of the window, 0 past its end.
+template <int K, int VW>
+__global__ void __launch_bounds__(kConvThreads)
+    conv_halo_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
+                     const float* __restrict__ d_qkv, float* __restrict__ halo) {
+  ConvTile ct;
+  if (!conv_tile<VW>(g, ct)) return;
+  float wt[K][VW], hist[K > 1 ? K - 1 : 1][VW];
+  load_taps<K, VW>(w, ct.c, wt);
+  const int p1 = ct.p0 + kConvRows;  // the next tile's first position
+  const index_t t1 = ct.t0 + kConvRows;
+  float* out = halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c;
+  if (p1 >= g.T) {
+    const float zero[VW] = {};
+#pragma unroll
+    for (int k = 0; k + 1 < K; ++k) store_vec<VW>(out + static_cast<index_t>(k) * g.C, zero);
+    return;
+  }
+  const float* x = qkv + t1 * g.C + ct.c;
+  load_history<K, VW>(x, g, p1, hist);
+#pragma unroll
+  for (int k = 0; k + 1 < K; ++k) {
+    float d[VW];
+    if (p1 + k < g.T) {
+      float cur[VW], pre[VW];
+      load_vec<VW>(x + static_cast<index_t>(k) * g.C, cur);
+      load_vec<VW>(d_qkv + (t1 + k) * g.C + ct.c, d);
+      conv_pre_row<K, VW>(hist, cur, wt, p1 + k, pre);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) d[v] *= gdn::silu_gradf_(pre[v]);
+      push_history<K, VW>(hist, cur);
+    } else {
+#pragma unroll
+      for (int v = 0; v < VW; ++v) d[v] = 0.0f;
+    }
+    store_vec<VW>(out + static_cast<index_t>(k) * g.C, d);
   }
 }
 
-__global__ void conv_bwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
-                                const float* __restrict__ halo, float* d_qkv) {
-  const int nseg = (g.T + kConvSeg - 1) / kConvSeg;
-  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= g.nb * nseg * g.C) return;
-  const index_t ws = e / g.C;
-  const int c = static_cast<int>(e % g.C), p0 = static_cast<int>(ws % nseg) * kConvSeg;
-  const index_t t0 = (ws / nseg) * g.T + p0;
-  const int rows = min(kConvSeg, g.T - p0);
-  float v[kConvSeg + kMaxConvTaps - 1];  // the segment's pre-activation gradients, then the halo
+// Step i computes the pre-activation gradient of the tile's row i (of the
+// halo's row i − kConvRows past the tile) and writes the input gradient of
+// row i − (K−1), whose K gradients are then known (pend holds the K−1 before).
+template <int K, int VW>
+__global__ void __launch_bounds__(kConvThreads)
+    conv_bwd_kernel(Dims g, const float* __restrict__ qkv, const float* __restrict__ w,
+                    const float* __restrict__ halo, float* d_qkv) {
+  ConvTile ct;
+  if (!conv_tile<VW>(g, ct)) return;
+  float wt[K][VW], hist[K > 1 ? K - 1 : 1][VW], pend[K > 1 ? K - 1 : 1][VW] = {};
+  load_taps<K, VW>(w, ct.c, wt);
+  const float* x = qkv + ct.t0 * g.C + ct.c;
+  float* dx = d_qkv + ct.t0 * g.C + ct.c;
+  const float* hl = halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c;
+  load_history<K, VW>(x, g, ct.p0, hist);
+  const int steps = ct.rows + K - 1;
+#pragma unroll 4
+  for (int i = 0; i < steps; ++i) {
+    float d[VW];
+    if (i < ct.rows) {
+      float cur[VW], pre[VW];
+      load_vec<VW>(x + static_cast<index_t>(i) * g.C, cur);
+      load_vec<VW>(dx + static_cast<index_t>(i) * g.C, d);
+      conv_pre_row<K, VW>(hist, cur, wt, ct.p0 + i, pre);
 #pragma unroll
-  for (int i = 0; i < kConvSeg; ++i) v[i] = i < rows ? d_pre(qkv, w, d_qkv, g, t0 + i, p0 + i, c) : 0.0f;
+      for (int v = 0; v < VW; ++v) d[v] *= gdn::silu_gradf_(pre[v]);
+      push_history<K, VW>(hist, cur);
+    } else if (i >= kConvRows) {
+      load_vec<VW>(hl + static_cast<index_t>(i - kConvRows) * g.C, d);
+    } else {  // past a short last tile: past the window's end
 #pragma unroll
-  for (int k = 0; k + 1 < kMaxConvTaps; ++k)
-    v[kConvSeg + k] = k + 1 < g.K ? halo[(ws * (g.K - 1) + k) * g.C + c] : 0.0f;
-  float tap[kMaxConvTaps];  // tap[back] = w[K−1−back]
+      for (int v = 0; v < VW; ++v) d[v] = 0.0f;
+    }
+    if (i >= K - 1) {
+      float acc[VW];
 #pragma unroll
-  for (int back = 0; back < kMaxConvTaps; ++back)
-    tap[back] = back < g.K ? w[static_cast<index_t>(c) * g.K + g.K - 1 - back] : 0.0f;
+      for (int v = 0; v < VW; ++v) {
+        float a = 0.0f;  // back = 0 .. K−1: rows i−(K−1) .. i, through taps K−1 .. 0
 #pragma unroll
-  for (int i = 0; i < kConvSeg; ++i) {
-    if (i >= rows) break;
-    float acc = 0.0f;
-#pragma unroll
-    for (int back = 0; back < kMaxConvTaps; ++back)
-      if (back < g.K) acc = fmaf(v[i + back], tap[back], acc);
-    d_qkv[(t0 + i) * g.C + c] = acc;
+        for (int back = 0; back + 1 < K; ++back) a = fmaf(pend[back][v], wt[K - 1 - back][v], a);
+        acc[v] = fmaf(d[v], wt[0][v], a);
+      }
+      store_vec<VW>(dx + static_cast<index_t>(i - (K - 1)) * g.C, acc);
+    }
+    push_history<K, VW>(pend, d);
   }
+}
+
+// Runs f.template operator()<K, VW>() for the call's conv taps and the
+// widest channel vector the sizes and pointers allow.
+template <class F>
+void with_conv_shape(const Dims& g, std::initializer_list<const void*> ptrs, F&& f) {
+  bool vec4 = g.C % 4 == 0;
+  for (const void* p : ptrs) vec4 = vec4 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  auto taps = [&]<int VW>() {
+    switch (g.K) {
+      case 1: return f.template operator()<1, VW>();
+      case 2: return f.template operator()<2, VW>();
+      case 3: return f.template operator()<3, VW>();
+      case 4: return f.template operator()<4, VW>();
+      case 5: return f.template operator()<5, VW>();
+      case 6: return f.template operator()<6, VW>();
+      case 7: return f.template operator()<7, VW>();
+      case 8: return f.template operator()<8, VW>();
+      default: fail("gdn: the cuda backend takes conv_kernel ≤ {}, got {}", kMaxConvTaps, g.K);
+    }
+  };
+  if (vec4) {
+    taps.template operator()<4>();
+  } else {
+    taps.template operator()<1>();
+  }
+}
+
+dim3 conv_grid(const Dims& g, int vw) {
+  const int groups = (g.C + vw - 1) / vw;
+  const auto tiles = static_cast<std::size_t>(g.nb) * ((g.T + kConvRows - 1) / kConvRows);
+  return dim3(static_cast<unsigned>(tiles), blocks_for(static_cast<std::size_t>(groups), kConvThreads));
 }
 
 Dims make_dims(const GdnConfig& cfg, index_t rows) {
@@ -317,6 +526,9 @@ float* chunk_record_area(View<float> tape, const GdnConfig& cfg, const Dims& g) 
 void check_supported(std::string_view op, const GdnConfig& cfg, index_t rows) {
   check::require(cfg.head_dim <= gdn::kMaxHeadDim, op, "the cuda backend takes head_dim ≤ {}, got {}",
                  gdn::kMaxHeadDim, cfg.head_dim);
+  // The conv kernels keep a row's taps in registers (a template argument).
+  check::require(cfg.conv_kernel <= kMaxConvTaps, op, "the cuda backend takes conv_kernel ≤ {}, got {}",
+                 kMaxConvTaps, cfg.conv_kernel);
   constexpr index_t kIntMax = 0x7fffffff;
   check::require(cfg.channels() <= kIntMax && cfg.window <= kIntMax && cfg.conv_kernel <= kIntMax, op,
                  "sizes beyond 32 bits (channels {}, window {}, conv_kernel {})", cfg.channels(), cfg.window,
@@ -341,9 +553,11 @@ class CudaGdnOps final : public GdnOps<float> {
     const cudaStream_t s = ctx_.stream.get();
     const float q_scale = 1.0f / sqrtf(static_cast<float>(g.d));
 
-    conv_fwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.C), 256), 256, 0, s>>>(
-        g, qkv.data, prm.conv_weight.data, tp.conv_out);
-    BR_CUDA_LAUNCHED();
+    with_conv_shape(g, {qkv.data, tp.conv_out}, [&]<int K, int VW>() {
+      conv_fwd_kernel<K, VW><<<conv_grid(g, VW), kConvThreads, 0, s>>>(g, qkv.data, prm.conv_weight.data,
+                                                                       tp.conv_out);
+      BR_CUDA_LAUNCHED();
+    });
     qk_prep_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale);
     BR_CUDA_LAUNCHED();
     gate_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hv), 256), 256, 0, s>>>(
@@ -374,9 +588,6 @@ class CudaGdnOps final : public GdnOps<float> {
                          View<float> tape, CView<float> d_out, View<float> d_qkv, View<float> d_z, View<float> d_a,
                          View<float> d_b) override {
     check_supported("gdn_backward", cfg, qkv.dim(0));
-    // The conv backward keeps a row's taps in registers; checked before any work is queued.
-    check::require(cfg.conv_kernel <= kMaxConvTaps, "gdn_backward", "the cuda backend takes conv_kernel ≤ {}, got {}",
-                   kMaxConvTaps, cfg.conv_kernel);
     const int design = recurrence_design("gdn_backward");
     const Dims g = make_dims(cfg, qkv.dim(0));
     const Tape tp = make_tape(tape.data, cfg, g);
@@ -410,16 +621,18 @@ class CudaGdnOps final : public GdnOps<float> {
     qk_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
                                                                                              d_qkv.data);
     BR_CUDA_LAUNCHED();
-    const std::size_t segs = static_cast<std::size_t>(g.nb) * ((g.T + kConvSeg - 1) / kConvSeg) * g.C;
-    Buffer<float> halo(ctx_.memory, segs * (g.K - 1));
-    if (g.K > 1) {
-      conv_halo_kernel<<<blocks_for(segs, 256), 256, 0, s>>>(g, qkv.data, prm.conv_weight.data, d_qkv.data,
+    with_conv_shape(g, {qkv.data, d_qkv.data}, [&]<int K, int VW>() {
+      const dim3 grid = conv_grid(g, VW);
+      Buffer<float> halo(ctx_.memory, static_cast<std::size_t>(grid.x) * (K - 1) * g.C);
+      if constexpr (K > 1) {
+        conv_halo_kernel<K, VW><<<grid, kConvThreads, 0, s>>>(g, qkv.data, prm.conv_weight.data, d_qkv.data,
                                                               halo.data());
-      BR_CUDA_LAUNCHED();
-    }
-    conv_bwd_kernel<<<blocks_for(segs, 128), 128, 0, s>>>(g, qkv.data, prm.conv_weight.data, halo.data(),
+        BR_CUDA_LAUNCHED();
+      }
+      conv_bwd_kernel<K, VW><<<grid, kConvThreads, 0, s>>>(g, qkv.data, prm.conv_weight.data, halo.data(),
                                                            d_qkv.data);
-    BR_CUDA_LAUNCHED();
+      BR_CUDA_LAUNCHED();
+    });
   }
 
  private:

@@ -85,6 +85,9 @@ BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, config(2, 4, 32, 3, 24, 8), 2
 // conv 1 (no halo between segments).
 BR_PARITY_CASE(gdn_conv2_1x70) { gdn_case(p, config(1, 2, 16, 2, 70, 8), 1, 2e-4); }
 BR_PARITY_CASE(gdn_conv1_1x33) { gdn_case(p, config(1, 2, 16, 1, 33, 8), 1, 2e-4); }
+// 35 channels (head_dim 7, three v-heads on one k-head): the conv kernels'
+// scalar path (the 4-channel vectors need the channel count a multiple of 4).
+BR_PARITY_CASE(gdn_odd_channels_d7_1x40) { gdn_case(p, config(1, 3, 7, 4, 40, 8), 1, 2e-4); }
 // Windows shorter than the conv kernel; three windows.
 BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
 
