@@ -20,6 +20,10 @@ script disables that guard to time the kernels anyway (both fwd_bwd rows);
 the times are then marked "guard bypassed" and say nothing about FLA's
 correctness there.
 
+Each fwd_bwd repetition clears the leaves' grads first, so that no
+accumulating add is timed (the chunk row accumulated them before
+2026-12-02's second session, and its figures until then include those adds).
+
 Usage: FLA_SRC=<checkout of flash-linear-attention> python3 fla_gdn.py [--bypass-guard] [--shape BxT]
 Prints: name, shape, median ms (CUDA events, eager, after warm-up)."""
 import os
@@ -40,6 +44,25 @@ with open(os.path.join(_src, "fla", "__init__.py")) as _f:  # its utils read fla
     _pkg.__version__ = next((ln.split("=")[1].strip().strip("\"'") for ln in _f if ln.startswith("__version__")), "0")
 sys.modules["fla"] = _pkg
 
+
+
+def report(name, shape, fwd, leaves, d_out, bypass):
+    """Times fwd and fwd + backward (the leaves' grads cleared first each time,
+    so that no accumulating add is timed) and prints the two rows."""
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None
+        fwd().backward(d_out)
+
+    fwd_ms = time_ms(fwd)
+    try:
+        fb_ms = f"{time_ms(fwd_bwd):.3f}"
+    except RuntimeError as err:  # the Triton guard
+        fb_ms = f"refused: {str(err).splitlines()[0][:80]}"
+    tag = " (guard bypassed)" if bypass else ""
+    print(f"{name}_fwd\t{shape} hk=16 hv=48 d=128\t{fwd_ms:.3f}")
+    print(f"{name}_fwd_bwd{tag}\t{shape} hk=16 hv=48 d=128\t{fb_ms}")
 
 
 def main():
@@ -77,17 +100,7 @@ def main():
         def fwd():
             return chunk_gated_delta_rule(q, k, v, gate, beta, use_qk_l2norm_in_kernel=True)[0]
 
-        def fwd_bwd():
-            fwd().backward(do)
-
-        fwd_ms = time_ms(lambda: fwd())
-        try:
-            fb_ms = f"{time_ms(fwd_bwd):.3f}"
-        except RuntimeError as err:  # the Triton guard
-            fb_ms = f"refused: {str(err).splitlines()[0][:80]}"
-        tag = " (guard bypassed)" if bypass else ""
-        print(f"fla_fwd\t{B}x{T} hk=16 hv=48 d=128\t{fwd_ms:.3f}")
-        print(f"fla_fwd_bwd{tag}\t{B}x{T} hk=16 hv=48 d=128\t{fb_ms}")
+        report("fla", f"{B}x{T}", fwd, (q, k, v, gate, beta), do, bypass)
 
         # fla_layer: conv + SiLU, split into heads, the delta rule, gated RMSNorm.
         x = torch.randn(B, T, 10240, device="cuda", dtype=dt, generator=g, requires_grad=True)
@@ -107,18 +120,7 @@ def main():
             # Normalises over the last dim (it reshapes to [B*T*48, 128]): per (token, v-head).
             return rms_norm_gated(o, z, norm_w, None, activation="silu")
 
-        def layer_fwd_bwd():
-            for t in (x, z, lgate, lbeta):  # fresh grads: no accumulate-add kernels in the timing
-                t.grad = None
-            layer_fwd().backward(do)
-
-        lf_ms = time_ms(lambda: layer_fwd())
-        try:
-            lfb_ms = f"{time_ms(layer_fwd_bwd):.3f}"
-        except RuntimeError as err:  # the Triton guard
-            lfb_ms = f"refused: {str(err).splitlines()[0][:80]}"
-        print(f"fla_layer_fwd\t{B}x{T} hk=16 hv=48 d=128\t{lf_ms:.3f}")
-        print(f"fla_layer_fwd_bwd{tag}\t{B}x{T} hk=16 hv=48 d=128\t{lfb_ms}")
+        report("fla_layer", f"{B}x{T}", layer_fwd, (x, z, lgate, lbeta), do, bypass)
 
 
 if __name__ == "__main__":
