@@ -127,31 +127,41 @@ bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-// With BITRANK_GDN_DUMP=FILE, BothDesignsMatchReference writes design 3's
-// results (every shape, raw f32) to FILE, so that two builds of the kernels
-// can be compared bit for bit (tools/gpu_gdn_variants.sh: each variant's
+// With BITRANK_GDN_DUMP=PREFIX, BothDesignsMatchReference writes design 3's
+// results for shape i (raw f32) to PREFIX.i and the shapes' names, a line
+// each, to PREFIX.shapes, so that two builds of the kernels can be compared
+// bit for bit shape by shape (tools/gpu_gdn_variants.sh: each variant's
 // against the tree's).
 class ResultDump {
  public:
   ResultDump() {
     const char* path = std::getenv("BITRANK_GDN_DUMP");
-    if (path && *path) file_ = std::fopen(path, "wb");
-    if (path && *path && !file_) ADD_FAILURE() << "cannot write BITRANK_GDN_DUMP=" << path;
+    if (path && *path) prefix_ = path;
   }
-  ~ResultDump() {
-    if (file_) std::fclose(file_);
-  }
-  ResultDump(const ResultDump&) = delete;
-  ResultDump& operator=(const ResultDump&) = delete;
-  void add(const Results<float>& r) {
-    if (!file_) return;
-    for (const auto* v : {&r.out, &r.d_qkv, &r.d_z, &r.d_a, &r.d_b})
-      if (std::fwrite(v->data(), sizeof(float), v->size(), file_) != v->size())
-        ADD_FAILURE() << "BITRANK_GDN_DUMP: short write";
+  void add(const std::string& shape, const Results<float>& r) {
+    if (prefix_.empty()) return;
+    write(prefix_ + "." + std::to_string(count_++), [&](std::FILE* f) {
+      for (const auto* v : {&r.out, &r.d_qkv, &r.d_z, &r.d_a, &r.d_b})
+        if (std::fwrite(v->data(), sizeof(float), v->size(), f) != v->size()) return false;
+      return true;
+    });
+    names_ += shape + "\n";
+    write(prefix_ + ".shapes", [&](std::FILE* f) { return std::fputs(names_.c_str(), f) >= 0; });
   }
 
  private:
-  std::FILE* file_ = nullptr;
+  template <class F>
+  static void write(const std::string& path, F&& body) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) {
+      ADD_FAILURE() << "BITRANK_GDN_DUMP: cannot write " << path;
+      return;
+    }
+    const bool ok = body(f);
+    if (std::fclose(f) != 0 || !ok) ADD_FAILURE() << "BITRANK_GDN_DUMP: short write to " << path;
+  }
+  std::string prefix_, names_;
+  int count_ = 0;
 };
 
 // Relative L2 errors of every design against the reference (design 3: the
@@ -170,6 +180,9 @@ TEST(GdnCuda, BothDesignsMatchReference) {
       {config(2, 6, 128, 4, 150, 8), 2}, // design 3: two full chunks of 64 and a short one
       {config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
       {config(1, 2, 32, 4, 300, 8), 1},  // design 3: five chunks (double buffers alternate past two)
+      {config(1, 3, 67, 4, 130, 8), 1},  // d 67: the row kernels' scalar path, 3 slots a lane, the last partial;
+                                         // 335 channels (the conv's scalar path), a last conv tile of 2 rows
+      {config(1, 2, 16, 4, 127, 8), 1},  // a last conv tile 1 to 3 rows short of full (32- or 64-row tiles)
   };
   ResultDump dump;
   for (const auto& [cfg, windows] : shapes) {
@@ -178,9 +191,10 @@ TEST(GdnCuda, BothDesignsMatchReference) {
     for (int design : {1, 2, 3}) {
       DesignGuard guard(design);
       const auto got = run(cu, in);
-      if (design == 3) dump.add(got);
-      const std::string tag = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
-                              " ckpt " + std::to_string(cfg.ckpt_every) + " design " + std::to_string(design);
+      const std::string shape = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
+                                " ckpt " + std::to_string(cfg.ckpt_every);
+      if (design == 3) dump.add(shape, got);
+      const std::string tag = shape + " design " + std::to_string(design);
       auto check = [&](const char* name, const std::vector<float>& g, const std::vector<double>& w) {
         const double e = test::rel_l2(g, w);
         std::printf("  [gdn cuda] %-34s %-6s rel %.3e\n", tag.c_str(), name, e);

@@ -5,9 +5,10 @@
 # built once; the variants' binaries are then built all at once, each
 # recompiling only what its patch touches (tools/variant_build.py: a copy
 # of the tree, the base build's own commands), and are tested and timed in
-# turn; each variant's design-3 results on the test shapes are compared with
-# the tree's bit for bit (BITRANK_GDN_DUMP, tests/gdn_cuda_test.cpp), which
-# checks a variant meant to change no result. Prints a table last.
+# turn; each variant's design-3 results are compared with the tree's bit for
+# bit, shape by shape of the test's shapes (BITRANK_GDN_DUMP,
+# tests/gdn_cuda_test.cpp), which checks a variant meant to change no result
+# and names the shapes where one meant to change some does. Prints a table last.
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
 #   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
 #                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
@@ -38,9 +39,16 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
   local tests; tests=$(grep -E "^\[  (PASSED|FAILED)  \] [0-9]+ test" "$log" | tr '\n' ' ')
   local bits="results: no dump"
   if [ "$label" = "tree as is" ]; then
-    [ -s "$dump" ] && base_dump=$dump && bits="results: the base"
-  elif [ -s "$dump" ] && [ -n "${base_dump:-}" ]; then
-    if cmp -s "$dump" "$base_dump"; then bits="results: bitwise = tree"; else bits="results: differ from tree"; fi
+    [ -s "$dump.shapes" ] && base_dump=$dump && bits="results: the base"
+  elif [ -s "$dump.shapes" ] && [ -n "${base_dump:-}" ]; then
+    # shape by shape (the test's PREFIX.i files, named in PREFIX.shapes)
+    local i=0 same=0 differ=() name
+    while IFS= read -r name; do
+      if cmp -s "$dump.$i" "$base_dump.$i"; then same=$((same + 1)); else differ+=("$name"); fi
+      i=$((i + 1))
+    done < "$base_dump.shapes"
+    if [ ${#differ[@]} -eq 0 ]; then bits="results: bitwise = tree ($i shapes)"
+    else bits="results: bitwise = tree on $same of $i shapes; differ: $(IFS=';'; echo "${differ[*]}")"; fi
   fi
   local t8 t32
   t8=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')

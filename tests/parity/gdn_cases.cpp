@@ -81,13 +81,21 @@ BR_PARITY_CASE(gdn_ckpt1_d20_2x13) { gdn_case(p, config(2, 4, 20, 4, 13, 1), 2, 
 BR_PARITY_CASE(gdn_ckpt64_1x37) { gdn_case(p, config(1, 3, 64, 4, 37, 64), 1, 2e-4); }
 // T a multiple of the interval (the state after the last step is not kept); conv 3.
 BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, config(2, 4, 32, 3, 24, 8), 2, 2e-4); }
-// A window of three conv-backward segments (32, 32, 6 rows) under conv 2, and
-// conv 1 (no halo between segments).
+// A window of 70 rows: several conv tiles (the cuda backend's tiles of
+// kConvRows rows, a short last one) under conv 2, and conv 1 (no halo
+// between tiles).
 BR_PARITY_CASE(gdn_conv2_1x70) { gdn_case(p, config(1, 2, 16, 2, 70, 8), 1, 2e-4); }
 BR_PARITY_CASE(gdn_conv1_1x33) { gdn_case(p, config(1, 2, 16, 1, 33, 8), 1, 2e-4); }
 // 35 channels (head_dim 7, three v-heads on one k-head): the conv kernels'
 // scalar path (the 4-channel vectors need the channel count a multiple of 4).
 BR_PARITY_CASE(gdn_odd_channels_d7_1x40) { gdn_case(p, config(1, 3, 7, 4, 40, 8), 1, 2e-4); }
+// head_dim 67: the cuda row kernels' scalar path with a partial last slot,
+// 335 channels; conv tiles ending in a tile of 2 rows (shorter than the
+// K−1 = 3 rows of halo the tile before reads), 130 = 2·64 + 2 = 4·32 + 2.
+BR_PARITY_CASE(gdn_d67_1x130) { gdn_case(p, config(1, 3, 67, 4, 130, 8), 1, 2e-4); }
+// A last conv tile 1 to 3 rows short of full (127 = 64 + 63 = 3·32 + 31): it
+// reads its own zero halo past the window's end.
+BR_PARITY_CASE(gdn_conv4_1x127) { gdn_case(p, config(1, 2, 16, 4, 127, 8), 1, 2e-4); }
 // Windows shorter than the conv kernel; three windows.
 BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
 
