@@ -8,7 +8,9 @@
 # turn; each variant's design-3 results are compared with the tree's bit for
 # bit, shape by shape of the test's shapes (BITRANK_GDN_DUMP,
 # tests/gdn_cuda_test.cpp), which checks a variant meant to change no result
-# and names the shapes where one meant to change some does. Prints a table last.
+# and names the shapes where one meant to change some does; and with each
+# earlier variant, so that one built on another can be checked against it.
+# Prints a table last.
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
 #   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
 #                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
@@ -32,6 +34,14 @@ for p in "$@"; do
 done
 wait
 rows=()
+done_labels=() done_dumps=()  # the variants run so far (not the tree), for the bitwise comparisons
+same_dump() {  # $1, $2: dump prefixes; true when every shape's results are equal bit for bit
+  local i=0 name
+  while IFS= read -r name; do
+    cmp -s "$1.$i" "$2.$i" || return 1
+    i=$((i + 1))
+  done < "$2.shapes"
+}
 run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_tests
   local label=$1 bin=$2 log="$out/gdn_variant_$(echo "$1" | tr -c 'A-Za-z0-9_.-' '_').log"
   local dump="$work/$(echo "$1" | tr -c 'A-Za-z0-9_.-' '_').dump"
@@ -49,6 +59,12 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
     done < "$base_dump.shapes"
     if [ ${#differ[@]} -eq 0 ]; then bits="results: bitwise = tree ($i shapes)"
     else bits="results: bitwise = tree on $same of $i shapes; differ: $(IFS=';'; echo "${differ[*]}")"; fi
+    local k
+    for k in "${!done_dumps[@]}"; do  # and to each earlier variant
+      same_dump "$dump" "${done_dumps[$k]}" && bits+="; bitwise = ${done_labels[$k]}"
+    done
+    done_labels+=("$label")
+    done_dumps+=("$dump")
   fi
   local t8 t32
   t8=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')

@@ -7,7 +7,8 @@ launch also lists its three largest stall reasons (warps stalled per issued inst
   tools/ncu_table.py F            one line per launch, in launch order, and the total
   tools/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
                                   largest total first
-  tools/ncu_table.py F --line     all launches on one line: name (without _kernel) and µs
+  tools/ncu_table.py F --line     one pass on one line (the launches up to the first kernel's next
+                                  launch): name (without _kernel) and µs
   tools/ncu_table.py --stall-metrics   the stall metrics' names, comma-separated
 """
 import csv
@@ -61,6 +62,11 @@ def main():
     recs = launches(sys.argv[1])
     total = sum(r["us"] for r in recs)
     if "--line" in sys.argv[2:]:
+        # one pass: up to the first kernel's next launch (a variant with fewer launches
+        # than ncu's -c count otherwise shows the next pass's first kernels too)
+        again = next((i for i, r in enumerate(recs) if i > 0 and r["name"] == recs[0]["name"]), len(recs))
+        recs = recs[:again]
+        total = sum(r["us"] for r in recs)
         print(" ".join(f"{r['name'].removesuffix('_kernel')} {r['us']:.0f}" for r in recs) + f" = {total:.0f} us")
         return
     if "--group" in sys.argv[2:]:
