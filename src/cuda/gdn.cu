@@ -1,8 +1,8 @@
 // CUDA backend of the Gated DeltaNet core (contract: include/bitrank/ops/gdn.hpp).
 //
 // f32 throughout; the tape is the contract's layout in device memory.
-// Forward: conv + SiLU (a thread per element), the q/k l2 norms (a warp per
-// row and k-head), the gates (a thread per row and v-head), the recurrence
+// Forward: conv + SiLU (a thread per 4 channels and a tile of rows), the q/k
+// l2 norms (a warp per row and k-head), the gates (a thread per row and v-head), the recurrence
 // (o before the norm, and kv and the checkpoints when recording), then the
 // gated RMSNorm (a warp per row and v-head).
 // Backward: the gated RMSNorm backward writes d_z and dO — the latter into
@@ -10,9 +10,9 @@
 // overwrites with dv; the recurrence writes each v-head's dq̂, dk̂ into the
 // tape's dqk scratch and d_a, d_b; a warp per (row, k-head) sums dq̂, dk̂
 // over the group and runs the l2-norm backward into the q/k columns; then
-// SiLU' (elementwise) and the conv backward, in place per (window, channel)
-// in ascending tokens (token t's gradient reads rows t..t+K−1, which are
-// still unmodified).
+// SiLU' and the conv backward, in place, each thread walking its tile's rows
+// in ascending tokens (token t's gradient reads rows t..t+K−1; the first K−1
+// rows of the next tile are saved beforehand as the halo).
 //
 // Three designs of the core, chosen per call by the environment variable
 // BITRANK_GDN_KERNEL: 3 (the default; gdn_chunk.cu) is the chunkwise form
