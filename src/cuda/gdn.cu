@@ -392,8 +392,7 @@ __global__ void __launch_bounds__(kConvThreads)
   load_taps<K, VW>(w, ct.c, wt);
   const float* x = qkv + ct.t0 * g.C + ct.c;
   float* dx = d_qkv + ct.t0 * g.C + ct.c;
-  // (no halo under one tap: the buffer is empty, and every step is a row of the tile)
-  const float* hl = K > 1 ? halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c : nullptr;
+  const float* hl = halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c;
   load_history<K, VW>(x, g, ct.p0, hist);
   const int steps = ct.rows + K - 1;
 #pragma unroll 4
