@@ -61,9 +61,10 @@ constexpr int kConvRows = 32;
 constexpr int kConvThreads = 128;
 constexpr int kMaxConvTaps = 8;
 
-template <int VW>
+// VW consecutive floats; one 16-byte access when Vec (VW = 4 and p aligned).
+template <int VW, bool Vec = VW == 4>
 __device__ __forceinline__ void load_vec(const float* p, float (&v)[VW]) {
-  if constexpr (VW == 4) {
+  if constexpr (Vec) {
     const float4 x = *reinterpret_cast<const float4*>(p);
     v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
   } else {
@@ -72,9 +73,9 @@ __device__ __forceinline__ void load_vec(const float* p, float (&v)[VW]) {
   }
 }
 
-template <int VW>
+template <int VW, bool Vec = VW == 4>
 __device__ __forceinline__ void store_vec(float* p, const float (&v)[VW]) {
-  if constexpr (VW == 4) {
+  if constexpr (Vec) {
     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
   } else {
 #pragma unroll
@@ -179,19 +180,48 @@ __global__ void __launch_bounds__(kConvThreads)
   }
 }
 
+// The row kernels below run a warp per row of one head (≤ kMaxHeadDim
+// values). Lane l holds slot m's VW values, (l + 32m)·VW … (l + 32m)·VW + VW−1:
+// VW = 4 where head_dim is a multiple of 4, else 1 (elements l, l+32, …). A
+// lane's sums run over its values in that order, then across the warp, so
+// the results depend on head_dim only; whether the 4 values move in one
+// 16-byte access (Vec) depends on the pointers' alignment too
+// (with_row_width).
+template <int VW>
+constexpr int kRowSlots = gdn::kMaxHeadDim / (32 * VW);
+
+__device__ __forceinline__ int slot_start(int lane, int m, int vw) { return (lane + 32 * m) * vw; }
+
+template <int VW>
+__device__ __forceinline__ void zero_vec(float (&v)[VW]) {
+#pragma unroll
+  for (int i = 0; i < VW; ++i) v[i] = 0.0f;
+}
+
 // One warp per (row, k-head): Σq² + ε, Σk² + ε, q̂ = q/(√(Σq²+ε)·√d), k̂ = k/√(Σk²+ε).
+template <int VW, bool Vec>
 __global__ void qk_prep_kernel(Dims g, Tape tp, float q_scale) {
   const index_t r = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (r >= g.n * g.hk) return;  // whole warps leave together
   const index_t t = r / g.hk;
-  const int kh = static_cast<int>(r % g.hk);
+  const int kh = static_cast<int>(r - t * g.hk);
   const float* q = tp.conv_out + t * g.C + kh * g.d;
   const float* k = q + g.hk * g.d;
+  float qv[kRowSlots<VW>][VW], kv[kRowSlots<VW>][VW];
   float sq = 0.0f, sk = 0.0f;
-  for (int i = lane; i < g.d; i += 32) {
-    sq = fmaf(q[i], q[i], sq);
-    sk = fmaf(k[i], k[i], sk);
+#pragma unroll
+  for (int m = 0; m < kRowSlots<VW>; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+      load_vec<VW, Vec>(q + j, qv[m]);
+      load_vec<VW, Vec>(k + j, kv[m]);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        sq = fmaf(qv[m][v], qv[m][v], sq);
+        sk = fmaf(kv[m][v], kv[m][v], sk);
+      }
+    }
   }
   sq = warp_sum(sq) + g.l2_eps;
   sk = warp_sum(sk) + g.l2_eps;
@@ -200,9 +230,18 @@ __global__ void qk_prep_kernel(Dims g, Tape tp, float q_scale) {
     tp.k_sumsq[r] = sk;
   }
   const float iq = q_scale / sqrtf(sq), ik = 1.0f / sqrtf(sk);
-  for (int i = lane; i < g.d; i += 32) {
-    tp.q_hat[r * g.d + i] = q[i] * iq;
-    tp.k_hat[r * g.d + i] = k[i] * ik;
+#pragma unroll
+  for (int m = 0; m < kRowSlots<VW>; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        qv[m][v] *= iq;
+        kv[m][v] *= ik;
+      }
+      store_vec<VW, Vec>(tp.q_hat + r * g.d + j, qv[m]);
+      store_vec<VW, Vec>(tp.k_hat + r * g.d + j, kv[m]);
+    }
   }
 }
 
@@ -219,36 +258,45 @@ __global__ void gate_kernel(Dims g, Tape tp, const float* __restrict__ a, const 
   tp.beta[r] = gdn::sigmoidf_(b[r]);
 }
 
-// Gated RMSNorm, one warp per (row, v-head): out = o·inv·w·silu(z). Lane l
-// holds elements l, l+32, … in registers (kNormPer of them), so that each
-// input is read once; the sums run in that order, then across the warp.
-constexpr int kNormPer = gdn::kMaxHeadDim / 32;
-
+// Gated RMSNorm, one warp per (row, v-head): out = o·inv·w·silu(z); each
+// input is read once, into registers.
+template <int VW, bool Vec>
 __global__ void norm_fwd_kernel(Dims g, Tape tp, const float* __restrict__ z, const float* __restrict__ gain,
                                 float* __restrict__ out) {
   const index_t r = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (r >= g.n * g.hv) return;
   const float* o = tp.o_pre + r * g.d;
-  float ov[kNormPer];
+  float ov[kRowSlots<VW>][VW];
   float ss = 0.0f;
 #pragma unroll
-  for (int m = 0; m < kNormPer; ++m) {
-    const int j = lane + 32 * m;
-    ov[m] = j < g.d ? o[j] : 0.0f;
-    if (j < g.d) ss = fmaf(ov[m], ov[m], ss);
+  for (int m = 0; m < kRowSlots<VW>; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+      load_vec<VW, Vec>(o + j, ov[m]);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) ss = fmaf(ov[m][v], ov[m][v], ss);
+    }
   }
   ss = warp_sum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(g.d) + g.norm_eps);
   if (lane == 0) tp.inv_rms[r] = inv;
 #pragma unroll
-  for (int m = 0; m < kNormPer; ++m) {
-    const int j = lane + 32 * m;
-    if (j < g.d) out[r * g.d + j] = ov[m] * inv * gain[j] * gdn::siluf_(z[r * g.d + j]);
+  for (int m = 0; m < kRowSlots<VW>; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+      float zv[VW], wg[VW], y[VW];
+      load_vec<VW, Vec>(z + r * g.d + j, zv);
+      load_vec<VW, Vec>(gain + j, wg);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) y[v] = ov[m][v] * inv * wg[v] * gdn::siluf_(zv[v]);
+      store_vec<VW, Vec>(out + r * g.d + j, y);
+    }
   }
 }
 
 // Its backward, one warp per (row, v-head): d_z, and dO into the v columns of d_qkv.
+template <int VW, bool Vec>
 __global__ void norm_bwd_kernel(Dims g, Tape tp, const float* __restrict__ z, const float* __restrict__ gain,
                                 const float* __restrict__ d_out, float* __restrict__ d_z, float* __restrict__ d_qkv) {
   const index_t r = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -258,56 +306,80 @@ __global__ void norm_bwd_kernel(Dims g, Tape tp, const float* __restrict__ z, co
   const int h = static_cast<int>(r - t * g.hv);
   const float* o = tp.o_pre + r * g.d;
   const float inv = tp.inv_rms[r];
-  float ov[kNormPer], zv[kNormPer], dy[kNormPer], wg[kNormPer];
+  constexpr int S = kRowSlots<VW>;
+  float ov[S][VW], zv[S][VW], dy[S][VW], wg[S][VW];
   float s = 0.0f;  // Σ (w·silu(z)·dy)·o
 #pragma unroll
-  for (int m = 0; m < kNormPer; ++m) {
-    const int j = lane + 32 * m;
-    const bool in = j < g.d;
-    ov[m] = in ? o[j] : 0.0f;
-    zv[m] = in ? z[r * g.d + j] : 0.0f;
-    dy[m] = in ? d_out[r * g.d + j] : 0.0f;
-    wg[m] = in ? gain[j] : 0.0f;
-    if (in) s = fmaf(wg[m] * gdn::siluf_(zv[m]) * dy[m], ov[m], s);
+  for (int m = 0; m < S; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+      load_vec<VW, Vec>(o + j, ov[m]);
+      load_vec<VW, Vec>(z + r * g.d + j, zv[m]);
+      load_vec<VW, Vec>(d_out + r * g.d + j, dy[m]);
+      load_vec<VW, Vec>(gain + j, wg[m]);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) s = fmaf(wg[m][v] * gdn::siluf_(zv[m][v]) * dy[m][v], ov[m][v], s);
+    }
   }
   s = warp_sum(s);
   const float coef = s / static_cast<float>(g.d) * inv * inv * inv;
   float* dO = d_qkv + t * g.C + g.v_off() + h * g.d;
 #pragma unroll
-  for (int m = 0; m < kNormPer; ++m) {
-    const int j = lane + 32 * m;
+  for (int m = 0; m < S; ++m) {
+    const int j = slot_start(lane, m, VW);
     if (j < g.d) {
-      d_z[r * g.d + j] = dy[m] * ov[m] * inv * wg[m] * gdn::silu_gradf_(zv[m]);
-      dO[j] = inv * (wg[m] * gdn::siluf_(zv[m]) * dy[m]) - ov[m] * coef;
+      float dz[VW], dov[VW];
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        dz[v] = dy[m][v] * ov[m][v] * inv * wg[m][v] * gdn::silu_gradf_(zv[m][v]);
+        dov[v] = inv * (wg[m][v] * gdn::siluf_(zv[m][v]) * dy[m][v]) - ov[m][v] * coef;
+      }
+      store_vec<VW, Vec>(d_z + r * g.d + j, dz);
+      store_vec<VW, Vec>(dO + j, dov);
     }
   }
 }
 
 // One warp per (row, k-head): Σ over the group's v-heads of dq̂, dk̂ (in
 // ascending head order), then the l2-norm backward into the q/k columns.
+template <int VW, bool Vec>
 __global__ void qk_bwd_kernel(Dims g, Tape tp, float q_scale, float* __restrict__ d_qkv) {
   const index_t r = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (r >= g.n * g.hk) return;
   const index_t t = r / g.hk;
-  const int kh = static_cast<int>(r % g.hk);
+  const int kh = static_cast<int>(r - t * g.hk);
   const float* q = tp.conv_out + t * g.C + kh * g.d;
   const float* k = q + g.hk * g.d;
-  constexpr int kPer = gdn::kMaxHeadDim / 32;  // elements per lane
-  float dq[kPer], dk[kPer];
+  const float* dqh = tp.dq_hat + (t * g.hv + static_cast<index_t>(kh) * g.group) * g.d;  // the group's first v-head
+  const float* dkh = tp.dk_hat + (t * g.hv + static_cast<index_t>(kh) * g.group) * g.d;
+  constexpr int S = kRowSlots<VW>;
+  float dq[S][VW], dk[S][VW], qv[S][VW], kv[S][VW];
   float pq = 0.0f, pk = 0.0f;
 #pragma unroll
-  for (int m = 0; m < kPer; ++m) {
-    const int i = lane + 32 * m;
-    dq[m] = 0.0f;
-    dk[m] = 0.0f;
-    if (i < g.d) {
-      for (int h = kh * g.group; h < (kh + 1) * g.group; ++h) {
-        dq[m] += tp.dq_hat[(t * g.hv + h) * g.d + i];
-        dk[m] += tp.dk_hat[(t * g.hv + h) * g.d + i];
+  for (int m = 0; m < S; ++m) {
+    const int j = slot_start(lane, m, VW);
+    zero_vec<VW>(dq[m]);
+    zero_vec<VW>(dk[m]);
+    if (j < g.d) {
+      load_vec<VW, Vec>(q + j, qv[m]);
+      load_vec<VW, Vec>(k + j, kv[m]);
+#pragma unroll 4
+      for (int h = 0; h < g.group; ++h) {
+        float a[VW], b[VW];
+        load_vec<VW, Vec>(dqh + static_cast<index_t>(h) * g.d + j, a);
+        load_vec<VW, Vec>(dkh + static_cast<index_t>(h) * g.d + j, b);
+#pragma unroll
+        for (int v = 0; v < VW; ++v) {
+          dq[m][v] += a[v];
+          dk[m][v] += b[v];
+        }
       }
-      pq = fmaf(dq[m], q[i], pq);
-      pk = fmaf(dk[m], k[i], pk);
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        pq = fmaf(dq[m][v], qv[m][v], pq);
+        pk = fmaf(dk[m][v], kv[m][v], pk);
+      }
     }
   }
   pq = warp_sum(pq);
@@ -318,11 +390,16 @@ __global__ void qk_bwd_kernel(Dims g, Tape tp, float q_scale, float* __restrict_
   float* gq = d_qkv + t * g.C + kh * g.d;
   float* gk = gq + g.hk * g.d;
 #pragma unroll
-  for (int m = 0; m < kPer; ++m) {
-    const int i = lane + 32 * m;
-    if (i < g.d) {
-      gq[i] = iq * dq[m] - q[i] * cq;
-      gk[i] = ik * dk[m] - k[i] * ck;
+  for (int m = 0; m < S; ++m) {
+    const int j = slot_start(lane, m, VW);
+    if (j < g.d) {
+#pragma unroll
+      for (int v = 0; v < VW; ++v) {
+        dq[m][v] = iq * dq[m][v] - qv[m][v] * cq;
+        dk[m][v] = ik * dk[m][v] - kv[m][v] * ck;
+      }
+      store_vec<VW, Vec>(gq + j, dq[m]);
+      store_vec<VW, Vec>(gk + j, dk[m]);
     }
   }
 }
@@ -392,7 +469,8 @@ __global__ void __launch_bounds__(kConvThreads)
   load_taps<K, VW>(w, ct.c, wt);
   const float* x = qkv + ct.t0 * g.C + ct.c;
   float* dx = d_qkv + ct.t0 * g.C + ct.c;
-  const float* hl = halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c;
+  // (no halo under one tap: the buffer is empty, and every step is a row of the tile)
+  const float* hl = K > 1 ? halo + static_cast<index_t>(blockIdx.x) * (K - 1) * g.C + ct.c : nullptr;
   load_history<K, VW>(x, g, ct.p0, hist);
   const int steps = ct.rows + K - 1;
 #pragma unroll 4
@@ -427,13 +505,28 @@ __global__ void __launch_bounds__(kConvThreads)
   }
 }
 
+// True when every pointer allows 16-byte accesses.
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+// Runs f.template operator()<VW>() with VW = 4 when vec4, else 1.
+template <class F>
+void with_vec_width(bool vec4, F&& f) {
+  if (vec4) {
+    f.template operator()<4>();
+  } else {
+    f.template operator()<1>();
+  }
+}
+
 // Runs f.template operator()<K, VW>() for the call's conv taps and the
 // widest channel vector the sizes and pointers allow.
 template <class F>
 void with_conv_shape(const Dims& g, std::initializer_list<const void*> ptrs, F&& f) {
-  bool vec4 = g.C % 4 == 0;
-  for (const void* p : ptrs) vec4 = vec4 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-  auto taps = [&]<int VW>() {
+  with_vec_width(g.C % 4 == 0 && aligned16(ptrs), [&]<int VW>() {
     switch (g.K) {
       case 1: return f.template operator()<1, VW>();
       case 2: return f.template operator()<2, VW>();
@@ -445,11 +538,21 @@ void with_conv_shape(const Dims& g, std::initializer_list<const void*> ptrs, F&&
       case 8: return f.template operator()<8, VW>();
       default: fail("gdn: the cuda backend takes conv_kernel ≤ {}, got {}", kMaxConvTaps, g.K);
     }
-  };
-  if (vec4) {
-    taps.template operator()<4>();
+  });
+}
+
+// Runs f.template operator()<VW, Vec>() for the row kernels: VW = 4 when
+// head_dim is a multiple of 4 (rows of head_dim values at head_dim-aligned
+// offsets: the channel count is a multiple of head_dim), Vec when the
+// pointers then allow 16-byte accesses too.
+template <class F>
+void with_row_width(const Dims& g, std::initializer_list<const void*> ptrs, F&& f) {
+  if (g.d % 4 != 0) {
+    f.template operator()<1, false>();
+  } else if (aligned16(ptrs)) {
+    f.template operator()<4, true>();
   } else {
-    taps.template operator()<1>();
+    f.template operator()<4, false>();
   }
 }
 
@@ -558,8 +661,11 @@ class CudaGdnOps final : public GdnOps<float> {
                                                                        tp.conv_out);
       BR_CUDA_LAUNCHED();
     });
-    qk_prep_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale);
-    BR_CUDA_LAUNCHED();
+    const unsigned k_rows = blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256);  // a warp per (row, k-head)
+    with_row_width(g, {tp.conv_out, tp.q_hat, tp.k_hat}, [&]<int VW, bool Vec>() {
+      qk_prep_kernel<VW, Vec><<<k_rows, 256, 0, s>>>(g, tp, q_scale);
+      BR_CUDA_LAUNCHED();
+    });
     gate_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hv), 256), 256, 0, s>>>(
         g, tp, a.data, b.data, prm.a_log.data, prm.dt_bias.data);
     BR_CUDA_LAUNCHED();
@@ -579,9 +685,11 @@ class CudaGdnOps final : public GdnOps<float> {
       gdn::rec2_forward(ra, s);
     }
 
-    norm_fwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hv) * 32, 256), 256, 0, s>>>(
-        g, tp, z.data, prm.norm_gain.data, out.data);
-    BR_CUDA_LAUNCHED();
+    with_row_width(g, {tp.o_pre, z.data, prm.norm_gain.data, out.data}, [&]<int VW, bool Vec>() {
+      norm_fwd_kernel<VW, Vec><<<blocks_for(static_cast<std::size_t>(g.n * g.hv) * 32, 256), 256, 0, s>>>(
+          g, tp, z.data, prm.norm_gain.data, out.data);
+      BR_CUDA_LAUNCHED();
+    });
   }
 
   void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<float>& prm, CView<float> qkv, CView<float> z,
@@ -594,9 +702,11 @@ class CudaGdnOps final : public GdnOps<float> {
     const cudaStream_t s = ctx_.stream.get();
     const float q_scale = 1.0f / sqrtf(static_cast<float>(g.d));
 
-    norm_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hv) * 32, 256), 256, 0, s>>>(
-        g, tp, z.data, prm.norm_gain.data, d_out.data, d_z.data, d_qkv.data);
-    BR_CUDA_LAUNCHED();
+    with_row_width(g, {tp.o_pre, z.data, prm.norm_gain.data, d_out.data, d_z.data, d_qkv.data}, [&]<int VW, bool Vec>() {
+      norm_bwd_kernel<VW, Vec><<<blocks_for(static_cast<std::size_t>(g.n * g.hv) * 32, 256), 256, 0, s>>>(
+          g, tp, z.data, prm.norm_gain.data, d_out.data, d_z.data, d_qkv.data);
+      BR_CUDA_LAUNCHED();
+    });
 
     RecArgs ra{};
     ra.g = g;
@@ -618,9 +728,11 @@ class CudaGdnOps final : public GdnOps<float> {
       gdn::rec2_backward(ra, s);
     }
 
-    qk_bwd_kernel<<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
-                                                                                             d_qkv.data);
-    BR_CUDA_LAUNCHED();
+    with_row_width(g, {tp.conv_out, tp.dq_hat, tp.dk_hat, d_qkv.data}, [&]<int VW, bool Vec>() {
+      qk_bwd_kernel<VW, Vec><<<blocks_for(static_cast<std::size_t>(g.n * g.hk) * 32, 256), 256, 0, s>>>(g, tp, q_scale,
+                                                                                                   d_qkv.data);
+      BR_CUDA_LAUNCHED();
+    });
     with_conv_shape(g, {qkv.data, d_qkv.data}, [&]<int K, int VW>() {
       const dim3 grid = conv_grid(g, VW);
       Buffer<float> halo(ctx_.memory, static_cast<std::size_t>(grid.x) * (K - 1) * g.C);
