@@ -9,8 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: "
+tools/gpu_build.sh || exit 1
 # Check before timing: every op's cuda parity cases against the f64 reference.
 ./build-gpu/bitrank_tests --gtest_filter='Parity/*.cuda' > "$out/bench_parity.txt" 2>&1
 checked=$?

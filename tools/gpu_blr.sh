@@ -10,8 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
+tools/gpu_build.sh || exit 1
 ./build-gpu/bitrank_tests --gtest_filter='*Blr*:*blr*:Parity/e2e*:Parity/student*:Bitmap*:Parity/bitmap*' > "$out/gpu_blr_tests.log" 2>&1; rc=$?
 ./build-gpu/bitrank bench --device cuda --op blr --min-time 0.5 > "$out/gpu_blr_bench.txt" 2>&1
 ./build-gpu/bitrank bench --device cuda --op "six BLR" --min-time 0.5 >> "$out/gpu_blr_bench.txt" 2>&1

@@ -9,8 +9,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 filter=${1:-*}
 log=${OUT:-/tmp}/gpu_tests.log
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+tools/gpu_build.sh || exit 1
 ./build-gpu/bitrank_tests --gtest_filter="$filter" > "$log" 2>&1
 rc=$?
 echo

@@ -24,8 +24,7 @@ args=(--device cuda)
 [ -n "${EVAL_TEXT:-}" ] && args+=(--eval-text "$EVAL_TEXT")
 args+=("$@")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+tools/gpu_build.sh || exit 1
 summary() {
 python3 - "$1" <<'PY'
 import json, sys

@@ -25,8 +25,7 @@ args=(--max-windows "${MAX_WINDOWS:-40}")
 [ -n "${BITRANK_IDS:-}" ] && args+=(--ids "$BITRANK_IDS")
 args+=("$@")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+tools/gpu_build.sh || exit 1
 for dev in cpu cuda; do
   echo "bitrank eval --device $dev ${args[*]}"
   if ! ./build-gpu/bitrank eval --device "$dev" "${args[@]}" > "$out/eval_$dev.json" 2> "$out/eval_$dev.log"; then

@@ -21,9 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+tools/gpu_build.sh || exit 1
 mode=${1:-}
 rc=0
 # Tests and timings (not for --detail or --sanitize, which only build and run their tool).

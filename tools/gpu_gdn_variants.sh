@@ -22,8 +22,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 work=${TMPDIR:-/tmp}/gdn_variants
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-if ! cmake --build build-gpu -j"$(nproc)" > "$out/gdn_variant_build.log" 2>&1; then
+if ! tools/gpu_build.sh > "$out/gdn_variant_build.log" 2>&1; then
   echo "the tree does not build: see gdn_variant_build.log"; tail -20 "$out/gdn_variant_build.log"; exit 1
 fi
 rm -rf "$work" && mkdir -p "$work"

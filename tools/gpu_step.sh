@@ -7,8 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error" -A3
+tools/gpu_build.sh || exit 1
 echo "== bitrank bench --device cuda --op 'layer-wise step' =="
 ./build-gpu/bitrank bench --device cuda --op "layer-wise step" --min-time 1 2>&1 | grep -E "^layer-wise" || exit 1
 echo "== kernels of the first ${1:-3000} launches (setup, then steps), by total time (ncu) =="

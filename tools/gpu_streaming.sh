@@ -13,8 +13,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}/streaming
 mkdir -p "$out"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITRANK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DBITRANK_FUZZ=OFF >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning: " ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+tools/gpu_build.sh || exit 1
 bin=build-gpu/bitrank
 common=(--device cuda --steps "${STEPS:-20}" --eval-windows 2 --checkpoint-every 0)
 [ -n "${BITRANK_MODEL:-}" ] && common+=(--model "$BITRANK_MODEL")
