@@ -6,6 +6,7 @@
 #include "cuda/tile_check.hpp"
 
 #include <span>
+#include <type_traits>
 
 #include "bitrank/error.hpp"
 #include "cuda/check.hpp"
@@ -35,6 +36,16 @@ __device__ void split_rows(const Dst& dst, const float* src) {
     store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
   }
 }
+// The same rows into an MN-major CoreSplit (the row index its M or N):
+// four consecutive rows of one column at a time.
+template <int ROWS, int K>
+__device__ void split_rows_mn(const CoreSplit& dst, const float* src) {
+  for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
+    const int k = e / (ROWS / 4), r = 4 * (e % (ROWS / 4));
+    const float* c = src + r * K + k;
+    tile::wg::split_store4_mn(dst, r, k, make_float4(c[0], c[K], c[2 * K], c[3 * K]));
+  }
+}
 
 // One warpgroup (128 threads): C = A·Bᵀ.
 template <int N, int K>
@@ -49,16 +60,21 @@ __global__ void __launch_bounds__(128) product_mma_sync(const float* A, const fl
   acc.template mma<K, Row, Col>(As, Bs);
   acc.store(C, N, 1.0f, false);
 }
-template <int N, int K>
+// kMnA / kMnB: A / B stored MN-major (read transposed by wgmma).
+template <int N, int K, bool kMnA, bool kMnB>
 __global__ void __launch_bounds__(128) product_wgmma(const float* A, const float* B, float* C) {
   extern __shared__ __align__(128) __nv_bfloat16 sm[];
   const CoreSplit As{sm, sm + 64 * K, K}, Bs{sm + 2 * 64 * K, sm + 2 * 64 * K + N * K, K};
-  split_rows<64, K>(As, A);
-  split_rows<N, K>(Bs, B);
+  if constexpr (kMnA) split_rows_mn<64, K>(As, A);
+  else split_rows<64, K>(As, A);
+  if constexpr (kMnB) split_rows_mn<N, K>(Bs, B);
+  else split_rows<N, K>(Bs, B);
   tile::wg::fence_operands();
   __syncthreads();
   tile::wg::WgAcc<N> acc;
-  acc.template mma<K>(As, 0, Bs, 0);
+  using LA = std::conditional_t<kMnA, Col, Row>;
+  using LB = std::conditional_t<kMnB, Row, Col>;
+  acc.template mma<K, LA, LB>(As, 0, Bs, 0);
   acc.store(C, N);
 }
 
@@ -124,8 +140,14 @@ void run_product(TilePath path, const float* A, const float* B, float* C, cudaSt
     product_mma_sync<N, K><<<1, 128, bytes, s>>>(A, B, C);
   } else {
     const int bytes = 2 * (64 + N) * K * 2;
-    allow_smem(product_wgmma<N, K>, bytes);
-    product_wgmma<N, K><<<1, 128, bytes, s>>>(A, B, C);
+    const auto run = [&](auto kernel) {
+      allow_smem(kernel, bytes);
+      kernel<<<1, 128, bytes, s>>>(A, B, C);
+    };
+    if (path == TilePath::wgmma) run(product_wgmma<N, K, false, false>);
+    if (path == TilePath::wgmma_mn_a) run(product_wgmma<N, K, true, false>);
+    if (path == TilePath::wgmma_mn_b) run(product_wgmma<N, K, false, true>);
+    if (path == TilePath::wgmma_mn_ab) run(product_wgmma<N, K, true, true>);
   }
   BR_CUDA_LAUNCHED();
 }
@@ -160,6 +182,8 @@ TileRate tile_split_product_rate(TilePath path, int blocks, int iters) {
   const int sync_bytes = 2 * (64 + 128) * 72 * 2, wg_bytes = 2 * (64 + 128) * 64 * 2;
   allow_smem(rate_mma_sync, sync_bytes);
   allow_smem(rate_wgmma, wg_bytes);
+  if (path != TilePath::mma_sync && path != TilePath::wgmma)
+    fail("tile_split_product_rate: the rate is timed for mma_sync and wgmma only");
   Event start, stop;
   start.record(stream.get());
   if (path == TilePath::mma_sync)

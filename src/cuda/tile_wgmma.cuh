@@ -4,10 +4,15 @@
 // instructions instead of per-warp mma.sync.
 //
 // One warpgroup (4 consecutive warps, 128 threads) owns a 64×N product
-// (N = 64 or 128): C += A (64×K) · Bᵀ with B stored N×K, both K-contiguous
-// ("K-major", wgmma's untransposed A and B). Each 16-wide k step is three
-// instructions, each reading its two operands straight from shared memory
-// through a 64-bit descriptor; the warps issue them and go on until wait().
+// (N = 64 or 128): C += A (64×K) · B (K×N). Each operand is stored either
+// K-contiguous ("K-major", wgmma's untransposed form) or M/N-contiguous
+// ("MN-major", read transposed by the instruction: what a tile written
+// from accumulators or fetched in its memory order is), named as
+// tile_mma.cuh names them: A Row = K-major, A Col = MN-major; B Col =
+// K-major (stored N×K), B Row = MN-major (stored K×N). Each 16-wide k step
+// is three instructions, each reading its two operands straight from
+// shared memory through a 64-bit descriptor; the warps issue them and go
+// on until wait().
 //
 // Shared-memory layout (CoreSplit): wgmma reads 8×8 "core matrices" of
 // 16-byte rows stored as 128 contiguous bytes. A plane of R rows × KC
@@ -17,7 +22,12 @@
 // offset, SBO), no swizzle: element (r, k) at
 //   ((r/8)·(KC/8) + k/8)·64 + (r%8)·8 + k%8.
 // A k step of 16 then starts 256 bytes further on, and rows r0.. of the
-// plane (r0 a multiple of 8) (r0/8)·KC·16 bytes further on.
+// plane (r0 a multiple of 8) (r0/8)·KC·16 bytes further on. An MN-major
+// plane is the same grid of core matrices with each one transposed (its
+// 16-byte rows run along M/N, one a k): element (mn, k) at
+//   ((mn/8)·(KC/8) + k/8)·64 + (k%8)·8 + mn%8,
+// so the same descriptor and the same offsets of a block (mn0, k0) serve
+// both, and only the instruction's transpose bit tells them apart.
 //
 // Memory model: shared memory written by the threads (the generic proxy)
 // must be fenced to the async proxy (fence_operands(), then a barrier)
@@ -28,6 +38,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/tile_mma.cuh"
 
@@ -43,6 +54,10 @@ struct CoreSplit {
 __device__ __forceinline__ int core_index(int r, int k, int kc) {
   return ((r >> 3) * (kc >> 3) + (k >> 3)) * 64 + (r & 7) * 8 + (k & 7);
 }
+// The same element of an MN-major plane (mn: its M or N index).
+__device__ __forceinline__ int core_index_mn(int mn, int k, int kc) {
+  return ((mn >> 3) * (kc >> 3) + (k >> 3)) * 64 + (k & 7) * 8 + (mn & 7);
+}
 
 // Stores x0..x3 (columns k..k+3 of row r, k a multiple of 4) split.
 __device__ __forceinline__ void split_store4(const CoreSplit& s, int r, int k, float4 x) {
@@ -50,6 +65,15 @@ __device__ __forceinline__ void split_store4(const CoreSplit& s, int r, int k, f
   split_bf16x2(x.x, x.y, hi.x, lo.x);
   split_bf16x2(x.z, x.w, hi.y, lo.y);
   const int at = core_index(r, k, s.kc);
+  *reinterpret_cast<uint2*>(s.hi + at) = hi;
+  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+}
+// Stores x0..x3 (M/N indices mn..mn+3 at k, mn a multiple of 4) split into an MN-major plane.
+__device__ __forceinline__ void split_store4_mn(const CoreSplit& s, int mn, int k, float4 x) {
+  uint2 hi, lo;
+  split_bf16x2(x.x, x.y, hi.x, lo.x);
+  split_bf16x2(x.z, x.w, hi.y, lo.y);
+  const int at = core_index_mn(mn, k, s.kc);
   *reinterpret_cast<uint2*>(s.hi + at) = hi;
   *reinterpret_cast<uint2*>(s.lo + at) = lo;
 }
@@ -70,21 +94,23 @@ __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// d += A·Bᵀ for one k step of 16 (both K-major, f32 accumulators): wgmma
-// m64nNk16 with scale-d 1, no negation, no transpose.
+// d += A·B for one k step of 16 (f32 accumulators): wgmma m64nNk16 with
+// scale-d 1, no negation; kTA / kTB: A / B MN-major (transposed).
+template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_bf16_n64(float (&d)[32], uint64_t a, uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
       " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
-      " %32, %33, 1, 1, 1, 0, 0;\n"
+      " %32, %33, 1, 1, 1, %34, %35;\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "n"(kTA), "n"(kTB));
 }
 
+template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], uint64_t a, uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -92,7 +118,7 @@ __device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], uint64_t a, uint
       " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
       " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
       " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
-      " %64, %65, 1, 1, 1, 0, 0;\n"
+      " %64, %65, 1, 1, 1, %66, %67;\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -101,7 +127,7 @@ __device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], uint64_t a, uint
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "n"(kTA), "n"(kTB));
 }
 
 // A warpgroup's 64×N product in its registers: thread t of the warpgroup
@@ -113,11 +139,12 @@ class WgAcc {
   float d_[N / 2];
   int row_, col_;
 
+  template <int kTA, int kTB>
   __device__ __forceinline__ void issue(uint64_t a, uint64_t b) {
     if constexpr (N == 64)
-      wgmma_bf16_n64(d_, a, b);
+      wgmma_bf16_n64<kTA, kTB>(d_, a, b);
     else
-      wgmma_bf16_n128(d_, a, b);
+      wgmma_bf16_n128<kTA, kTB>(d_, a, b);
   }
 
  public:
@@ -129,27 +156,30 @@ class WgAcc {
     for (int i = 0; i < N / 2; ++i) d_[i] = 0.0f;
   }
 
-  // += A (rows a0..a0+63, K columns) · Bᵀ (B rows b0..b0+N−1): issued, not
-  // waited for (wait() before reading the sum).
-  template <int K>
+  // += A (M indices a0..a0+63, K of them) · B (N indices b0..b0+N−1), each
+  // in its layout (LA: Row K-major, Col MN-major; LB: Col K-major, Row
+  // MN-major; a0, b0 multiples of 8): issued, not waited for (wait() before
+  // reading the sum).
+  template <int K, class LA = Row, class LB = Col>
   __device__ __forceinline__ void mma_async(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
     static_assert(K % 16 == 0, "k steps of 16");
+    constexpr int kTA = std::is_same_v<LA, Col> ? 1 : 0, kTB = std::is_same_v<LB, Row> ? 1 : 0;
     fence();
 #pragma unroll
     for (int k = 0; k < K; k += 16) {
       const int ao = core_index(a0, k, A.kc), bo = core_index(b0, k, B.kc);
       const uint64_t a_hi = descriptor(A.hi + ao, A.kc), a_lo = descriptor(A.lo + ao, A.kc);
       const uint64_t b_hi = descriptor(B.hi + bo, B.kc), b_lo = descriptor(B.lo + bo, B.kc);
-      issue(a_lo, b_hi);
-      issue(a_hi, b_lo);
-      issue(a_hi, b_hi);
+      issue<kTA, kTB>(a_lo, b_hi);
+      issue<kTA, kTB>(a_hi, b_lo);
+      issue<kTA, kTB>(a_hi, b_hi);
     }
     commit();
   }
   // The same, waited for.
-  template <int K>
+  template <int K, class LA = Row, class LB = Col>
   __device__ __forceinline__ void mma(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
-    mma_async<K>(A, a0, B, b0);
+    mma_async<K, LA, LB>(A, a0, B, b0);
     wait<0>();
   }
 
