@@ -56,7 +56,7 @@ std::vector<double> host_product(int n, int k, const std::vector<float>& a, cons
 TEST(TileCuda, SplitProductsMatchTheHost) {
   if (!test::cuda_available()) GTEST_SKIP() << "no CUDA device visible";
 #ifdef BITRANK_HAS_CUDA
-  for (const int n : {64, 128})
+  for (const int n : {32, 64, 128})
     for (const int k : {64, 128}) {
       const auto a = operand(64, k, 11 + n + k), b = operand(n, k, 12 + n + k);
       const auto want = host_product(n, k, a, b);

@@ -156,8 +156,8 @@ void run_product(TilePath path, const float* A, const float* B, float* C, cudaSt
 
 std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
                                       const std::vector<float>& b) {
-  if ((n != 64 && n != 128) || (k != 64 && k != 128))
-    fail("tile_split_product: n and k must be 64 or 128 (got n={} k={})", n, k);
+  if ((n != 32 && n != 64 && n != 128) || (k != 64 && k != 128))
+    fail("tile_split_product: n must be 32, 64 or 128 and k 64 or 128 (got n={} k={})", n, k);
   if (a.size() != static_cast<std::size_t>(64 * k) || b.size() != static_cast<std::size_t>(n * k))
     fail("tile_split_product: A must be 64×k and B n×k (got {} and {} values for n={} k={})", a.size(), b.size(), n, k);
   Stream stream;
@@ -166,6 +166,8 @@ std::vector<float> tile_split_product(TilePath path, int n, int k, const std::ve
   A.upload(std::span<const float>(a.data(), a.size()));
   B.upload(std::span<const float>(b.data(), b.size()));
   const auto s = stream.get();
+  if (n == 32 && k == 64) run_product<32, 64>(path, A.data(), B.data(), C.data(), s);
+  if (n == 32 && k == 128) run_product<32, 128>(path, A.data(), B.data(), C.data(), s);
   if (n == 64 && k == 64) run_product<64, 64>(path, A.data(), B.data(), C.data(), s);
   if (n == 64 && k == 128) run_product<64, 128>(path, A.data(), B.data(), C.data(), s);
   if (n == 128 && k == 64) run_product<128, 64>(path, A.data(), B.data(), C.data(), s);

@@ -14,7 +14,7 @@ enum class TilePath { mma_sync, wgmma, wgmma_mn_a, wgmma_mn_b, wgmma_mn_ab };
 
 // C (64×n, row-major) = A (64×k, row-major) · Bᵀ (B n×k, row-major), all f32
 // on the host, computed on the GPU as one 3xBF16 tile product of `path`
-// (operands split once into shared memory). n ∈ {64, 128}, k ∈ {64, 128};
+// (operands split once into shared memory). n ∈ {32, 64, 128}, k ∈ {64, 128};
 // the rate below is for mma_sync and wgmma only.
 std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
                                       const std::vector<float>& b);

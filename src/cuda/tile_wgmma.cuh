@@ -4,7 +4,7 @@
 // instructions instead of per-warp mma.sync.
 //
 // One warpgroup (4 consecutive warps, 128 threads) owns a 64×N product
-// (N = 64 or 128): C += A (64×K) · B (K×N). Each operand is stored either
+// (N = 32, 64 or 128): C += A (64×K) · B (K×N). Each operand is stored either
 // K-contiguous ("K-major", wgmma's untransposed form) or M/N-contiguous
 // ("MN-major", read transposed by the instruction: what a tile written
 // from accumulators or fetched in its memory order is), named as
@@ -97,6 +97,17 @@ __device__ __forceinline__ void wait() {
 // d += A·B for one k step of 16 (f32 accumulators): wgmma m64nNk16 with
 // scale-d 1, no negation; kTA / kTB: A / B MN-major (transposed).
 template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_bf16_n32(float (&d)[16], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},"
+      " %16, %17, 1, 1, 1, %18, %19;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "n"(kTA), "n"(kTB));
+}
+
+template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_bf16_n64(float (&d)[32], uint64_t a, uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -135,13 +146,15 @@ __device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], uint64_t a, uint
 // 16w + l/4 and 16w + l/4 + 8 at columns 8j + 2(l%4) and the next one.
 template <int N>
 class WgAcc {
-  static_assert(N == 64 || N == 128, "m64n64 or m64n128");
+  static_assert(N == 32 || N == 64 || N == 128, "m64n32, m64n64 or m64n128");
   float d_[N / 2];
   int row_, col_;
 
   template <int kTA, int kTB>
   __device__ __forceinline__ void issue(uint64_t a, uint64_t b) {
-    if constexpr (N == 64)
+    if constexpr (N == 32)
+      wgmma_bf16_n32<kTA, kTB>(d_, a, b);
+    else if constexpr (N == 64)
       wgmma_bf16_n64<kTA, kTB>(d_, a, b);
     else
       wgmma_bf16_n128<kTA, kTB>(d_, a, b);
@@ -190,6 +203,11 @@ class WgAcc {
     for (int j = 0; j < N / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) f(row_ + 8 * h, 8 * j + col_, make_float2(d_[4 * j + 2 * h], d_[4 * j + 2 * h + 1]));
+  }
+  // The sum ×= s (waited for).
+  __device__ __forceinline__ void scale(float s) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) d_[i] *= s;
   }
   // C (row-major, ldc, 8-byte aligned rows) = the sum.
   __device__ __forceinline__ void store(float* C, int ldc) const {
