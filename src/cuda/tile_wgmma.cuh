@@ -204,11 +204,6 @@ class WgAcc {
 #pragma unroll
       for (int h = 0; h < 2; ++h) f(row_ + 8 * h, 8 * j + col_, make_float2(d_[4 * j + 2 * h], d_[4 * j + 2 * h + 1]));
   }
-  // The sum ×= s (waited for).
-  __device__ __forceinline__ void scale(float s) {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) d_[i] *= s;
-  }
   // C (row-major, ldc, 8-byte aligned rows) = the sum.
   __device__ __forceinline__ void store(float* C, int ldc) const {
     visit_pairs([&](int m, int n, float2 v) { *reinterpret_cast<float2*>(C + m * ldc + n) = v; });
