@@ -86,6 +86,16 @@ __device__ float operand(int block, int which, int i) {
   x ^= x >> 13;
   return static_cast<float>(x & 0xffffu) / 32768.0f - 1.0f;
 }
+// The same values into an MN-major CoreSplit: four consecutive rows of one column at a time.
+__device__ void fill_mn(const CoreSplit& dst, int rows, int which) {
+  for (int e = threadIdx.x; e < rows * 16; e += blockDim.x) {
+    const int k = e / (rows / 4), r = 4 * (e % (rows / 4));
+    const int i = r * 64 + k;
+    const float4 v = make_float4(operand(blockIdx.x, which, i), operand(blockIdx.x, which, i + 64),
+                                 operand(blockIdx.x, which, i + 128), operand(blockIdx.x, which, i + 192));
+    tile::wg::split_store4_mn(dst, r, k, v);
+  }
+}
 template <class Dst>
 __device__ void fill(const Dst& dst, int rows, int which) {
   for (int e = threadIdx.x; e < rows * 16; e += blockDim.x) {
@@ -98,7 +108,9 @@ __device__ void fill(const Dst& dst, int rows, int which) {
 }
 
 // 256 threads: the block's 64×128 C over all 8 warps (mma.sync) or as two
-// 64×64 halves, one per warpgroup (wgmma); K = 64.
+// 64×64 halves, one per warpgroup (wgmma; kMn: A and B MN-major; kN = 32:
+// each half as two 64×32 products waited for in turn, as a kernel with
+// 32-column products runs them); K = 64.
 __global__ void __launch_bounds__(256) rate_mma_sync(int iters, float* sums) {
   extern __shared__ __align__(128) __nv_bfloat16 sm[];
   constexpr int ld = 72;
@@ -112,18 +124,67 @@ __global__ void __launch_bounds__(256) rate_mma_sync(int iters, float* sums) {
   acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
   atomicAdd(sums + blockIdx.x, s);
 }
+template <bool kMn, int kN>
 __global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  const CoreSplit As{sm, sm + 64 * 64, 64}, Bs{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
+  if constexpr (kMn) {
+    fill_mn(As, 64, 0);
+    fill_mn(Bs, 128, 1);
+  } else {
+    fill(As, 64, 0);
+    fill(Bs, 128, 1);
+  }
+  tile::wg::fence_operands();
+  __syncthreads();
+  using LA = std::conditional_t<kMn, Col, Row>;
+  using LB = std::conditional_t<kMn, Row, Col>;
+  const int half = static_cast<int>(threadIdx.x) / 128;
+  float s = 0.0f;
+  if constexpr (kN == 64) {
+    tile::wg::WgAcc<64> acc;
+    for (int it = 0; it < iters; ++it) acc.mma<64, LA, LB>(As, 0, Bs, 64 * half);
+    acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  } else {
+    tile::wg::WgAcc<32> acc0, acc1;
+    for (int it = 0; it < iters; ++it) {
+      acc0.mma<64, LA, LB>(As, 0, Bs, 64 * half);
+      acc1.mma<64, LA, LB>(As, 0, Bs, 64 * half + 32);
+    }
+    acc0.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+    acc1.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  }
+  atomicAdd(sums + blockIdx.x, s);
+}
+
+// rate_wgmma<false, 64> with 3xBF16's two cross terms accumulated apart
+// from hi·hi (two independent chains of dependent instructions, added at
+// the end): what a product's chain length costs when each is waited for.
+__global__ void __launch_bounds__(256) rate_wgmma_two_chains(int iters, float* sums) {
   extern __shared__ __align__(128) __nv_bfloat16 sm[];
   const CoreSplit As{sm, sm + 64 * 64, 64}, Bs{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
   fill(As, 64, 0);
   fill(Bs, 128, 1);
   tile::wg::fence_operands();
   __syncthreads();
-  tile::wg::WgAcc<64> acc;
   const int half = static_cast<int>(threadIdx.x) / 128;
-  for (int it = 0; it < iters; ++it) acc.mma<64>(As, 0, Bs, 64 * half);
+  float hh[32] = {}, cross[32] = {};
+  for (int it = 0; it < iters; ++it) {
+    tile::wg::fence();
+#pragma unroll
+    for (int k = 0; k < 64; k += 16) {
+      const int ao = tile::wg::core_index(0, k, 64), bo = tile::wg::core_index(64 * half, k, 64);
+      const uint64_t a_hi = tile::wg::descriptor(As.hi + ao, 64), a_lo = tile::wg::descriptor(As.lo + ao, 64);
+      const uint64_t b_hi = tile::wg::descriptor(Bs.hi + bo, 64), b_lo = tile::wg::descriptor(Bs.lo + bo, 64);
+      tile::wg::wgmma_bf16_n64<0, 0>(cross, a_lo, b_hi);
+      tile::wg::wgmma_bf16_n64<0, 0>(hh, a_hi, b_hi);
+      tile::wg::wgmma_bf16_n64<0, 0>(cross, a_hi, b_lo);
+    }
+    tile::wg::commit();
+    tile::wg::wait<0>();
+  }
   float s = 0.0f;
-  acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  for (int i = 0; i < 32; ++i) s += hh[i] + cross[i];
   atomicAdd(sums + blockIdx.x, s);
 }
 
@@ -175,23 +236,29 @@ std::vector<float> tile_split_product(TilePath path, int n, int k, const std::ve
   return C.download();
 }
 
-TileRate tile_split_product_rate(TilePath path, int blocks, int iters) {
+TileRate tile_split_product_rate(TilePath path, int blocks, int iters, int wg_n) {
   if (blocks < 1 || iters < 1) fail("tile_split_product_rate: blocks and iters must be positive (got {}, {})", blocks, iters);
   Stream stream;
   DeviceMemory mem(stream.get());
   Buffer<float> sums(mem, static_cast<std::size_t>(blocks));
   sums.zero();
   const int sync_bytes = 2 * (64 + 128) * 72 * 2, wg_bytes = 2 * (64 + 128) * 64 * 2;
+  if (path != TilePath::mma_sync && path != TilePath::wgmma && path != TilePath::wgmma_mn_ab)
+    fail("tile_split_product_rate: the rate is timed for mma_sync, wgmma and wgmma_mn_ab only");
+  if (wg_n != 32 && wg_n != 64 && wg_n != -64)
+    fail("tile_split_product_rate: wg_n must be 32, 64 or -64 (got {})", wg_n);
+  if (wg_n == -64 && path != TilePath::wgmma) fail("tile_split_product_rate: two chains (wg_n -64) are K-major only");
+  const auto wg_kernel = wg_n == -64                      ? rate_wgmma_two_chains
+                         : path == TilePath::wgmma_mn_ab ? (wg_n == 64 ? rate_wgmma<true, 64> : rate_wgmma<true, 32>)
+                                                         : (wg_n == 64 ? rate_wgmma<false, 64> : rate_wgmma<false, 32>);
   allow_smem(rate_mma_sync, sync_bytes);
-  allow_smem(rate_wgmma, wg_bytes);
-  if (path != TilePath::mma_sync && path != TilePath::wgmma)
-    fail("tile_split_product_rate: the rate is timed for mma_sync and wgmma only");
+  allow_smem(wg_kernel, wg_bytes);
   Event start, stop;
   start.record(stream.get());
   if (path == TilePath::mma_sync)
     rate_mma_sync<<<blocks, 256, sync_bytes, stream.get()>>>(iters, sums.data());
   else
-    rate_wgmma<<<blocks, 256, wg_bytes, stream.get()>>>(iters, sums.data());
+    wg_kernel<<<blocks, 256, wg_bytes, stream.get()>>>(iters, sums.data());
   BR_CUDA_LAUNCHED();
   stop.record(stream.get());
   TileRate out;

@@ -15,7 +15,7 @@ enum class TilePath { mma_sync, wgmma, wgmma_mn_a, wgmma_mn_b, wgmma_mn_ab };
 // C (64×n, row-major) = A (64×k, row-major) · Bᵀ (B n×k, row-major), all f32
 // on the host, computed on the GPU as one 3xBF16 tile product of `path`
 // (operands split once into shared memory). n ∈ {32, 64, 128}, k ∈ {64, 128};
-// the rate below is for mma_sync and wgmma only.
+// the rate below is for mma_sync, wgmma and wgmma_mn_ab.
 std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
                                       const std::vector<float>& b);
 
@@ -28,7 +28,10 @@ struct TileRate {
   double seconds = 0;
   std::vector<float> sums;
 };
-TileRate tile_split_product_rate(TilePath path, int blocks, int iters);
+// wg_n: the wgmma paths' product width, 64 (a warpgroup's 64×64 half at
+// once) or 32 (as two 64×32 products, each waited for); −64: 64, K-major,
+// with the cross terms in a second accumulator (two chains a product).
+TileRate tile_split_product_rate(TilePath path, int blocks, int iters, int wg_n = 64);
 
 // The device's multiprocessor count (for a grid of whole waves).
 int tile_device_sms();
