@@ -14,6 +14,8 @@
 #   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
 #   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
 #                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
+#   STALLS=REGEX [STALLS_COUNT=N] …         also every stall reason of the first N (default 1)
+#                                            launches of the kernels matching REGEX at 8x512
 # e.g. on the development machine, inside the repository:
 #   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
 #   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
@@ -75,6 +77,13 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
       --metrics gpu__time_duration.sum "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 \
       >/dev/null 2>&1
     rows+=("    8x512 kernels (ncu): $(python3 tools/ncu_table.py "$csv" --line 2>&1 | tail -1)")
+  fi
+  if [ -n "${STALLS:-}" ]; then
+    local csv="$out/gdn_variant_stalls.csv"
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"$STALLS" -c "${STALLS_COUNT:-1}" --csv --log-file "$csv" \
+      --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
+      "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 >/dev/null 2>&1
+    while IFS= read -r line; do rows+=("    stalls (cycles an issue):$line"); done < <(python3 tools/ncu_table.py "$csv" --all-stalls 2>&1 | grep -v "^  total")
   fi
 }
 run_one "tree as is" build-gpu

@@ -83,7 +83,8 @@ def main():
             warps = f"   active warps {r['warps']:5.1f}%" if r["warps"] is not None else ""
             if r["mb"] is not None:  # MB per µs = TB/s
                 warps += f"   DRAM {r['mb']:7.1f} MB {r['mb'] / max(r['us'], 1e-9):5.2f} TB/s"
-            top = sorted(r["stalls"].items(), key=lambda kv: -kv[1])[:3]
+            top = sorted(r["stalls"].items(), key=lambda kv: -kv[1])
+            top = [kv for kv in top if kv[1] >= 0.05] if "--all-stalls" in sys.argv[2:] else top[:3]
             stalls = "   " + ", ".join(f"{k} {v:.2f}" for k, v in top) if top else ""
             print(f"  {r['name'][:30]:30s} {r['us']:9.1f} us{warps}{stalls}")
     mb = sum(r["mb"] or 0.0 for r in recs)
