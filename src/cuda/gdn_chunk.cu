@@ -339,6 +339,15 @@ __device__ __forceinline__ index_t v_col(const Dims& g, const Pos& p) {
   return p.t0 * g.C + g.v_off() + static_cast<index_t>(p.h) * g.d;
 }
 
+// An 8-byte store of a pair to global memory (at 8-byte aligned), always one
+// instruction: a plain float2 store of an accumulator pair formed from two
+// computed values was split by the compiler into two 4-byte stores in the
+// state passes and the grads (seen in the PTX), each writing half of every
+// 32-byte sector it touches.
+__device__ __forceinline__ void store_global2(float* at, float2 v) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(v.x), "f"(v.y) : "memory");
+}
+
 // Columns n, n+1 of a row with d valid columns (zero past d): one 8-byte
 // access where both are valid and the address allows it, else two guarded
 // 4-byte ones. The accumulator pairs (tile::Acc) sit at even n: two 4-byte
@@ -349,7 +358,7 @@ __device__ __forceinline__ float2 load_pair(const float* at, int n, int d) {
 }
 __device__ __forceinline__ void store_pair(float* at, int n, int d, float2 v) {
   if (n + 1 < d && (reinterpret_cast<uintptr_t>(at) & 7) == 0) {
-    *reinterpret_cast<float2*>(at) = v;
+    store_global2(at, v);
     return;
   }
   if (n < d) at[0] = v.x;
@@ -564,7 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + r * kLdV + i); },
                      [&](int r, int i, float2 w, float2 ut) {  // U = Ũ − W S₀ out; f ⊙ U split
                        const float2 u = make_float2(ut.x - w.x, ut.y - w.y);
-                       *reinterpret_cast<float2*>(ws.U + p.idx * kRowTile + r * kD + j0 + i) = u;
+                       store_global2(ws.U + p.idx * kRowTile + r * kD + j0 + i, u);
                        const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
                        uint32_t hi, lo;
                        tile::split_bf16x2(u.x * f, u.y * f, hi, lo);
@@ -760,7 +769,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
                     [&](int r, int i, float2 k, float2 old) {  // dU = dU + K̃ dS_L out; −dU split
                       const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
                       const float2 du = make_float2(fmaf(f, k.x, old.x), fmaf(f, k.y, old.y));
-                      *reinterpret_cast<float2*>(ws.dU + p.idx * kRowTile + r * kD + j0 + i) = du;
+                      store_global2(ws.dU + p.idx * kRowTile + r * kD + j0 + i, du);
                       uint32_t hi, lo;
                       tile::split_bf16x2(-du.x, -du.y, hi, lo);
                       *reinterpret_cast<uint32_t*>(mdU.hi + r * mdU.ld + i) = hi;
@@ -844,7 +853,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
     acc.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dst + m * kD + n); },
                      [&](int m, int n, float2 v, float2 o) {
-                       *reinterpret_cast<float2*>(dst + m * kD + n) = make_float2(o.x + v.x, o.y + v.y);
+                       store_global2(dst + m * kD + n, make_float2(o.x + v.x, o.y + v.y));
                      });
   };
   load_state(S0);
@@ -1016,7 +1025,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
     acc.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(dK + r * kD + i); },
                      [&](int r, int i, float2 v, float2 o) {
                        const float f = b[r] * expf(c[r]);
-                       *reinterpret_cast<float2*>(dK + r * kD + i) = make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y));
+                       store_global2(dK + r * kD + i, make_float2(fmaf(f, v.x, o.x), fmaf(f, v.y, o.y)));
                      });
     acc.row_sums([&](int r, int i, float v) { return (r < p.L && i < g.d) ? split_value(X2, r, i) * v : 0.0f; },
                  [&](int r, int w, float s) { part[r * kParts + w] = s; });  // k from X2's planes
