@@ -271,11 +271,23 @@ __device__ __forceinline__ Split split_planes(float* f, int rows, int ld) {
 }
 // Element (r, i) of a Split back in f32: hi + lo, within 2⁻¹⁸ of the value split.
 __device__ __forceinline__ float split_value(const Split& s, int r, int i) {
-  return __bfloat162float(s.hi[r * s.ld + i]) + __bfloat162float(s.lo[r * s.ld + i]);
+  return __bfloat162float(s.hi[s.at(r, i)]) + __bfloat162float(s.lo[s.at(r, i)]);
 }
 // A 64 × kD one (it occupies kSplitTile floats).
 constexpr int kSplitTile = kC * kLdS;
 __device__ __forceinline__ Split split_view(float* f) { return split_planes(f, kC, kLdS); }
+// The same, swizzled (tile::Split, sw = 8): unpadded 256-byte rows, so that
+// the 16-byte copies that fill it (fetch_split_tile) land in whole sectors.
+constexpr int kSwizzledTile = kC * kD;
+__device__ __forceinline__ Split swizzled_view(float* f) {
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
+  return Split{hi, hi + kC * kD, kD, 8};
+}
+// Element (r, i) of an f32 tile with rows of ld floats (a multiple of 32),
+// its 16-byte chunks swizzled as a swizzled Split's: the copies into it
+// (fetch_tile_swizzled) fill whole sectors, and a warp's pairs at the
+// accumulators' (row, column) pattern take the ideal two wavefronts.
+__device__ __forceinline__ int swizzled_f32(int r, int i, int ld) { return r * ld + (i ^ ((r & 7) << 2)); }
 
 // A workspace tile stored split (ws.W, ws.Ks, ws.Qs: the hi plane [64][128]
 // of bf16, then the lo plane), as a Split.
@@ -289,7 +301,7 @@ __device__ __forceinline__ void fetch_split_tile(const Split& dst, const float* 
   const auto plane = [&](__nv_bfloat16* to, const __nv_bfloat16* from) {
     for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
       const auto* piece = reinterpret_cast<const float*>(from + r * kD + i);
-      cp_async(reinterpret_cast<float*>(to + r * dst.ld + i), piece, 16, 16);
+      cp_async(reinterpret_cast<float*>(to + dst.at(r, i)), piece, 16, 16);
     });
   };
   const auto* hi = reinterpret_cast<const __nv_bfloat16*>(src);
@@ -302,7 +314,7 @@ __device__ __forceinline__ void store_split_tile(float* dst, const Split& src) {
   const Split to = ws_split(dst);
   const auto plane = [&](__nv_bfloat16* into, const __nv_bfloat16* from) {
     for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
-      *reinterpret_cast<uint4*>(into + r * kD + i) = *reinterpret_cast<const uint4*>(from + r * src.ld + i);
+      *reinterpret_cast<uint4*>(into + r * kD + i) = *reinterpret_cast<const uint4*>(from + src.at(r, i));
     });
   };
   plane(to.hi, src.hi);
@@ -326,6 +338,11 @@ __device__ __forceinline__ void split_in_place(float* P) {
 template <int ROWS, int COLS>
 __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src, int lds) {
   for_slots<ROWS, COLS>([&](int, int r, int i) { cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16); });
+}
+// The same into a swizzled tile of COLS-float rows (swizzled_f32).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void fetch_tile_swizzled(float* dst, const float* src, int lds) {
+  for_slots<ROWS, COLS>([&](int, int r, int i) { cp_async(dst + swizzled_f32(r, i, COLS), src + r * lds + i, 16, 16); });
 }
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
@@ -534,25 +551,27 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
 // k-head), and f ⊙ U is split from the W S₀ accumulators, to which Ũ is
 // added there (U goes to ws.U from the registers too). The pass is a chain
 // over the window's chunks: W, K, Ũ, c are double-buffered and fetched at
-// a chunk's first barrier — each has most of a chunk to land. One block per
+// a chunk's first barrier — each has most of a chunk to land. W, K and Ũ
+// sit in swizzled tiles (swizzled_view, swizzled_f32), so that each copy
+// fills whole sectors. One block per
 // SM (225 KB of shared memory); two barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, kh = h / g.group, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Sf = smem;                 // Split [128][72]: S₀
-  float* Xw = Sf + kD * kLdSC;      // 2 × Split [64][136]: W
-  float* Xk = Xw + 2 * kSplitTile;  // 2 × Split [64][136]: K
-  float* Uf = Xk + 2 * kSplitTile;  // Split [64][72]: f ⊙ U
-  float* Ub = Uf + kC * kLdSC;      // 2 × [64][68]: this block's columns of Ũ
-  float* cb = Ub + 2 * kC * kLdV;   // 2 × [128]: c and β
+  float* Sf = smem;                    // Split [128][72]: S₀
+  float* Xw = Sf + kD * kLdSC;         // 2 × swizzled Split [64][128]: W
+  float* Xk = Xw + 2 * kSwizzledTile;  // 2 × swizzled Split [64][128]: K
+  float* Uf = Xk + 2 * kSwizzledTile;  // Split [64][72]: f ⊙ U
+  float* Ub = Uf + kC * kLdSC;         // 2 × swizzled [64][64]: this block's columns of Ũ
+  float* cb = Ub + 2 * kC * kTV;       // 2 × [128]: c and β
   const Split S0 = split_planes(Sf, kD, kLdSC), fU = split_planes(Uf, kC, kLdSC);
   const auto chunk = [&](int ci) { return window_pos(g, blockIdx.z, ci, nch, h, kh); };  // window blockIdx.z
   const auto fetch_w_k_u_c = [&](int ci, int buf) {
     const Pos q = chunk(ci);
-    fetch_split_tile(split_view(Xw + buf * kSplitTile), ws.W + q.idx * kRowTile);
-    fetch_split_tile(split_view(Xk + buf * kSplitTile), ws.Ks + q.kidx * kRowTile);
-    fetch_tile<kC, kTV>(Ub + buf * kC * kLdV, kLdV, ws.U + q.idx * kRowTile + j0, kD);
+    fetch_split_tile(swizzled_view(Xw + buf * kSwizzledTile), ws.W + q.idx * kRowTile);
+    fetch_split_tile(swizzled_view(Xk + buf * kSwizzledTile), ws.Ks + q.kidx * kRowTile);
+    fetch_tile_swizzled<kC, kTV>(Ub + buf * kC * kTV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
   fetch_w_k_u_c(0, 0);
@@ -560,7 +579,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
   for (int ci = 0; ci < nch; ++ci) {
     const int buf = ci & 1;
     const Pos p = chunk(ci);
-    const float* Ut = Ub + buf * kC * kLdV;
+    const float* Ut = Ub + buf * kC * kTV;
     const float* c = cb + buf * kScalars;
     S.store_split(S0);  // S₀'s readers (the last chunk's W S₀) are behind barrier [2]
     S.store(ws.S + p.idx * kStateTile + j0, kD, 1.0f, false);
@@ -568,21 +587,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     __syncthreads();  // [1] S₀, W, K, Ũ, c visible; the last chunk's readers of f ⊙ U and the other buffers done
     if (ci + 1 < nch) fetch_w_k_u_c(ci + 1, buf ^ 1);
     tile::Acc<kC, kTV> ws0;  // W S₀
-    ws0.mma<kD, Row, Row>(split_view(Xw + buf * kSplitTile), S0);
+    ws0.mma<kD, Row, Row>(swizzled_view(Xw + buf * kSwizzledTile), S0);
     const float cl = c[p.L - 1];
-    ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + r * kLdV + i); },
+    ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + swizzled_f32(r, i, kTV)); },
                      [&](int r, int i, float2 w, float2 ut) {  // U = Ũ − W S₀ out; f ⊙ U split
                        const float2 u = make_float2(ut.x - w.x, ut.y - w.y);
                        store_global2(ws.U + p.idx * kRowTile + r * kD + j0 + i, u);
                        const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
                        uint32_t hi, lo;
                        tile::split_bf16x2(u.x * f, u.y * f, hi, lo);
-                       *reinterpret_cast<uint32_t*>(fU.hi + r * fU.ld + i) = hi;
-                       *reinterpret_cast<uint32_t*>(fU.lo + r * fU.ld + i) = lo;
+                       *reinterpret_cast<uint32_t*>(fU.hi + fU.at(r, i)) = hi;
+                       *reinterpret_cast<uint32_t*>(fU.lo + fU.at(r, i)) = lo;
                      });
     S.scale(expf(cl));
     __syncthreads();  // [2] f ⊙ U visible; S₀ and W read
-    S.mma<kC, Col, Row>(split_view(Xk + buf * kSplitTile), fU);
+    S.mma<kC, Col, Row>(swizzled_view(Xk + buf * kSwizzledTile), fU);
   }
 }
 
@@ -622,8 +641,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
       const auto m = [&](int col, float x) { return (col <= r && r < p.L) ? x * expf(c[r] - c[col]) : 0.0f; };
       uint32_t hi, lo;
       tile::split_bf16x2(m(s, v.x), m(s + 1, v.y), hi, lo);
-      *reinterpret_cast<uint32_t*>(Pm.hi + r * Pm.ld + s) = hi;
-      *reinterpret_cast<uint32_t*>(Pm.lo + r * Pm.ld + s) = lo;
+      *reinterpret_cast<uint32_t*>(Pm.hi + Pm.at(r, s)) = hi;
+      *reinterpret_cast<uint32_t*>(Pm.lo + Pm.at(r, s)) = lo;
     });
     for (int j0 = 0; j0 < g.d; j0 += 64) {
       if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
@@ -772,8 +791,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
                       store_global2(ws.dU + p.idx * kRowTile + r * kD + j0 + i, du);
                       uint32_t hi, lo;
                       tile::split_bf16x2(-du.x, -du.y, hi, lo);
-                      *reinterpret_cast<uint32_t*>(mdU.hi + r * mdU.ld + i) = hi;
-                      *reinterpret_cast<uint32_t*>(mdU.lo + r * mdU.ld + i) = lo;
+                      *reinterpret_cast<uint32_t*>(mdU.hi + mdU.at(r, i)) = hi;
+                      *reinterpret_cast<uint32_t*>(mdU.lo + mdU.at(r, i)) = lo;
                     });
     D.scale(expf(cl));
     D.add(qdo);
@@ -838,8 +857,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
     for (int h = 0; h < 2; ++h) {
       const Split half{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS};
       load_split_rows(half, src + h * kC * kD, kD, kC, kD, [&](int r, int i, float4 v) {
-        const uint2 hi = *reinterpret_cast<const uint2*>(half.hi + r * half.ld + i);
-        const uint2 lo = *reinterpret_cast<const uint2*>(half.lo + r * half.ld + i);
+        const uint2 hi = *reinterpret_cast<const uint2*>(half.hi + half.at(r, i));
+        const uint2 lo = *reinterpret_cast<const uint2*>(half.lo + half.at(r, i));
         const float2 h01 = tile::bf16x2_to_float2(hi.x), h23 = tile::bf16x2_to_float2(hi.y);
         const float2 l01 = tile::bf16x2_to_float2(lo.x), l23 = tile::bf16x2_to_float2(lo.y);
         dot = fmaf(h01.x + l01.x, v.x, dot);
@@ -1133,7 +1152,7 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws)
 constexpr std::size_t kScal = 2 * kC;
 constexpr std::size_t kPrepSmem = 2 * 4 * kC * kLdS + 4 * (2 * kC * kLdP + kScal);
 constexpr std::size_t kStateFwdSmem =
-    4 * (kD * kLdSC + 4 * kSplitTile + kC * kLdSC + 2 * kC * kLdV + 2 * kScalars);
+    4 * (kD * kLdSC + 4 * kSwizzledTile + kC * kLdSC + 2 * kC * kTV + 2 * kScalars);
 constexpr std::size_t kOutSmem = 2 * 2 * (kC * kLdS + kD * kLdSC + 2 * kC * kLdSC) + 4 * kScal;
 static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + 2 * kScalars);

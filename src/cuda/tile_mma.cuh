@@ -73,15 +73,27 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 // An operand kept in shared memory already split: its hi and lo halves as
-// two row-major bf16 planes with row stride ld (elements; a multiple of 8,
-// and ≡ 8 mod 64 so that the eight 16-byte rows one ldmatrix reads fall in
-// distinct banks: 72 for 64 columns, 136 for 128). Split once where the
-// operand is produced, its fragments load with ldmatrix — one instruction
-// per 16×16 half — instead of f32 loads and a split per use.
+// two row-major bf16 planes with row stride ld (elements, a multiple of 8).
+// The eight 16-byte rows one ldmatrix reads must fall in distinct banks,
+// which either layout gives:
+// - padded (sw = 0): ld ≡ 8 mod 64 (72 for 64 columns, 136 for 128);
+// - swizzled (sw = 8): ld a multiple of 64, the 16-byte chunk index of
+//   element (r, c) XORed with r mod 8 (at()). Its rows start on 128-byte
+//   lines, so a 16-byte copy into it fills whole 32-byte sectors, where a
+//   padded row 16 bytes off a sector boundary costs each sector twice
+//   (docs/perf.md, "Thirteenth round").
+// Every access stays within one 16-byte chunk (8 columns from a multiple
+// of 8, or fewer), so both layouts serve all of them through at().
+// Split once where the operand is produced, its fragments load with
+// ldmatrix — one instruction per 16×16 half — instead of f32 loads and a
+// split per use.
 struct Split {
   __nv_bfloat16* hi;
   __nv_bfloat16* lo;
   int ld;
+  int sw = 0;  // 0: padded rows; 8: swizzled 16-byte chunks
+  // The offset of element (r, c) in either plane.
+  __device__ __forceinline__ int at(int r, int c) const { return r * ld + (c ^ ((r & 7) * sw)); }
 };
 
 // Stores x0..x3 (columns c..c+3 of row r, c a multiple of 4) into a Split.
@@ -89,8 +101,8 @@ __device__ __forceinline__ void split_store4(const Split& s, int r, int c, float
   uint2 hi, lo;
   split_bf16x2(x.x, x.y, hi.x, lo.x);
   split_bf16x2(x.z, x.w, hi.y, lo.y);
-  *reinterpret_cast<uint2*>(s.hi + r * s.ld + c) = hi;
-  *reinterpret_cast<uint2*>(s.lo + r * s.ld + c) = lo;
+  *reinterpret_cast<uint2*>(s.hi + s.at(r, c)) = hi;
+  *reinterpret_cast<uint2*>(s.lo + s.at(r, c)) = lo;
 }
 
 // Four 8×8 bf16 matrices from shared memory (lane l gives the address of
@@ -160,7 +172,7 @@ class Acc {
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
       const int m = m0_ + 16 * i;
-      const int off = kARow ? (m + a_r) * A.ld + k + a_c : (k + a_r) * A.ld + m + a_c;
+      const int off = kARow ? A.at(m + a_r, k + a_c) : A.at(k + a_r, m + a_c);
       ldmatrix_x4<!kARow>(a_hi[i], A.hi + off);
       ldmatrix_x4<!kARow>(a_lo[i], A.lo + off);
     }
@@ -257,7 +269,7 @@ class Acc {
       for (int j = 0; j < RN; ++j) {
         const int n = n0_ + 8 * j;
         uint32_t bf[4];
-        ldmatrix_x4<!b_col>(bf, b_plane + (b_col ? (n + b_r) * B.ld + k + b_c : (k + b_r) * B.ld + n + b_c));
+        ldmatrix_x4<!b_col>(bf, b_plane + (b_col ? B.at(n + b_r, k + b_c) : B.at(k + b_r, n + b_c)));
         const uint32_t b_hi[2] = {bf[0], bf[1]}, b_lo[2] = {bf[2], bf[3]};
 #pragma unroll
         for (int i = 0; i < RM; ++i) split_mma(acc_[i][j], a_hi[i], a_lo[i], b_hi, b_lo);
@@ -309,7 +321,7 @@ class Acc {
       for (int j = 0; j < RN; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int at = (m0_ + 16 * i + g_ + 8 * h) * C.ld + n0_ + 8 * j + 2 * t_;
+          const int at = C.at(m0_ + 16 * i + g_ + 8 * h, n0_ + 8 * j + 2 * t_);
           uint32_t hi, lo;
           split_bf16x2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1], hi, lo);
           *reinterpret_cast<uint32_t*>(C.hi + at) = hi;
