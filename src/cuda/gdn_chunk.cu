@@ -210,13 +210,22 @@ __device__ __forceinline__ void for_slots(F f) {
   for (int n = 0; n < ROWS / kStep; ++n) f(n, r0 + n * kStep, i);
 }
 
-// Issues dst[r][i] (r < 64, i < COLS, stride ld) = src[r·stride + i] for
+// Element (r, i) of an f32 tile of shared memory with rows of ld floats:
+// plain (padded) rows, or (kSwizzled; ld a multiple of 32) its 16-byte
+// chunks swizzled as a swizzled Split's, so that the copies into it fill
+// whole sectors. Accesses stay within one chunk (4 floats from a multiple of 4, or fewer).
+template <bool kSwizzled>
+__device__ __forceinline__ int f32_at(int r, int i, int ld) {
+  return r * ld + (kSwizzled ? (i ^ ((r & 7) << 2)) : i);
+}
+
+// Issues dst[r][i] (r < 64, i < COLS, stride ld; f32_at) = src[r·stride + i] for
 // r < L, i < d; zero elsewhere (stored at once).
-template <int COLS = kD>
+template <int COLS = kD, bool kSwizzled = false>
 __device__ __forceinline__ void fetch_rows(float* dst, int ld, const float* src, index_t stride, int L, int d) {
   const bool vec = stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
   for_slots<kC, COLS>([&](int, int r, int i) {
-    float* to = dst + r * ld + i;
+    float* to = dst + f32_at<kSwizzled>(r, i, ld);
     const float* from = src + r * stride + i;
     if (r >= L || i >= d) {
       *reinterpret_cast<float4*>(to) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -283,11 +292,10 @@ __device__ __forceinline__ Split swizzled_view(float* f) {
   auto* hi = reinterpret_cast<__nv_bfloat16*>(f);
   return Split{hi, hi + kC * kD, kD, 8};
 }
-// Element (r, i) of an f32 tile with rows of ld floats (a multiple of 32),
-// its 16-byte chunks swizzled as a swizzled Split's: the copies into it
-// (fetch_tile_swizzled) fill whole sectors, and a warp's pairs at the
-// accumulators' (row, column) pattern take the ideal two wavefronts.
-__device__ __forceinline__ int swizzled_f32(int r, int i, int ld) { return r * ld + (i ^ ((r & 7) << 2)); }
+// A swizzled 64 × kD Split on planes placed as a padded one's (a region of
+// kC·kLdS elements each, their starts on 128-byte lines): for the chunk
+// kernels, whose other regions keep their places.
+__device__ __forceinline__ Split swizzled_planes(__nv_bfloat16* hi, __nv_bfloat16* lo) { return Split{hi, lo, kD, 8}; }
 
 // A workspace tile stored split (ws.W, ws.Ks, ws.Qs: the hi plane [64][128]
 // of bf16, then the lo plane), as a Split.
@@ -334,15 +342,11 @@ __device__ __forceinline__ void split_in_place(float* P) {
 }
 
 // Issues a dense ROWS×COLS copy from a workspace tile (row stride lds,
-// 16-byte aligned rows) into shared memory (row stride ldd).
-template <int ROWS, int COLS>
+// 16-byte aligned rows) into shared memory (row stride ldd; f32_at).
+template <int ROWS, int COLS, bool kSwizzled = false>
 __device__ __forceinline__ void fetch_tile(float* dst, int ldd, const float* src, int lds) {
-  for_slots<ROWS, COLS>([&](int, int r, int i) { cp_async(dst + r * ldd + i, src + r * lds + i, 16, 16); });
-}
-// The same into a swizzled tile of COLS-float rows (swizzled_f32).
-template <int ROWS, int COLS>
-__device__ __forceinline__ void fetch_tile_swizzled(float* dst, const float* src, int lds) {
-  for_slots<ROWS, COLS>([&](int, int r, int i) { cp_async(dst + swizzled_f32(r, i, COLS), src + r * lds + i, 16, 16); });
+  for_slots<ROWS, COLS>(
+      [&](int, int r, int i) { cp_async(dst + f32_at<kSwizzled>(r, i, ldd), src + r * lds + i, 16, 16); });
 }
 // Shared-memory pointers of a k-head's rows of q̂ / k̂ and a v-head's rows of
 // the conv output's v part / of dO (in d_qkv's v columns).
@@ -552,7 +556,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
 // added there (U goes to ws.U from the registers too). The pass is a chain
 // over the window's chunks: W, K, Ũ, c are double-buffered and fetched at
 // a chunk's first barrier — each has most of a chunk to land. W, K and Ũ
-// sit in swizzled tiles (swizzled_view, swizzled_f32), so that each copy
+// sit in swizzled tiles (swizzled_view, f32_at), so that each copy
 // fills whole sectors. One block per
 // SM (225 KB of shared memory); two barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, ChunkWs ws) {
@@ -571,7 +575,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     const Pos q = chunk(ci);
     fetch_split_tile(swizzled_view(Xw + buf * kSwizzledTile), ws.W + q.idx * kRowTile);
     fetch_split_tile(swizzled_view(Xk + buf * kSwizzledTile), ws.Ks + q.kidx * kRowTile);
-    fetch_tile_swizzled<kC, kTV>(Ub + buf * kC * kTV, ws.U + q.idx * kRowTile + j0, kD);
+    fetch_tile<kC, kTV, true>(Ub + buf * kC * kTV, kTV, ws.U + q.idx * kRowTile + j0, kD);
     fetch_scalars(ws.cb, q.idx, cb + buf * kScalars);
   };
   fetch_w_k_u_c(0, 0);
@@ -589,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     tile::Acc<kC, kTV> ws0;  // W S₀
     ws0.mma<kD, Row, Row>(swizzled_view(Xw + buf * kSwizzledTile), S0);
     const float cl = c[p.L - 1];
-    ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + swizzled_f32(r, i, kTV)); },
+    ws0.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ut + f32_at<true>(r, i, kTV)); },
                      [&](int r, int i, float2 w, float2 ut) {  // U = Ũ − W S₀ out; f ⊙ U split
                        const float2 u = make_float2(ut.x - w.x, ut.y - w.y);
                        store_global2(ws.U + p.idx * kRowTile + r * kD + j0 + i, u);
@@ -619,8 +623,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   const Dims& g = a.g;
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split Q{planes, planes + kC * kLdS, kLdS};
-  const Split KS{Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC, kLdS};  // K [64][136], then S₀'s columns
+  const Split Q = swizzled_planes(planes, planes + kC * kLdS);  // swizzled: fetched by cp.async
+  const Split KS = swizzled_planes(Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC);  // K [64][128], then S₀'s columns
   const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
   const Split Pm{KS.lo + kD * kLdSC, KS.lo + kD * kLdSC + kC * kLdSC, kLdSC};  // [64][72]
   const Split U{Pm.lo + kC * kLdSC, Pm.lo + 2 * kC * kLdSC, kLdSC};          // [64][72]
@@ -677,10 +681,10 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
   const Pos p0 = vhead(0);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split X1{planes, planes + kC * kLdS, kLdS};                // Q, then each v-head's dO
-  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};  // K, then each v-head's P
+  const Split X1 = swizzled_planes(planes, planes + kC * kLdS);                // Q, then each v-head's dO
+  const Split X2 = swizzled_planes(X1.hi + 2 * kC * kLdS, X1.hi + 3 * kC * kLdS);  // K, then each v-head's P
   const Split Pm = split_planes(reinterpret_cast<float*>(X2.hi), kC, kLdSC);  // [64][72]
-  float* QK = reinterpret_cast<float*>(X2.lo + kC * kLdS);                     // [64][68]
+  float* QK = reinterpret_cast<float*>(X2.lo + kC * kLdS);                        // [64][68]
   float* cb = QK + kC * kLdC;                                                  // 2 × [128]: c and β
   fetch_scalars(ws.cb, p0.idx, cb);
   fetch_split_tile(X1, ws.Qs + p0.kidx * kRowTile);
@@ -724,19 +728,21 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
 // during the chunk after it (in pass order, the one before): K, Q, dO, dU
 // and the c of the chunk after next at its second barrier, waited for at
 // the top of the chunk they belong to; W at its last, waited for before
-// the second barrier. One buffer each (a second K would not fit beside
-// dO's planes): one block per SM (209 KB); three barriers per chunk.
+// the second barrier. K, Q, W, dO and dU sit in swizzled tiles
+// (swizzled_view, f32_at), so that each copy fills whole sectors. One
+// buffer each (a second K would not fit beside dO's planes): one block per
+// SM (201 KB); three barriers per chunk.
 __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const int j0 = blockIdx.x * kTV, h = blockIdx.y, kh = h / g.group, nch = (g.T + kC - 1) / kC;
   extern __shared__ __align__(128) float smem[];
-  float* Df = smem;              // Split [128][72]: dS_L
-  float* Xk = Df + kD * kLdSC;   // Split [64][136]: K
-  float* Xq = Xk + kSplitTile;   // Split [64][136]: Q
-  float* Xw = Xq + kSplitTile;   // Split [64][136]: W
-  float* Ub = Xw + kSplitTile;   // [64][68]: this block's columns of dU as fetched
-  float* Do = Ub + kC * kLdV;    // [64][68]: dO as fetched
-  float* Ef = Do + kC * kLdV;    // Split [64][72]: e^c ⊙ dO
+  float* Df = smem;                 // Split [128][72]: dS_L
+  float* Xk = Df + kD * kLdSC;      // swizzled Split [64][128]: K
+  float* Xq = Xk + kSwizzledTile;   // swizzled Split [64][128]: Q
+  float* Xw = Xq + kSwizzledTile;   // swizzled Split [64][128]: W
+  float* Ub = Xw + kSwizzledTile;   // swizzled [64][64]: this block's columns of dU as fetched
+  float* Do = Ub + kC * kTV;        // swizzled [64][64]: dO as fetched
+  float* Ef = Do + kC * kTV;        // Split [64][72]: e^c ⊙ dO
   float* Uf = Ef + kC * kLdSC;   // Split [64][72]: −dU
   float* cb = Uf + kC * kLdSC;   // 2 × [128]: c and β
   const Split dSL = split_planes(Df, kD, kLdSC), eDo = split_planes(Ef, kC, kLdSC);
@@ -748,16 +754,16 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
   const auto fetch_k_q_do_du_c = [&](int ci) {  // and the c of chunk ci − 1
     if (ci >= 0) {
       const Pos q = chunk(ci);
-      fetch_split_tile(split_view(Xk), ws.Ks + q.kidx * kRowTile);
-      fetch_split_tile(split_view(Xq), ws.Qs + q.kidx * kRowTile);
-      fetch_rows<kTV>(Do, kLdV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
-      fetch_tile<kC, kTV>(Ub, kLdV, ws.dU + q.idx * kRowTile + j0, kD);
+      fetch_split_tile(swizzled_view(Xk), ws.Ks + q.kidx * kRowTile);
+      fetch_split_tile(swizzled_view(Xq), ws.Qs + q.kidx * kRowTile);
+      fetch_rows<kTV, true>(Do, kTV, a.d_qkv + v_col(g, q) + j0, g.C, q.L, dcols);
+      fetch_tile<kC, kTV, true>(Ub, kTV, ws.dU + q.idx * kRowTile + j0, kD);
     }
     if (ci >= 1) fetch_scalars(ws.cb, chunk(ci - 1).idx, cb + ((ci - 1) & 1) * kScalars);
     commit();
   };
   const auto fetch_w = [&](int ci) {
-    if (ci >= 0) fetch_split_tile(split_view(Xw), ws.W + chunk(ci).idx * kRowTile);
+    if (ci >= 0) fetch_split_tile(swizzled_view(Xw), ws.W + chunk(ci).idx * kRowTile);
     commit();
   };
   fetch_scalars(ws.cb, chunk(nch - 1).idx, cb + ((nch - 1) & 1) * kScalars);
@@ -774,17 +780,17 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
     landed_but<1>();  // K, Q, dO, dU of this chunk (W may still be in flight)
     // This thread's dO slots, scaled and split (e^c ⊙ dO's last readers are behind the chunk after's [2]).
     for_slots<kC, kTV>([&](int, int r, int i) {
-      const float4 v = *reinterpret_cast<const float4*>(Do + r * kLdV + i);
+      const float4 v = *reinterpret_cast<const float4*>(Do + f32_at<true>(r, i, kTV));
       const float e = expf(c[r]);
       tile::split_store4(eDo, r, i, make_float4(e * v.x, e * v.y, e * v.z, e * v.w));
     });
     __syncthreads();  // [1] dS_L, K, Q, e^c ⊙ dO, dU visible
     tile::Acc<kD, kTV> qdo;
-    qdo.mma<kC, Col, Row>(split_view(Xq), eDo);  // Qᵀ (e^c ⊙ dO)
+    qdo.mma<kC, Col, Row>(swizzled_view(Xq), eDo);  // Qᵀ (e^c ⊙ dO)
     tile::Acc<kC, kTV> kd;
-    kd.mma<kD, Row, Row>(split_view(Xk), dSL);  // K dS_L
+    kd.mma<kD, Row, Row>(swizzled_view(Xk), dSL);  // K dS_L
     const float cl = c[p.L - 1];
-    kd.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ub + r * kLdV + i); },
+    kd.update_pairs([&](int r, int i) { return *reinterpret_cast<const float2*>(Ub + f32_at<true>(r, i, kTV)); },
                     [&](int r, int i, float2 k, float2 old) {  // dU = dU + K̃ dS_L out; −dU split
                       const float f = r < p.L ? expf(cl - c[r]) : 0.0f;
                       const float2 du = make_float2(fmaf(f, k.x, old.x), fmaf(f, k.y, old.y));
@@ -799,7 +805,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
     landed();         // W of this chunk (the only group in flight)
     __syncthreads();  // [2] W, −dU visible; K, Q, dO, dU and this chunk's c read
     fetch_k_q_do_du_c(ci - 1);
-    D.mma<kC, Col, Row>(split_view(Xw), mdU);  // − Wᵀ dU
+    D.mma<kC, Col, Row>(swizzled_view(Xw), mdU);  // − Wᵀ dU
     __syncthreads();  // [3] Xw free
     fetch_w(ci - 1);
   }
@@ -932,9 +938,9 @@ __global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, Chun
   const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split X1{planes, planes + kC * kLdS, kLdS};                  // dO, then Q
-  const Split X2{X1.lo + kC * kLdS, X1.lo + 2 * kC * kLdS, kLdS};    // U, then K
-  float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);            // [64][68]
+  const Split X1 = swizzled_planes(planes, planes + kC * kLdS);                  // dO, then Q
+  const Split X2 = swizzled_planes(X1.hi + 2 * kC * kLdS, X1.hi + 3 * kC * kLdS);  // U, then K
+  float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);                        // [64][68]
   float* Ps = dP + kC * kLdC;                                         // [64][72], then dP ⊙ M split
   const Split Dm = split_planes(Ps, kC, kLdSC);
   float* c = Ps + kC * kLdP;
@@ -1158,7 +1164,7 @@ static_assert(kD * kLdSC >= kC * kLdS, "out: S₀'s planes hold K's");
 constexpr std::size_t kDuSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + 2 * kScalars);
 static_assert(kLdSC <= kLdS, "dU_local: K's planes hold P's");
 constexpr std::size_t kStateBwdSmem =
-    4 * (kD * kLdSC + 3 * kSplitTile + 2 * kC * kLdV + 2 * kC * kLdSC + 2 * kScalars);
+    4 * (kD * kLdSC + 3 * kSwizzledTile + 2 * kC * kTV + 2 * kC * kLdSC + 2 * kScalars);
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradStateSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
