@@ -1,6 +1,7 @@
 // The tensor-core tile primitives on their own (src/cuda/tile_check.hpp):
 // one 3xBF16 product C = A·Bᵀ on mma.sync (tile_mma.cuh) and on wgmma
-// (tile_wgmma.cuh) against the f64 product on the host, the two against
+// (tile_wgmma.cuh: core-matrix and 128-byte-swizzle layouts) against the
+// f64 product on the host, the two against
 // each other, and their rates side by side. Skipped without a GPU.
 //
 // Tolerances and why: each operand splits as hi + lo with |x − hi − lo| ≤
@@ -70,7 +71,10 @@ TEST(TileCuda, SplitProductsMatchTheHost) {
       for (const auto& [path, name] : {std::pair{cuda::TilePath::wgmma, "wgmma"},
                                        std::pair{cuda::TilePath::wgmma_mn_a, "wgmma A MN-major"},
                                        std::pair{cuda::TilePath::wgmma_mn_b, "wgmma B MN-major"},
-                                       std::pair{cuda::TilePath::wgmma_mn_ab, "wgmma A, B MN-major"}}) {
+                                       std::pair{cuda::TilePath::wgmma_mn_ab, "wgmma A, B MN-major"},
+                                       std::pair{cuda::TilePath::sw128, "sw128 K-major"},
+                                       std::pair{cuda::TilePath::sw128_mn_b, "sw128 B MN-major"},
+                                       std::pair{cuda::TilePath::sw128_mn_ab, "sw128 A, B MN-major"}}) {
         const auto wg = cuda::tile_split_product(path, n, k, a, b);
         const double e_wg = test::rel_l2(wg, want), e_pair = test::rel_l2(wg, sync_d);
         std::printf("[tile] 64x%dx%d 3xBF16: rel L2 vs f64: %-20s %.3e; vs mma.sync %.3e\n", n, k, name, e_wg,
@@ -96,7 +100,8 @@ TEST(TileCuda, SplitProductRates) {
   for (const auto& [path, wg_n, name] :
        {std::tuple{cuda::TilePath::wgmma, 64, "wgmma K-major n64"}, std::tuple{cuda::TilePath::wgmma_mn_ab, 64, "wgmma MN-major n64"},
         std::tuple{cuda::TilePath::wgmma, 32, "wgmma K-major n32"}, std::tuple{cuda::TilePath::wgmma_mn_ab, 32, "wgmma MN-major n32"},
-        std::tuple{cuda::TilePath::wgmma, -64, "wgmma n64 2 chains"}}) {
+        std::tuple{cuda::TilePath::wgmma, -64, "wgmma n64 2 chains"},
+        std::tuple{cuda::TilePath::sw128, 64, "sw128 K-major n64"}, std::tuple{cuda::TilePath::sw128_mn_ab, 64, "sw128 MN-major n64"}}) {
     const auto wg = cuda::tile_split_product_rate(path, blocks, iters, wg_n);
     const double e = test::rel_l2(wg.sums, sync_d);
     std::printf("[tile] 64x128x64 3xBF16, %d blocks x %d products: %-20s %.3f ms (%.0f TFLOP/s)  /mma.sync time %.2f; "

@@ -21,11 +21,28 @@ using tile::Col;
 using tile::Row;
 using tile::Split;
 using tile::wg::CoreSplit;
+using tile::wg::Sw128Split;
 
 // x0..x3 (columns k..k+3 of row r) into either path's split layout.
 __device__ __forceinline__ void store4(const Split& dst, int r, int k, float4 x) { tile::split_store4(dst, r, k, x); }
 __device__ __forceinline__ void store4(const CoreSplit& dst, int r, int k, float4 x) {
   tile::wg::split_store4(dst, r, k, x);
+}
+__device__ __forceinline__ void store4(const Sw128Split& dst, int r, int k, float4 x) {
+  tile::wg::split_store4(dst, r, k, x);
+}
+// x0..x3 at M or N indices mn..mn+3 of K index k, into an MN-major operand
+// (stored rows k, columns mn in a Sw128Split).
+__device__ __forceinline__ void store4_mn(const CoreSplit& dst, int mn, int k, float4 x) {
+  tile::wg::split_store4_mn(dst, mn, k, x);
+}
+__device__ __forceinline__ void store4_mn(const Sw128Split& dst, int mn, int k, float4 x) {
+  tile::wg::split_store4(dst, k, mn, x);
+}
+// A shared-memory pointer rounded up to the next 1024-byte boundary (the
+// kernels given a Sw128Split ask for 1 KB more).
+__device__ __forceinline__ __nv_bfloat16* align_1024(__nv_bfloat16* p) {
+  return reinterpret_cast<__nv_bfloat16*>((reinterpret_cast<uintptr_t>(p) + 1023) & ~uintptr_t{1023});
 }
 
 // ROWS × K f32 rows (row-major, global) into a Split (row stride K + 8) or a CoreSplit.
@@ -36,14 +53,14 @@ __device__ void split_rows(const Dst& dst, const float* src) {
     store4(dst, r, k, *reinterpret_cast<const float4*>(src + r * K + k));
   }
 }
-// The same rows into an MN-major CoreSplit (the row index its M or N):
+// The same rows into an MN-major operand (the row index its M or N):
 // four consecutive rows of one column at a time.
-template <int ROWS, int K>
-__device__ void split_rows_mn(const CoreSplit& dst, const float* src) {
+template <int ROWS, int K, class Dst>
+__device__ void split_rows_mn(const Dst& dst, const float* src) {
   for (int e = threadIdx.x; e < ROWS * K / 4; e += blockDim.x) {
     const int k = e / (ROWS / 4), r = 4 * (e % (ROWS / 4));
     const float* c = src + r * K + k;
-    tile::wg::split_store4_mn(dst, r, k, make_float4(c[0], c[K], c[2 * K], c[3 * K]));
+    store4_mn(dst, r, k, make_float4(c[0], c[K], c[2 * K], c[3 * K]));
   }
 }
 
@@ -77,6 +94,26 @@ __global__ void __launch_bounds__(128) product_wgmma(const float* A, const float
   acc.template mma<K, LA, LB>(As, 0, Bs, 0);
   acc.store(C, N);
 }
+// The same on Sw128Split operands (stored rows: M or N when K-major, K when MN-major).
+template <int N, int K, bool kMnA, bool kMnB>
+__global__ void __launch_bounds__(128) product_sw128(const float* A, const float* B, float* C) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  auto* base = align_1024(sm);
+  constexpr int kBPlane = kMnB && N < 64 ? 64 * K : N * K;  // an MN-major block is 64 columns wide
+  const Sw128Split As{base, base + 64 * K, kMnA ? K : 64};
+  const Sw128Split Bs{base + 2 * 64 * K, base + 2 * 64 * K + kBPlane, kMnB ? K : N};
+  if constexpr (kMnA) split_rows_mn<64, K>(As, A);
+  else split_rows<64, K>(As, A);
+  if constexpr (kMnB) split_rows_mn<N, K>(Bs, B);
+  else split_rows<N, K>(Bs, B);
+  tile::wg::fence_operands();
+  __syncthreads();
+  tile::wg::WgAcc<N> acc;
+  using LA = std::conditional_t<kMnA, Col, Row>;
+  using LB = std::conditional_t<kMnB, Row, Col>;
+  acc.template mma<K, LA, LB>(As, 0, Bs, 0);
+  acc.store(C, N);
+}
 
 // Operand values of the rate kernels: in [−1, 1), from the block and the index.
 __device__ float operand(int block, int which, int i) {
@@ -86,14 +123,15 @@ __device__ float operand(int block, int which, int i) {
   x ^= x >> 13;
   return static_cast<float>(x & 0xffffu) / 32768.0f - 1.0f;
 }
-// The same values into an MN-major CoreSplit: four consecutive rows of one column at a time.
-__device__ void fill_mn(const CoreSplit& dst, int rows, int which) {
+// The same values into an MN-major operand: four consecutive rows of one column at a time.
+template <class Dst>
+__device__ void fill_mn(const Dst& dst, int rows, int which) {
   for (int e = threadIdx.x; e < rows * 16; e += blockDim.x) {
     const int k = e / (rows / 4), r = 4 * (e % (rows / 4));
     const int i = r * 64 + k;
     const float4 v = make_float4(operand(blockIdx.x, which, i), operand(blockIdx.x, which, i + 64),
                                  operand(blockIdx.x, which, i + 128), operand(blockIdx.x, which, i + 192));
-    tile::wg::split_store4_mn(dst, r, k, v);
+    store4_mn(dst, r, k, v);
   }
 }
 template <class Dst>
@@ -157,6 +195,31 @@ __global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
   atomicAdd(sums + blockIdx.x, s);
 }
 
+// rate_wgmma's n64 case on Sw128Split operands (kMn: both MN-major).
+template <bool kMn>
+__global__ void __launch_bounds__(256) rate_sw128(int iters, float* sums) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  auto* base = align_1024(sm);
+  const Sw128Split As{base, base + 64 * 64, 64}, Bs{base + 2 * 64 * 64, base + 2 * 64 * 64 + 128 * 64, kMn ? 64 : 128};
+  if constexpr (kMn) {
+    fill_mn(As, 64, 0);
+    fill_mn(Bs, 128, 1);
+  } else {
+    fill(As, 64, 0);
+    fill(Bs, 128, 1);
+  }
+  tile::wg::fence_operands();
+  __syncthreads();
+  using LA = std::conditional_t<kMn, Col, Row>;
+  using LB = std::conditional_t<kMn, Row, Col>;
+  const int half = static_cast<int>(threadIdx.x) / 128;
+  tile::wg::WgAcc<64> acc;
+  for (int it = 0; it < iters; ++it) acc.mma<64, LA, LB>(As, 0, Bs, 64 * half);
+  float s = 0.0f;
+  acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
+  atomicAdd(sums + blockIdx.x, s);
+}
+
 // rate_wgmma<false, 64> with 3xBF16's two cross terms accumulated apart
 // from hi·hi (two independent chains of dependent instructions, added at
 // the end): what a product's chain length costs when each is waited for.
@@ -209,6 +272,14 @@ void run_product(TilePath path, const float* A, const float* B, float* C, cudaSt
     if (path == TilePath::wgmma_mn_a) run(product_wgmma<N, K, true, false>);
     if (path == TilePath::wgmma_mn_b) run(product_wgmma<N, K, false, true>);
     if (path == TilePath::wgmma_mn_ab) run(product_wgmma<N, K, true, true>);
+    const int sw_bytes = 2 * (64 + (N < 64 ? 64 : N)) * K * 2 + 1024;  // B's planes as product_sw128 lays them; 1 KB to align
+    const auto run_sw128 = [&](auto kernel) {
+      allow_smem(kernel, sw_bytes);
+      kernel<<<1, 128, sw_bytes, s>>>(A, B, C);
+    };
+    if (path == TilePath::sw128) run_sw128(product_sw128<N, K, false, false>);
+    if (path == TilePath::sw128_mn_b) run_sw128(product_sw128<N, K, false, true>);
+    if (path == TilePath::sw128_mn_ab) run_sw128(product_sw128<N, K, true, true>);
   }
   BR_CUDA_LAUNCHED();
 }
@@ -243,22 +314,27 @@ TileRate tile_split_product_rate(TilePath path, int blocks, int iters, int wg_n)
   Buffer<float> sums(mem, static_cast<std::size_t>(blocks));
   sums.zero();
   const int sync_bytes = 2 * (64 + 128) * 72 * 2, wg_bytes = 2 * (64 + 128) * 64 * 2;
-  if (path != TilePath::mma_sync && path != TilePath::wgmma && path != TilePath::wgmma_mn_ab)
-    fail("tile_split_product_rate: the rate is timed for mma_sync, wgmma and wgmma_mn_ab only");
+  const bool sw128 = path == TilePath::sw128 || path == TilePath::sw128_mn_ab;
+  if (path != TilePath::mma_sync && path != TilePath::wgmma && path != TilePath::wgmma_mn_ab && !sw128)
+    fail("tile_split_product_rate: the rate is timed for mma_sync, wgmma, wgmma_mn_ab, sw128 and sw128_mn_ab only");
+  if (sw128 && wg_n != 64) fail("tile_split_product_rate: the sw128 paths are timed at wg_n 64 only (got {})", wg_n);
   if (wg_n != 32 && wg_n != 64 && wg_n != -64)
     fail("tile_split_product_rate: wg_n must be 32, 64 or -64 (got {})", wg_n);
   if (wg_n == -64 && path != TilePath::wgmma) fail("tile_split_product_rate: two chains (wg_n -64) are K-major only");
-  const auto wg_kernel = wg_n == -64                      ? rate_wgmma_two_chains
+  const auto wg_kernel = path == TilePath::sw128          ? rate_sw128<false>
+                         : path == TilePath::sw128_mn_ab ? rate_sw128<true>
+                         : wg_n == -64                   ? rate_wgmma_two_chains
                          : path == TilePath::wgmma_mn_ab ? (wg_n == 64 ? rate_wgmma<true, 64> : rate_wgmma<true, 32>)
                                                          : (wg_n == 64 ? rate_wgmma<false, 64> : rate_wgmma<false, 32>);
+  const int wg_smem = sw128 ? wg_bytes + 1024 : wg_bytes;
   allow_smem(rate_mma_sync, sync_bytes);
-  allow_smem(wg_kernel, wg_bytes);
+  allow_smem(wg_kernel, wg_smem);
   Event start, stop;
   start.record(stream.get());
   if (path == TilePath::mma_sync)
     rate_mma_sync<<<blocks, 256, sync_bytes, stream.get()>>>(iters, sums.data());
   else
-    wg_kernel<<<blocks, 256, wg_bytes, stream.get()>>>(iters, sums.data());
+    wg_kernel<<<blocks, 256, wg_smem, stream.get()>>>(iters, sums.data());
   BR_CUDA_LAUNCHED();
   stop.record(stream.get());
   TileRate out;

@@ -9,13 +9,15 @@
 namespace bitrank::cuda {
 
 // wgmma_mn_a / _b / _ab: wgmma with A, B or both stored MN-major in shared
-// memory (M- or N-contiguous, read transposed by the instruction).
-enum class TilePath { mma_sync, wgmma, wgmma_mn_a, wgmma_mn_b, wgmma_mn_ab };
+// memory (M- or N-contiguous, read transposed by the instruction), in the
+// core-matrix layout; sw128*: the same in the 128-byte-swizzle layout
+// (tile_wgmma.cuh's Sw128Split), both K-major, B MN-major, or both MN-major.
+enum class TilePath { mma_sync, wgmma, wgmma_mn_a, wgmma_mn_b, wgmma_mn_ab, sw128, sw128_mn_b, sw128_mn_ab };
 
 // C (64×n, row-major) = A (64×k, row-major) · Bᵀ (B n×k, row-major), all f32
 // on the host, computed on the GPU as one 3xBF16 tile product of `path`
 // (operands split once into shared memory). n ∈ {32, 64, 128}, k ∈ {64, 128};
-// the rate below is for mma_sync, wgmma and wgmma_mn_ab.
+// the rate below is for mma_sync, wgmma, wgmma_mn_ab, sw128 and sw128_mn_ab.
 std::vector<float> tile_split_product(TilePath path, int n, int k, const std::vector<float>& a,
                                       const std::vector<float>& b);
 

@@ -85,6 +85,54 @@ __device__ __forceinline__ uint64_t descriptor(const __nv_bfloat16* p, int kc) {
   return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
+// The 128-byte-swizzle layout (descriptor layout type 1), Sw128Split: a
+// plane of `rows` stored rows × C columns (bf16) kept as C/64 column
+// blocks of rows × 64, one after the other; in a block, row r is 128
+// contiguous bytes, its 16-byte chunk j stored at chunk j ^ (r mod 8):
+//   element (r, c) at (c/64)·rows·64 + r·64 + ((c mod 64) ^ 8·(r mod 8)).
+// Each plane starts on a 1024-byte boundary (the eight-row atom the
+// hardware swizzles by address bits). The same stored tile serves both
+// readings: K-major (stored rows are M or N, columns K) and MN-major
+// (stored rows are K, columns M or N); a copy of a row-major tile into it
+// keeps each 32-byte sector whole (its two chunks stay an aligned pair),
+// which the core layout above does not (docs/perf.md, "Thirteenth round").
+struct Sw128Split {
+  __nv_bfloat16* hi;
+  __nv_bfloat16* lo;
+  int rows;  // stored rows, a multiple of 8
+};
+__device__ __forceinline__ int sw128_index(int r, int c, int rows) {
+  return (c >> 6) * rows * 64 + r * 64 + ((c & 63) ^ ((r & 7) << 3));
+}
+// Stores x0..x3 (stored row r, columns c..c+3, c a multiple of 4) split.
+__device__ __forceinline__ void split_store4(const Sw128Split& s, int r, int c, float4 x) {
+  uint2 hi, lo;
+  split_bf16x2(x.x, x.y, hi.x, lo.x);
+  split_bf16x2(x.z, x.w, hi.y, lo.y);
+  const int at = sw128_index(r, c, s.rows);
+  *reinterpret_cast<uint2*>(s.hi + at) = hi;
+  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+}
+// Descriptors of one k step (16) of a 64-row (A) or N-row (B) operand in a
+// Sw128Split plane. K-major: stored rows m0.. (a multiple of 8), columns
+// k..k+15 (k a multiple of 16): the step starts k mod 64 columns into its
+// block, and the hardware's swizzle, applied to the addresses, finds each
+// row's chunks; eight-row groups 1024 bytes apart (SBO), LBO unused.
+// MN-major: stored rows k..k+15 (two eight-row groups, 1024 bytes apart:
+// SBO), columns m0.. (a multiple of 64, or of 32 within a block); the next
+// 64 columns one block further on (LBO = rows·128 bytes).
+__device__ __forceinline__ uint64_t sw128_descriptor(const __nv_bfloat16* p, int lbo_bytes) {
+  const auto addr = static_cast<uint64_t>(static_cast<uint32_t>(__cvta_generic_to_shared(p)));
+  return ((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+__device__ __forceinline__ uint64_t sw128_k_major(const __nv_bfloat16* plane, int rows, int m0, int k) {
+  return sw128_descriptor(plane + (k >> 6) * rows * 64 + m0 * 64 + (k & 63), 16);
+}
+__device__ __forceinline__ uint64_t sw128_mn_major(const __nv_bfloat16* plane, int rows, int m0, int k) {
+  return sw128_descriptor(plane + (m0 >> 6) * rows * 64 + k * 64 + (m0 & 63), rows * 128);
+}
+
 // Threads' shared-memory writes made visible to wgmma (before the barrier).
 __device__ __forceinline__ void fence_operands() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -192,6 +240,31 @@ class WgAcc {
   // The same, waited for.
   template <int K, class LA = Row, class LB = Col>
   __device__ __forceinline__ void mma(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
+    mma_async<K, LA, LB>(A, a0, B, b0);
+    wait<0>();
+  }
+  // The same from Sw128Split operands (a0, b0 multiples of 8 for a K-major
+  // operand, of 64 — or 32 for B at N = 32 — for an MN-major one).
+  template <int K, class LA = Row, class LB = Col>
+  __device__ __forceinline__ void mma_async(const Sw128Split& A, int a0, const Sw128Split& B, int b0) {
+    static_assert(K % 16 == 0, "k steps of 16");
+    constexpr bool a_mn = std::is_same_v<LA, Col>, b_mn = std::is_same_v<LB, Row>;
+    const auto desc = [](const __nv_bfloat16* plane, int rows, int m0, int k, bool mn) {
+      return mn ? sw128_mn_major(plane, rows, m0, k) : sw128_k_major(plane, rows, m0, k);
+    };
+    fence();
+#pragma unroll
+    for (int k = 0; k < K; k += 16) {
+      const uint64_t a_hi = desc(A.hi, A.rows, a0, k, a_mn), a_lo = desc(A.lo, A.rows, a0, k, a_mn);
+      const uint64_t b_hi = desc(B.hi, B.rows, b0, k, b_mn), b_lo = desc(B.lo, B.rows, b0, k, b_mn);
+      issue<a_mn, b_mn>(a_lo, b_hi);
+      issue<a_mn, b_mn>(a_hi, b_lo);
+      issue<a_mn, b_mn>(a_hi, b_hi);
+    }
+    commit();
+  }
+  template <int K, class LA = Row, class LB = Col>
+  __device__ __forceinline__ void mma(const Sw128Split& A, int a0, const Sw128Split& B, int b0) {
     mma_async<K, LA, LB>(A, a0, B, b0);
     wait<0>();
   }
