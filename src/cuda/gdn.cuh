@@ -74,7 +74,7 @@ void rec2_backward(const RecArgs& a, cudaStream_t stream);
 // what rec2_backward writes.
 struct ChunkWs {
   float *W, *U, *S, *T;                    // forward part: [chunk][Hv][64][128] (S [128][128], T [64][64];
-                                           //   W stored split: its bf16 hi plane, then its lo plane)
+                                           //   W and S stored split: the bf16 hi plane, then the lo plane)
   float* cb;                               //   and [chunk][Hv][2][64]: c, then β (prep's, for the later kernels)
   float *Ks, *Qs;                          //   and [chunk][Hk][64][128]: k̂, q̂ split as W is (prep's, zero padded)
   float *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward part

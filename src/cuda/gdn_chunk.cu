@@ -298,31 +298,40 @@ __device__ __forceinline__ Split swizzled_view(float* f) {
 __device__ __forceinline__ Split swizzled_planes(__nv_bfloat16* hi, __nv_bfloat16* lo) { return Split{hi, lo, kD, 8}; }
 
 // A workspace tile stored split (ws.W, ws.Ks, ws.Qs: the hi plane [64][128]
-// of bf16, then the lo plane), as a Split.
-__device__ __forceinline__ Split ws_split(float* tile) {
+// of bf16, then the lo plane; ws.S: [128][128] planes, rows = kD), as a Split.
+__device__ __forceinline__ Split ws_split(float* tile, int rows = kC) {
   auto* hi = reinterpret_cast<__nv_bfloat16*>(tile);
-  return Split{hi, hi + kC * kD, kD};
+  return Split{hi, hi + rows * kD, kD};
 }
-// Issues the copy of a workspace tile stored split into a 64 × kD Split of
-// shared memory.
-__device__ __forceinline__ void fetch_split_tile(const Split& dst, const float* src) {
+// Columns j0 .. j0 + 63 of a state stored split (ws.S).
+__device__ __forceinline__ Split state_columns(float* state, int j0) {
+  const Split s = ws_split(state, kD);
+  return Split{s.hi + j0, s.lo + j0, kD};
+}
+// Issues the copy of a ROWS × COLS Split of global memory (a workspace tile
+// stored split, or some of its columns) into a Split of shared memory, in
+// 16-byte pieces of 8 bf16.
+template <int ROWS = kC, int COLS = kD>
+__device__ __forceinline__ void fetch_split_tile(const Split& dst, const Split& src) {
   const auto plane = [&](__nv_bfloat16* to, const __nv_bfloat16* from) {
-    for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
-      const auto* piece = reinterpret_cast<const float*>(from + r * kD + i);
-      cp_async(reinterpret_cast<float*>(to + dst.at(r, i)), piece, 16, 16);
+    for_slots<ROWS, COLS, 8>([&](int, int r, int i) {
+      cp_async(reinterpret_cast<float*>(to + dst.at(r, i)), reinterpret_cast<const float*>(from + src.at(r, i)), 16,
+               16);
     });
   };
-  const auto* hi = reinterpret_cast<const __nv_bfloat16*>(src);
-  plane(dst.hi, hi);
-  plane(dst.lo, hi + kC * kD);
+  plane(dst.hi, src.hi);
+  plane(dst.lo, src.lo);
 }
-// The reverse: a 64 × kD Split of shared memory (published) into a
-// workspace tile stored split, in the same 16-byte pieces.
-__device__ __forceinline__ void store_split_tile(float* dst, const Split& src) {
-  const Split to = ws_split(dst);
+__device__ __forceinline__ void fetch_split_tile(const Split& dst, float* src) {
+  fetch_split_tile(dst, ws_split(src));
+}
+// The reverse: a ROWS × COLS Split of shared memory (published) into one of
+// global memory, in the same 16-byte pieces.
+template <int ROWS = kC, int COLS = kD>
+__device__ __forceinline__ void store_split_tile(const Split& to, const Split& src) {
   const auto plane = [&](__nv_bfloat16* into, const __nv_bfloat16* from) {
-    for_slots<kC, kD, 8>([&](int, int r, int i) {  // 16-byte pieces of 8 bf16
-      *reinterpret_cast<uint4*>(into + r * kD + i) = *reinterpret_cast<const uint4*>(from + src.at(r, i));
+    for_slots<ROWS, COLS, 8>([&](int, int r, int i) {
+      *reinterpret_cast<uint4*>(into + to.at(r, i)) = *reinterpret_cast<const uint4*>(from + src.at(r, i));
     });
   };
   plane(to.hi, src.hi);
@@ -542,12 +551,13 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
   }
   gemm<kC, kD, kC, Row, Row>(ws.U + p.idx * kRowTile, kD, split_at(Ts), V, 1.0f, false);
   if (p.h % g.group == 0) {  // once a k-head (uniform over the block)
-    store_split_tile(ws.Ks + p.kidx * kRowTile, K);
+    store_split_tile(ws_split(ws.Ks + p.kidx * kRowTile), K);
     load_split_rows(ws_split(ws.Qs + p.kidx * kRowTile), q_rows(g, a.tp, p), kstride, p.L, g.d);
   }
 }
 
-// Forward state pass: per chunk, S₀ → ws.S, U = Ũ − W S₀ → ws.U, S ←
+// Forward state pass: per chunk, S₀ → ws.S (split, from its shared Split, so that
+// out and the state grads copy it whole-sector into theirs), U = Ũ − W S₀ → ws.U, S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
 // state's 64 columns stay in registers (an Acc); both products read split
 // operands by ldmatrix (tile::Split), so no operand is split per use: S₀ is
@@ -586,10 +596,10 @@ __global__ void __launch_bounds__(kThreads, 1) state_fwd_kernel(RecArgs a, Chunk
     const float* Ut = Ub + buf * kC * kTV;
     const float* c = cb + buf * kScalars;
     S.store_split(S0);  // S₀'s readers (the last chunk's W S₀) are behind barrier [2]
-    S.store(ws.S + p.idx * kStateTile + j0, kD, 1.0f, false);
     landed();         // this chunk's operands (the only copies in flight)
     __syncthreads();  // [1] S₀, W, K, Ũ, c visible; the last chunk's readers of f ⊙ U and the other buffers done
     if (ci + 1 < nch) fetch_w_k_u_c(ci + 1, buf ^ 1);
+    store_split_tile<kD, kTV>(state_columns(ws.S + p.idx * kStateTile, j0), S0);  // S₀ → ws.S, split
     tile::Acc<kC, kTV> ws0;  // W S₀
     ws0.mma<kD, Row, Row>(swizzled_view(Xw + buf * kSwizzledTile), S0);
     const float cl = c[p.L - 1];
@@ -625,7 +635,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
   const Split Q = swizzled_planes(planes, planes + kC * kLdS);  // swizzled: fetched by cp.async
   const Split KS = swizzled_planes(Q.lo + kC * kLdS, Q.lo + kC * kLdS + kD * kLdSC);  // K [64][128], then S₀'s columns
-  const Split S0{KS.hi, KS.lo, kLdSC};                                    // [128][72]
+  const Split S0{KS.hi, KS.lo, kTV, 8};                                   // swizzled [128][64]
   const Split Pm{KS.lo + kD * kLdSC, KS.lo + kD * kLdSC + kC * kLdSC, kLdSC};  // [64][72]
   const Split U{Pm.lo + kC * kLdSC, Pm.lo + 2 * kC * kLdSC, kLdSC};          // [64][72]
   float* c = reinterpret_cast<float*>(U.lo + kC * kLdSC);
@@ -650,8 +660,9 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
     });
     for (int j0 = 0; j0 < g.d; j0 += 64) {
       if (j0 > 0) __syncthreads();  // the last half's readers of S₀'s and U's columns done
-      load_split_rows<kD, 64>(S0, ws.S + p.idx * kStateTile + j0, kD);
+      fetch_split_tile<kD, kTV>(S0, state_columns(ws.S + p.idx * kStateTile, j0));
       load_split_rows<kC, 64>(U, ws.U + p.idx * kRowTile + j0, kD);
+      landed();
       __syncthreads();  // (the first half: P too)
       tile::Acc<kC, 64> o;
       o.mma<kD, Row, Row>(Q, S0);
@@ -827,7 +838,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split S{planes, planes + kD * kLdS, kLdS};                // [128][136]: S₀, then dS_L
+  const Split S{planes, planes + kD * kLdS, kD, 8};               // swizzled [128][128]: S₀, then dS_L
   const Split X{S.lo + kD * kLdS, S.lo + kD * kLdS + kC * kLdS, kLdS};  // [64][136]: dU, dO, then U
   float* part = reinterpret_cast<float*>(X.lo + kC * kLdS);        // [64][kParts]
   float* c = part + kC * kParts;
@@ -836,7 +847,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
   float* red = dc + kC;  // [8]
   load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
-  const float* S0 = ws.S + p.idx * kStateTile;
+  const Split S0 = ws_split(ws.S + p.idx * kStateTile, kD);
   const float* dh = ws.dh + p.idx * kStateTile;
   float* dQ = ws.dQ + p.idx * kRowTile;
   float* dK = ws.dK + p.idx * kRowTile;
@@ -851,17 +862,13 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
         },
         [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
   };
-  const auto load_state = [&](const float* src) {  // a [128][128] workspace state into S, 64 rows at a time
-    for (int h = 0; h < 2; ++h)
-      load_split_rows(Split{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS}, src + h * kC * kD, kD);
-  };
   // The same over the state S holds; returns this thread's part of ⟨old, new⟩,
   // the old values read back from S's planes (hi + lo: within 2⁻¹⁸ of the
   // f32 value) at the slots the thread itself wrote when loading them.
   const auto replace_state_dot = [&](const float* src) {
     float dot = 0.0f;
     for (int h = 0; h < 2; ++h) {
-      const Split half{S.hi + h * kC * kLdS, S.lo + h * kC * kLdS, kLdS};
+      const Split half{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8};
       load_split_rows(half, src + h * kC * kD, kD, kC, kD, [&](int r, int i, float4 v) {
         const uint2 hi = *reinterpret_cast<const uint2*>(half.hi + half.at(r, i));
         const uint2 lo = *reinterpret_cast<const uint2*>(half.lo + half.at(r, i));
@@ -881,8 +888,9 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
                        store_global2(dst + m * kD + n, make_float2(o.x + v.x, o.y + v.y));
                      });
   };
-  load_state(S0);
+  fetch_split_tile<kD, kD>(S, S0);  // S₀, stored split by the forward state pass
   load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
+  landed();
   __syncthreads();
   {
     Acc acc;
