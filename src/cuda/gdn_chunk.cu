@@ -60,7 +60,6 @@ constexpr int kD = 128;       // padded head_dim
 constexpr int kTV = 64;       // state columns per state-pass block
 constexpr int kThreads = 256;
 constexpr int kLdC = kC + 4;  // padded shared row strides
-constexpr int kLdV = kTV + 4;
 constexpr int kLdS = kD + 8;  // bf16 rows of split planes (tile::Split: ≡ 8 mod 64)
 constexpr int kLdSC = kC + 8;
 constexpr int kLdP = kC + 8;  // f32 rows of a 64-wide tile whose region later holds a [64][72] Split
@@ -282,10 +281,7 @@ __device__ __forceinline__ Split split_planes(float* f, int rows, int ld) {
 __device__ __forceinline__ float split_value(const Split& s, int r, int i) {
   return __bfloat162float(s.hi[s.at(r, i)]) + __bfloat162float(s.lo[s.at(r, i)]);
 }
-// A 64 × kD one (it occupies kSplitTile floats).
-constexpr int kSplitTile = kC * kLdS;
-__device__ __forceinline__ Split split_view(float* f) { return split_planes(f, kC, kLdS); }
-// The same, swizzled (tile::Split, sw = 8): unpadded 256-byte rows, so that
+// A 64 × kD Split, swizzled (tile::Split, sw = 8): unpadded 256-byte rows, so that
 // the 16-byte copies that fill it (fetch_split_tile) land in whole sectors.
 constexpr int kSwizzledTile = kC * kD;
 __device__ __forceinline__ Split swizzled_view(float* f) {

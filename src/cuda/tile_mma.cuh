@@ -96,13 +96,18 @@ struct Split {
   __device__ __forceinline__ int at(int r, int c) const { return r * ld + (c ^ ((r & 7) * sw)); }
 };
 
-// Stores x0..x3 (columns c..c+3 of row r, c a multiple of 4) into a Split.
-__device__ __forceinline__ void split_store4(const Split& s, int r, int c, float4 x) {
+// Stores x0..x3 split at element `at` of a hi and a lo plane (4 consecutive
+// bf16, 8-byte aligned): the one store of every split layout.
+__device__ __forceinline__ void split_store4_at(__nv_bfloat16* hi_plane, __nv_bfloat16* lo_plane, int at, float4 x) {
   uint2 hi, lo;
   split_bf16x2(x.x, x.y, hi.x, lo.x);
   split_bf16x2(x.z, x.w, hi.y, lo.y);
-  *reinterpret_cast<uint2*>(s.hi + s.at(r, c)) = hi;
-  *reinterpret_cast<uint2*>(s.lo + s.at(r, c)) = lo;
+  *reinterpret_cast<uint2*>(hi_plane + at) = hi;
+  *reinterpret_cast<uint2*>(lo_plane + at) = lo;
+}
+// Stores x0..x3 (columns c..c+3 of row r, c a multiple of 4) into a Split.
+__device__ __forceinline__ void split_store4(const Split& s, int r, int c, float4 x) {
+  split_store4_at(s.hi, s.lo, s.at(r, c), x);
 }
 
 // Four 8×8 bf16 matrices from shared memory (lane l gives the address of

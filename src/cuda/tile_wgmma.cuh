@@ -61,21 +61,11 @@ __device__ __forceinline__ int core_index_mn(int mn, int k, int kc) {
 
 // Stores x0..x3 (columns k..k+3 of row r, k a multiple of 4) split.
 __device__ __forceinline__ void split_store4(const CoreSplit& s, int r, int k, float4 x) {
-  uint2 hi, lo;
-  split_bf16x2(x.x, x.y, hi.x, lo.x);
-  split_bf16x2(x.z, x.w, hi.y, lo.y);
-  const int at = core_index(r, k, s.kc);
-  *reinterpret_cast<uint2*>(s.hi + at) = hi;
-  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+  split_store4_at(s.hi, s.lo, core_index(r, k, s.kc), x);
 }
 // Stores x0..x3 (M/N indices mn..mn+3 at k, mn a multiple of 4) split into an MN-major plane.
 __device__ __forceinline__ void split_store4_mn(const CoreSplit& s, int mn, int k, float4 x) {
-  uint2 hi, lo;
-  split_bf16x2(x.x, x.y, hi.x, lo.x);
-  split_bf16x2(x.z, x.w, hi.y, lo.y);
-  const int at = core_index_mn(mn, k, s.kc);
-  *reinterpret_cast<uint2*>(s.hi + at) = hi;
-  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+  split_store4_at(s.hi, s.lo, core_index_mn(mn, k, s.kc), x);
 }
 
 // The descriptor of the 8·m × 16 block of a plane starting at p (no swizzle).
@@ -106,12 +96,7 @@ __device__ __forceinline__ int sw128_index(int r, int c, int rows) {
 }
 // Stores x0..x3 (stored row r, columns c..c+3, c a multiple of 4) split.
 __device__ __forceinline__ void split_store4(const Sw128Split& s, int r, int c, float4 x) {
-  uint2 hi, lo;
-  split_bf16x2(x.x, x.y, hi.x, lo.x);
-  split_bf16x2(x.z, x.w, hi.y, lo.y);
-  const int at = sw128_index(r, c, s.rows);
-  *reinterpret_cast<uint2*>(s.hi + at) = hi;
-  *reinterpret_cast<uint2*>(s.lo + at) = lo;
+  split_store4_at(s.hi, s.lo, sw128_index(r, c, s.rows), x);
 }
 // Descriptors of one k step (16) of a 64-row (A) or N-row (B) operand in a
 // Sw128Split plane. K-major: stored rows m0.. (a multiple of 8), columns
