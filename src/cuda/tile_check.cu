@@ -162,10 +162,19 @@ __global__ void __launch_bounds__(256) rate_mma_sync(int iters, float* sums) {
   acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
   atomicAdd(sums + blockIdx.x, s);
 }
-template <bool kMn, int kN>
-__global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
-  extern __shared__ __align__(128) __nv_bfloat16 sm[];
-  const CoreSplit As{sm, sm + 64 * 64, 64}, Bs{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
+// The rate kernels' two operands (A 64×64, B 128×64) in shared memory, in
+// layout Operand (CoreSplit, or Sw128Split from the first 1024-byte
+// boundary; kMn: both MN-major), filled and fenced for wgmma.
+template <class Operand, bool kMn>
+__device__ void rate_operands(__nv_bfloat16* sm, Operand& As, Operand& Bs) {
+  if constexpr (std::is_same_v<Operand, Sw128Split>) {
+    auto* base = align_1024(sm);
+    As = Sw128Split{base, base + 64 * 64, 64};
+    Bs = Sw128Split{base + 2 * 64 * 64, base + 2 * 64 * 64 + 128 * 64, kMn ? 64 : 128};
+  } else {
+    As = CoreSplit{sm, sm + 64 * 64, 64};
+    Bs = CoreSplit{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
+  }
   if constexpr (kMn) {
     fill_mn(As, 64, 0);
     fill_mn(Bs, 128, 1);
@@ -175,6 +184,12 @@ __global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
   }
   tile::wg::fence_operands();
   __syncthreads();
+}
+template <class Operand, bool kMn, int kN>
+__global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
+  extern __shared__ __align__(128) __nv_bfloat16 sm[];
+  Operand As{}, Bs{};
+  rate_operands<Operand, kMn>(sm, As, Bs);
   using LA = std::conditional_t<kMn, Col, Row>;
   using LB = std::conditional_t<kMn, Row, Col>;
   const int half = static_cast<int>(threadIdx.x) / 128;
@@ -195,41 +210,13 @@ __global__ void __launch_bounds__(256) rate_wgmma(int iters, float* sums) {
   atomicAdd(sums + blockIdx.x, s);
 }
 
-// rate_wgmma's n64 case on Sw128Split operands (kMn: both MN-major).
-template <bool kMn>
-__global__ void __launch_bounds__(256) rate_sw128(int iters, float* sums) {
-  extern __shared__ __align__(128) __nv_bfloat16 sm[];
-  auto* base = align_1024(sm);
-  const Sw128Split As{base, base + 64 * 64, 64}, Bs{base + 2 * 64 * 64, base + 2 * 64 * 64 + 128 * 64, kMn ? 64 : 128};
-  if constexpr (kMn) {
-    fill_mn(As, 64, 0);
-    fill_mn(Bs, 128, 1);
-  } else {
-    fill(As, 64, 0);
-    fill(Bs, 128, 1);
-  }
-  tile::wg::fence_operands();
-  __syncthreads();
-  using LA = std::conditional_t<kMn, Col, Row>;
-  using LB = std::conditional_t<kMn, Row, Col>;
-  const int half = static_cast<int>(threadIdx.x) / 128;
-  tile::wg::WgAcc<64> acc;
-  for (int it = 0; it < iters; ++it) acc.mma<64, LA, LB>(As, 0, Bs, 64 * half);
-  float s = 0.0f;
-  acc.visit_pairs([&](int, int, float2 v) { s += v.x + v.y; });
-  atomicAdd(sums + blockIdx.x, s);
-}
-
-// rate_wgmma<false, 64> with 3xBF16's two cross terms accumulated apart
+// rate_wgmma<CoreSplit, false, 64> with 3xBF16's two cross terms accumulated apart
 // from hi·hi (two independent chains of dependent instructions, added at
 // the end): what a product's chain length costs when each is waited for.
 __global__ void __launch_bounds__(256) rate_wgmma_two_chains(int iters, float* sums) {
   extern __shared__ __align__(128) __nv_bfloat16 sm[];
-  const CoreSplit As{sm, sm + 64 * 64, 64}, Bs{sm + 2 * 64 * 64, sm + 2 * 64 * 64 + 128 * 64, 64};
-  fill(As, 64, 0);
-  fill(Bs, 128, 1);
-  tile::wg::fence_operands();
-  __syncthreads();
+  CoreSplit As{}, Bs{};
+  rate_operands<CoreSplit, false>(sm, As, Bs);
   const int half = static_cast<int>(threadIdx.x) / 128;
   float hh[32] = {}, cross[32] = {};
   for (int it = 0; it < iters; ++it) {
@@ -321,11 +308,12 @@ TileRate tile_split_product_rate(TilePath path, int blocks, int iters, int wg_n)
   if (wg_n != 32 && wg_n != 64 && wg_n != -64)
     fail("tile_split_product_rate: wg_n must be 32, 64 or -64 (got {})", wg_n);
   if (wg_n == -64 && path != TilePath::wgmma) fail("tile_split_product_rate: two chains (wg_n -64) are K-major only");
-  const auto wg_kernel = path == TilePath::sw128          ? rate_sw128<false>
-                         : path == TilePath::sw128_mn_ab ? rate_sw128<true>
+  const auto wg_kernel = path == TilePath::sw128          ? rate_wgmma<Sw128Split, false, 64>
+                         : path == TilePath::sw128_mn_ab ? rate_wgmma<Sw128Split, true, 64>
                          : wg_n == -64                   ? rate_wgmma_two_chains
-                         : path == TilePath::wgmma_mn_ab ? (wg_n == 64 ? rate_wgmma<true, 64> : rate_wgmma<true, 32>)
-                                                         : (wg_n == 64 ? rate_wgmma<false, 64> : rate_wgmma<false, 32>);
+                         : path == TilePath::wgmma_mn_ab
+                             ? (wg_n == 64 ? rate_wgmma<CoreSplit, true, 64> : rate_wgmma<CoreSplit, true, 32>)
+                             : (wg_n == 64 ? rate_wgmma<CoreSplit, false, 64> : rate_wgmma<CoreSplit, false, 32>);
   const int wg_smem = sw128 ? wg_bytes + 1024 : wg_bytes;
   allow_smem(rate_mma_sync, sync_bytes);
   allow_smem(wg_kernel, wg_smem);

@@ -193,6 +193,26 @@ class WgAcc {
       wgmma_bf16_n128<kTA, kTB>(d_, a, b);
   }
 
+  // The three products of each k step of 16 (lo·hi, hi·lo, hi·hi), one
+  // fence before and one commit after: descs(k) gives the step's four
+  // descriptors, in whichever layout the operands are stored.
+  struct StepDescriptors {
+    uint64_t a_hi, a_lo, b_hi, b_lo;
+  };
+  template <int K, int kTA, int kTB, class Descs>
+  __device__ __forceinline__ void split_steps(Descs descs) {
+    static_assert(K % 16 == 0, "k steps of 16");
+    fence();
+#pragma unroll
+    for (int k = 0; k < K; k += 16) {
+      const StepDescriptors d = descs(k);
+      issue<kTA, kTB>(d.a_lo, d.b_hi);
+      issue<kTA, kTB>(d.a_hi, d.b_lo);
+      issue<kTA, kTB>(d.a_hi, d.b_hi);
+    }
+    commit();
+  }
+
  public:
   __device__ WgAcc() {
     const int t = static_cast<int>(threadIdx.x) % 128;
@@ -208,48 +228,28 @@ class WgAcc {
   // reading the sum).
   template <int K, class LA = Row, class LB = Col>
   __device__ __forceinline__ void mma_async(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
-    static_assert(K % 16 == 0, "k steps of 16");
-    constexpr int kTA = std::is_same_v<LA, Col> ? 1 : 0, kTB = std::is_same_v<LB, Row> ? 1 : 0;
-    fence();
-#pragma unroll
-    for (int k = 0; k < K; k += 16) {
+    split_steps<K, std::is_same_v<LA, Col>, std::is_same_v<LB, Row>>([&](int k) {
       const int ao = core_index(a0, k, A.kc), bo = core_index(b0, k, B.kc);
-      const uint64_t a_hi = descriptor(A.hi + ao, A.kc), a_lo = descriptor(A.lo + ao, A.kc);
-      const uint64_t b_hi = descriptor(B.hi + bo, B.kc), b_lo = descriptor(B.lo + bo, B.kc);
-      issue<kTA, kTB>(a_lo, b_hi);
-      issue<kTA, kTB>(a_hi, b_lo);
-      issue<kTA, kTB>(a_hi, b_hi);
-    }
-    commit();
-  }
-  // The same, waited for.
-  template <int K, class LA = Row, class LB = Col>
-  __device__ __forceinline__ void mma(const CoreSplit& A, int a0, const CoreSplit& B, int b0) {
-    mma_async<K, LA, LB>(A, a0, B, b0);
-    wait<0>();
+      return StepDescriptors{descriptor(A.hi + ao, A.kc), descriptor(A.lo + ao, A.kc), descriptor(B.hi + bo, B.kc),
+                             descriptor(B.lo + bo, B.kc)};
+    });
   }
   // The same from Sw128Split operands (a0, b0 multiples of 8 for a K-major
   // operand, of 64 — or 32 for B at N = 32 — for an MN-major one).
   template <int K, class LA = Row, class LB = Col>
   __device__ __forceinline__ void mma_async(const Sw128Split& A, int a0, const Sw128Split& B, int b0) {
-    static_assert(K % 16 == 0, "k steps of 16");
     constexpr bool a_mn = std::is_same_v<LA, Col>, b_mn = std::is_same_v<LB, Row>;
     const auto desc = [](const __nv_bfloat16* plane, int rows, int m0, int k, bool mn) {
       return mn ? sw128_mn_major(plane, rows, m0, k) : sw128_k_major(plane, rows, m0, k);
     };
-    fence();
-#pragma unroll
-    for (int k = 0; k < K; k += 16) {
-      const uint64_t a_hi = desc(A.hi, A.rows, a0, k, a_mn), a_lo = desc(A.lo, A.rows, a0, k, a_mn);
-      const uint64_t b_hi = desc(B.hi, B.rows, b0, k, b_mn), b_lo = desc(B.lo, B.rows, b0, k, b_mn);
-      issue<a_mn, b_mn>(a_lo, b_hi);
-      issue<a_mn, b_mn>(a_hi, b_lo);
-      issue<a_mn, b_mn>(a_hi, b_hi);
-    }
-    commit();
+    split_steps<K, a_mn, b_mn>([&](int k) {
+      return StepDescriptors{desc(A.hi, A.rows, a0, k, a_mn), desc(A.lo, A.rows, a0, k, a_mn),
+                             desc(B.hi, B.rows, b0, k, b_mn), desc(B.lo, B.rows, b0, k, b_mn)};
+    });
   }
-  template <int K, class LA = Row, class LB = Col>
-  __device__ __forceinline__ void mma(const Sw128Split& A, int a0, const Sw128Split& B, int b0) {
+  // The same, waited for (either operand layout).
+  template <int K, class LA = Row, class LB = Col, class Operand>
+  __device__ __forceinline__ void mma(const Operand& A, int a0, const Operand& B, int b0) {
     mma_async<K, LA, LB>(A, a0, B, b0);
     wait<0>();
   }
