@@ -70,8 +70,8 @@ if [ "$mode" = "--sanitize" ]; then
 fi
 if [ "$mode" = "--kernels" ]; then
   for shape in 8x512 1x32768; do
-    echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: its 17 launches, the conv, norm and gate kernels included) =="
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv \
+    echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: its 16 launches, the conv, norm and gate kernels included) =="
+    BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 16 --csv \
       --log-file /tmp/gdn_ncu.csv \
       --metrics "gpu__time_duration.sum,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1

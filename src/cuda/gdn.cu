@@ -720,8 +720,7 @@ class CudaGdnOps final : public GdnOps<float> {
       float* kept = chunk_record_area(tape, cfg, g);
       Buffer<float> fwd(ctx_.memory, kept ? 0 : gdn::chunk_forward_floats(g));
       Buffer<float> bwd(ctx_.memory, gdn::chunk_backward_floats(g));
-      gdn::chunk_backward(ra, gdn::chunk_workspace(kept ? kept : fwd.data(), bwd.data(), g), !kept, s,
-                          {ctx_.side.get(), ctx_.fork.get(), ctx_.join.get()});
+      gdn::chunk_backward(ra, gdn::chunk_workspace(kept ? kept : fwd.data(), bwd.data(), g), !kept, s);
     } else if (design == 1) {
       gdn::rec1_backward(ra, s);
     } else {

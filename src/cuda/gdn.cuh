@@ -77,19 +77,12 @@ struct ChunkWs {
                                            //   W and S stored split: the bf16 hi plane, then the lo plane)
   float* cb;                               //   and [chunk][Hv][2][64]: c, then β (prep's, for the later kernels)
   float *Ks, *Qs;                          //   and [chunk][Hk][64][128]: k̂, q̂ split as W is (prep's, zero padded)
-  float *dU, *dW, *dQ, *dK, *dh, *dc, *db;  // backward part
+  float *dU, *dW, *dK, *dh, *dc, *db;       // backward part
 };
 std::size_t chunk_forward_floats(const Dims& g);
 std::size_t chunk_backward_floats(const Dims& g);
 ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g);  // bwd may be null (forward only)
 void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t stream);
-// The attention grads run on `side` beside the backward state pass (which
-// at long windows has fewer blocks than the GPU has slots), forked and
-// joined through the two events.
-struct SideStream {
-  cudaStream_t stream;
-  cudaEvent_t fork, join;
-};
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t stream, const SideStream& side);
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t stream);
 
 }  // namespace bitrank::cuda::gdn

@@ -13,8 +13,8 @@
 //     forward substitution, the blocks below on the tensor cores —, W, Ũ), out
 //     (O = e^c Q S₀ + P U), and the backward's dU_local = Pᵀ dO (these two
 //     one block per (chunk, k-head) instead, for the k-head's v-heads: one
-//     QKᵀ), state grads (dW, dQ, dK, dc from S₀ and dS_L), attention grads (dP) and WY
-//     grads (through T and A), then finish (dℓ, d_a, d_b, dq̂, dk̂). Their
+//     QKᵀ), state and attention grads in one (dW, dQ, dK, dc from S₀, dS_L
+//     and dP), WY grads (through T and A), then finish (dℓ, d_a, d_b). Their
 //     product operands sit in shared memory already split (tile::Split:
 //     bf16 hi/lo planes, split once where loaded or formed; q̂ and k̂ once
 //     a k-head, by prep, and fetched so), diagonal factors moved onto the
@@ -33,7 +33,8 @@
 // (gdn.cu's chunk_record_area: the default ckpt_every = 8 at windows of 64
 // and more), so the backward reads what the forward wrote; otherwise it is
 // pool memory and the backward recomputes it with the forward's kernels.
-// The backward part (dU, dW, dQ, dK, dS_L, dc, dβ) is pool memory.
+// The backward part (dU, dW, dK, dS_L, dc, dβ) is pool memory; dQ never
+// leaves the registers of the kernel that forms it.
 //
 // Numerics: the products in 3xBF16 with f32 accumulation; decays e^{c_r−c_s}
 // from differences of log sums, never a quotient of underflowed products.
@@ -391,8 +392,8 @@ __device__ __forceinline__ void store_pair(float* at, int n, int d, float2 v) {
   if (n + 1 < d) at[1] = v.y;
 }
 
-// The last addition to a chunk's dQ or dK tile goes to the tape instead
-// (dq̂ / dk̂ of this v-head, rows < L, columns < head_dim): dst = ws + v.
+// The last addition to a chunk's dK tile goes to the tape instead (dk̂ of
+// this v-head, rows < L, columns < head_dim): dst = ws + v.
 template <class AccT>
 __device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_tile, float* tape, const Dims& g,
                                             const Pos& p) {
@@ -409,23 +410,6 @@ static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// The chunk's q̂, k̂ rows into Q, K (64 × kD Splits, fetched as prep split
-// them), then P = M ⊙ QKᵀ on s ≤ r < L (f32, row stride kLdP; the fetch
-// of c into shared memory issued before). Ends with a barrier.
-__device__ void split_scores(const ChunkWs& ws, const Pos& p, const Split& Q, const Split& K, float* P,
-                             const float* c) {
-  fetch_split_tile(Q, ws.Qs + p.kidx * kRowTile);
-  fetch_split_tile(K, ws.Ks + p.kidx * kRowTile);
-  landed();  // Q, K and c
-  __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(P, kLdP, Q, K, 1.0f, false);
-  __syncthreads();
-  for_slots<kC, kC, 1>([&](int, int r, int s) {
-    P[r * kLdP + s] = (s <= r && r < p.L) ? P[r * kLdP + s] * expf(c[r] - c[s]) : 0.0f;
-  });
-  __syncthreads();
 }
 
 // Block sum of one value per thread (every thread gets the total).
@@ -553,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, 2) prep_kernel(RecArgs a, ChunkWs ws
 }
 
 // Forward state pass: per chunk, S₀ → ws.S (split, from its shared Split, so that
-// out and the state grads copy it whole-sector into theirs), U = Ũ − W S₀ → ws.U, S ←
+// out copies it whole-sector into its own and the state grads read its planes), U = Ũ − W S₀ → ws.U, S ←
 // e^{c_last} S + Kᵀ (f ⊙ U) with f_r = e^{c_last − c_r} (0 past L). The
 // state's 64 columns stay in registers (an Acc); both products read split
 // operands by ldmatrix (tile::Split), so no operand is split per use: S₀ is
@@ -677,8 +661,7 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
 // per (chunk, k-head): q̂, k̂ are the k-head's, so Q and K (prep's planes)
 // are fetched once and QKᵀ taken once for all of them (f32 in shared memory: in
 // the registers across the v-heads it spilled). Per v-head h = kh·group + j:
-// P = M ⊙ QKᵀ with its own c, split straight from QKᵀ into K's planes (the
-// same values and splits as split_scores + split_in_place), its dO loaded
+// P = M ⊙ QKᵀ with its own c, split straight from QKᵀ into K's planes, its dO loaded
 // split over Q's, then Pᵀ dO. c is double-buffered, the next v-head's
 // fetched while this one's P is formed: two barriers per v-head.
 __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkWs ws) {
@@ -818,38 +801,46 @@ __global__ void __launch_bounds__(kThreads, 1) state_bwd_kernel(RecArgs a, Chunk
   }
 }
 
-// State grads (steps (a), (b) first part, (c)): dW = −dU S₀ᵀ; dQ = diag(e^c)
-// dO S₀ᵀ, dc_r = q_r·dQ_r; dK = diag(e^{c_last−c}) U dS_Lᵀ, τ_r = k_r·dK_r
-// (dc_last += Στ, dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩. Operands
-// split once (tile::Split): the whole state (S₀, then dS_L) and one 64-row
-// operand at a time (dU, dO, U), the row factors applied to the
-// accumulators; dQ and dK are added from the registers and their dot
-// products with q and k taken there too (row sums per warp column, added
-// in a fixed order). Writes ws.dW and, dQ being complete, the tape's dq̂ of
-// this v-head (the attention grads' part + this one); adds onto ws.dK, ws.dc.
-__global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, ChunkWs ws) {
+// State and attention grads (steps (a), (b), (c)) of one (chunk, v-head),
+// in one block so that dO is read once and dQ never goes through the
+// workspace: dK = diag(e^{c_last−c}) U dS_Lᵀ, τ_r = k_r·dK_r (dc_last += Στ,
+// dc_r −= τ_r); dc_last += e^{c_last}⟨S₀, dS_L⟩; dW = −dU S₀ᵀ; dQ =
+// diag(e^c) dO S₀ᵀ, dc_r += q_r·dQ_r; then dP = dO Uᵀ on s ≤ r, dc_r += Σ_s
+// dP⊙P − Σ_q dP_qr P_qr, dQ += (dP⊙M) K and dK += (dP⊙M)ᵀ Q. One 64×128
+// accumulator fits beside a product's operands under 2 blocks' 128
+// registers: dQ's, kept from its state part to the tape's dq̂; so dK's
+// first part is stored and its attention part added onto it (an L2 hit),
+// and U is loaded twice. Phases, in S's region (a swizzled [128][128]
+// Split) and X (a swizzled [64][128] Split): dS_L, U → dK; S₀ over dS_L
+// (the inner product taken from the old planes as the new arrive), dU →
+// dW; dO → dQ; then S's region's first half holds U, then Q, its second
+// half dP and P (f32 [64][68]), then dP⊙M split, and X, after dO, K.
+// Writes ws.dK, ws.dW, ws.dc (the first of each) and the tape's dq̂ of
+// this v-head.
+__global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkWs ws) {
   using Acc = tile::Acc<kC, kD>;
+  using Square = tile::Acc<kC, kC>;
   constexpr int kParts = Acc::kWarpCols;
   const Dims& g = a.g;
   const Pos p = pos_of_block(g);
   extern __shared__ __align__(128) float smem[];
   auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split S{planes, planes + kD * kLdS, kD, 8};               // swizzled [128][128]: S₀, then dS_L
-  const Split X{S.lo + kD * kLdS, S.lo + kD * kLdS + kC * kLdS, kLdS};  // [64][136]: dU, dO, then U
-  float* part = reinterpret_cast<float*>(X.lo + kC * kLdS);        // [64][kParts]
+  const Split S{planes, planes + kD * kLdS, kD, 8};  // swizzled [128][128]: dS_L, then S₀
+  const Split H = swizzled_planes(planes, planes + kC * kD);  // S's first half: U, then Q
+  float* dPs = reinterpret_cast<float*>(S.lo);  // S's second half: dP [64][68], P [64][68], then dP⊙M split
+  float* Ps = dPs + kC * kLdC;
+  const Split Dm = split_planes(dPs, kC, kLdSC);
+  __nv_bfloat16* xb = S.lo + kD * kLdS;
+  const Split X = swizzled_planes(xb, xb + kC * kLdS);  // U, dU, dO, then K
+  float* part = reinterpret_cast<float*>(xb + 2 * kC * kLdS);  // [64][kParts]
   float* c = part + kC * kParts;
   float* b = c + kC;
   float* dc = b + kC;    // [64]
   float* red = dc + kC;  // [8]
   load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
-  const Split S0 = ws_split(ws.S + p.idx * kStateTile, kD);
-  const float* dh = ws.dh + p.idx * kStateTile;
-  float* dQ = ws.dQ + p.idx * kRowTile;
   float* dK = ws.dK + p.idx * kRowTile;
   const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  const float* qsrc = q_rows(g, a.tp, p);
-  const float* ksrc = k_rows(g, a.tp, p);
   const auto rows_dot = [&](const Acc& acc, const float* src) {  // part[m][w] = Σ_n src[m][n]·acc(m, n)
     acc.row_sums_pairs(
         [&](int m, int n, float2 v) {
@@ -858,127 +849,141 @@ __global__ void __launch_bounds__(kThreads, 2) grads_state_kernel(RecArgs a, Chu
         },
         [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
   };
-  // The same over the state S holds; returns this thread's part of ⟨old, new⟩,
-  // the old values read back from S's planes (hi + lo: within 2⁻¹⁸ of the
-  // f32 value) at the slots the thread itself wrote when loading them.
-  const auto replace_state_dot = [&](const float* src) {
-    float dot = 0.0f;
-    for (int h = 0; h < 2; ++h) {
-      const Split half{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8};
-      load_split_rows(half, src + h * kC * kD, kD, kC, kD, [&](int r, int i, float4 v) {
-        const uint2 hi = *reinterpret_cast<const uint2*>(half.hi + half.at(r, i));
-        const uint2 lo = *reinterpret_cast<const uint2*>(half.lo + half.at(r, i));
-        const float2 h01 = tile::bf16x2_to_float2(hi.x), h23 = tile::bf16x2_to_float2(hi.y);
-        const float2 l01 = tile::bf16x2_to_float2(lo.x), l23 = tile::bf16x2_to_float2(lo.y);
-        dot = fmaf(h01.x + l01.x, v.x, dot);
-        dot = fmaf(h01.y + l01.y, v.y, dot);
-        dot = fmaf(h23.x + l23.x, v.z, dot);
-        dot = fmaf(h23.y + l23.y, v.w, dot);
-      });
-    }
-    return dot;
+  const auto part_sum = [&](int r) {
+    float t = 0.0f;
+    for (int w = 0; w < kParts; ++w) t += part[r * kParts + w];
+    return t;
   };
-  const auto add_to = [&](const Acc& acc, float* dst) {  // dst += acc (a workspace tile)
-    acc.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dst + m * kD + n); },
-                     [&](int m, int n, float2 v, float2 o) {
-                       store_global2(dst + m * kD + n, make_float2(o.x + v.x, o.y + v.y));
-                     });
-  };
-  fetch_split_tile<kD, kD>(S, S0);  // S₀, stored split by the forward state pass
-  load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
-  landed();
-  __syncthreads();
-  {
-    Acc acc;
-    acc.mma<kD, Row, Col>(X, S);  // dU S₀ᵀ
-    acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
-  }
-  __syncthreads();  // X free
-  load_split_rows(X, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO
-  __syncthreads();
-  {
-    Acc acc;
-    acc.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
-    acc.scale_rows([&](int r) { return expf(c[r]); });
-    add_to_tape(acc, dQ, a.tp.dq_hat, g, p);  // the last part of dQ
-    rows_dot(acc, qsrc);
-  }
-  __syncthreads();  // part published; S, X free
-  if (threadIdx.x < kC) {
-    float qy = 0.0f;
-    for (int w = 0; w < kParts; ++w) qy += part[threadIdx.x * kParts + w];
-    dc[threadIdx.x] = qy;  // dc_r = q_r·dQ_r
-  }
-  const float s0dh = block_sum(replace_state_dot(dh), red);     // dS_L into S; ⟨S₀, dS_L⟩
-  load_split_rows(X, ws.U + p.idx * kRowTile, kD);               // U
+  // (a) dS_L and U: dK's first part, and its row dots with k̂.
+  const float* dh = ws.dh + p.idx * kStateTile;
+  for (int h = 0; h < 2; ++h) load_split_rows(Split{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8}, dh + h * kC * kD, kD);
+  load_split_rows(X, ws.U + p.idx * kRowTile, kD);
   __syncthreads();
   {
     Acc acc;
     acc.mma<kD, Row, Col>(X, S);  // U dS_Lᵀ
     acc.scale_rows([&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
-    add_to(acc, dK);
-    rows_dot(acc, ksrc);
+    __syncthreads();  // S and X read
+    acc.store(dK, kD, 1.0f, false);
+    rows_dot(acc, k_rows(g, a.tp, p));
   }
-  __syncthreads();
-  float tau = 0.0f;
-  if (threadIdx.x < kC) {
-    for (int w = 0; w < kParts; ++w) tau += part[threadIdx.x * kParts + w];
-    dc[threadIdx.x] -= tau;
+  // (b) S₀ over dS_L: this thread's part of ⟨dS_L, S₀⟩ from the old planes
+  // (hi + lo: within 2⁻¹⁸ of the f32 values) at the slots it rewrites, the
+  // new values from the forward state pass's split planes; then dU.
+  float s0dh = 0.0f;
+  {
+    const Split src = ws_split(ws.S + p.idx * kStateTile, kD);
+    const auto dot8 = [](uint4 hi, uint4 lo, uint4 hi2, uint4 lo2) {
+      const uint32_t h1[4] = {hi.x, hi.y, hi.z, hi.w}, l1[4] = {lo.x, lo.y, lo.z, lo.w};
+      const uint32_t h2[4] = {hi2.x, hi2.y, hi2.z, hi2.w}, l2[4] = {lo2.x, lo2.y, lo2.z, lo2.w};
+      float d = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 a1 = tile::bf16x2_to_float2(h1[q]), b1 = tile::bf16x2_to_float2(l1[q]);
+        const float2 a2 = tile::bf16x2_to_float2(h2[q]), b2 = tile::bf16x2_to_float2(l2[q]);
+        d = fmaf(a1.x + b1.x, a2.x + b2.x, d);
+        d = fmaf(a1.y + b1.y, a2.y + b2.y, d);
+      }
+      return d;
+    };
+    for (int h = 0; h < 2; ++h) {
+      uint4 nh[kC * kD / 8 / kThreads], nl[kC * kD / 8 / kThreads];
+      for_slots<kC, kD, 8>([&](int n, int r, int i) {
+        nh[n] = *reinterpret_cast<const uint4*>(src.hi + src.at(h * kC + r, i));
+        nl[n] = *reinterpret_cast<const uint4*>(src.lo + src.at(h * kC + r, i));
+      });
+      for_slots<kC, kD, 8>([&](int n, int r, int i) {
+        const int at = S.at(h * kC + r, i);
+        s0dh += dot8(*reinterpret_cast<const uint4*>(S.hi + at), *reinterpret_cast<const uint4*>(S.lo + at), nh[n],
+                     nl[n]);
+        *reinterpret_cast<uint4*>(S.hi + at) = nh[n];
+        *reinterpret_cast<uint4*>(S.lo + at) = nl[n];
+      });
+    }
   }
-  const float tau_total = block_sum(tau, red);
-  if (threadIdx.x == 0) dc[p.L - 1] += tau_total + expf(cl) * s0dh;
+  load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
+  __syncthreads();  // S₀, dU and the τ parts visible
+  const float tau = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // τ_r
+  {
+    Acc acc;
+    acc.mma<kD, Row, Col>(X, S);  // dU S₀ᵀ
+    __syncthreads();  // X read
+    acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
+  }
+  // (c) dO: dQ's state part, kept in the registers to the end; its row dots with q̂.
+  load_split_rows(X, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
-  if (threadIdx.x < kC) ws.dc[p.idx * kC + threadIdx.x] += dc[threadIdx.x];
-}
-
-// Attention grads (step (b) second part): dP = dO Uᵀ on s ≤ r; dc_r = Σ_s dP⊙P
-// − Σ_q dP_qr P_qr; dQ = (dP⊙M) K; dK = (dP⊙M)ᵀ Q. The first to write ws.dQ,
-// ws.dK and ws.dc: it needs nothing of the backward state pass, so it runs
-// beside it on the side stream (chunk_backward). Its four products read
-// operands split once (tile::Split): dO, U as they are loaded, then Q, K
-// as prep split them (fetched), dP ⊙ M as it is formed.
-__global__ void __launch_bounds__(kThreads, 2) grads_attn_kernel(RecArgs a, ChunkWs ws) {
-  const Dims& g = a.g;
-  const Pos p = pos_of_block(g);
-  extern __shared__ __align__(128) float smem[];
-  auto* planes = reinterpret_cast<__nv_bfloat16*>(smem);
-  const Split X1 = swizzled_planes(planes, planes + kC * kLdS);                  // dO, then Q
-  const Split X2 = swizzled_planes(X1.hi + 2 * kC * kLdS, X1.hi + 3 * kC * kLdS);  // U, then K
-  float* dP = reinterpret_cast<float*>(X2.lo + kC * kLdS);                        // [64][68]
-  float* Ps = dP + kC * kLdC;                                         // [64][72], then dP ⊙ M split
-  const Split Dm = split_planes(Ps, kC, kLdSC);
-  float* c = Ps + kC * kLdP;
-  fetch_scalars(ws.cb, p.idx, c);
-  load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
-  load_split_rows(X2, ws.U + p.idx * kRowTile, kD, kC, kD);
+  Acc dq;
+  dq.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
+  dq.scale_rows([&](int r) { return expf(c[r]); });
+  __syncthreads();  // S₀ read for the last time; the τ parts read
+  rows_dot(dq, q_rows(g, a.tp, p));
+  // (d) the attention grads: U into S's first half, dP = dO Uᵀ into its second.
+  load_split_rows(H, ws.U + p.idx * kRowTile, kD);
+  __syncthreads();  // U and the q̂ row parts visible
+  const float qy = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // q_r·dQ_r
+  {
+    Square dp;
+    dp.mma<kD, Row, Col>(X, H);  // dO Uᵀ
+    dp.store(dPs, kLdC, 1.0f, false);
+  }
+  __syncthreads();  // dP visible; dO and U read
+  fetch_split_tile(H, ws.Qs + p.kidx * kRowTile);
+  fetch_split_tile(X, ws.Ks + p.kidx * kRowTile);
   landed();
   __syncthreads();
-  gemm<kC, kC, kD, Row, Col>(dP, kLdC, X1, X2, 1.0f, false);
-  __syncthreads();  // X1, X2 free
-  split_scores(ws, p, X1, X2, Ps, c);
-  float dc_r;
+  {
+    Square qk;
+    qk.mma<kD, Row, Col>(H, X);  // Q Kᵀ, then P = M ⊙ QKᵀ on s ≤ r < L
+    qk.visit_pairs([&](int r, int s, float2 v) {
+      const auto m = [&](int col, float x) { return (col <= r && r < p.L) ? x * expf(c[r] - c[col]) : 0.0f; };
+      *reinterpret_cast<float2*>(Ps + r * kLdC + s) = make_float2(m(s, v.x), m(s + 1, v.y));
+    });
+  }
+  __syncthreads();  // P visible
   {  // four threads per r, each a quarter of row r and of column r
-    const int r = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int r = threadIdx.x / 4, q4 = threadIdx.x % 4;
     float acc = 0.0f;
     // (the diagonal's two terms cancel: left out, so a lone token's dc is exactly 0)
-    for (int s = part; s < r; s += 4) acc = fmaf(dP[r * kLdC + s], Ps[r * kLdP + s], acc);            // row r
-    for (int q = r + 1 + part; q < kC; q += 4) acc = fmaf(-dP[q * kLdC + r], Ps[q * kLdP + r], acc);  // column r
-    dc_r = quad_sum(acc);
+    for (int s = q4; s < r; s += 4) acc = fmaf(dPs[r * kLdC + s], Ps[r * kLdC + s], acc);            // row r
+    for (int q = r + 1 + q4; q < kC; q += 4) acc = fmaf(-dPs[q * kLdC + r], Ps[q * kLdC + r], acc);  // column r
+    acc = quad_sum(acc);
+    if (q4 == 0) dc[r] = acc;
   }
-  __syncthreads();  // P read for the last time: its region takes dP ⊙ M
-  if (threadIdx.x % 4 == 0) ws.dc[p.idx * kC + threadIdx.x / 4] = dc_r;
-  for_slots<kC, kC>([&](int, int r, int s0) {
-    float v[4];
+  {  // dP ⊙ M, split over dP and P (every thread's reads of them done first)
+    float4 v[kC * kC / 4 / kThreads];
+    for_slots<kC, kC>([&](int n, int r, int s0) {
+      float x[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int s = s0 + q;
-      v[q] = (s <= r && r < p.L) ? dP[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
-    }
-    tile::split_store4(Dm, r, s0, make_float4(v[0], v[1], v[2], v[3]));
+      for (int q = 0; q < 4; ++q) {
+        const int s = s0 + q;
+        x[q] = (s <= r && r < p.L) ? dPs[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+      }
+      v[n] = make_float4(x[0], x[1], x[2], x[3]);
+    });
+    __syncthreads();
+    for_slots<kC, kC>([&](int n, int r, int s0) { tile::split_store4(Dm, r, s0, v[n]); });
+  }
+  __syncthreads();  // dP ⊙ M visible; dc's attention part too
+  dq.mma<kC, Row, Row>(Dm, X);  // += (dP⊙M) K: dQ complete, to the tape
+  dq.visit_pairs([&](int m, int n, float2 v) {
+    if (m < p.L) store_pair(a.tp.dq_hat + ((p.t0 + m) * g.hv + p.h) * g.d + n, n, g.d, v);
   });
-  __syncthreads();
-  gemm<kC, kD, kC, Row, Row>(ws.dQ + p.idx * kRowTile, kD, Dm, X2, 1.0f, false);
-  gemm<kC, kD, kC, Col, Row>(ws.dK + p.idx * kRowTile, kD, Dm, X1, 1.0f, false);
+  {
+    Acc dk;
+    dk.mma<kC, Col, Row>(Dm, H);  // (dP⊙M)ᵀ Q, onto dK's first part
+    dk.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dK + m * kD + n); },
+                    [&](int m, int n, float2 v, float2 o) {
+                      store_global2(dK + m * kD + n, make_float2(o.x + v.x, o.y + v.y));
+                    });
+  }
+  const float tau_total = block_sum(tau, red);
+  const float s0dh_total = block_sum(s0dh, red);
+  if (threadIdx.x < kC) {
+    float v = dc[threadIdx.x] + qy - tau;
+    if (static_cast<int>(threadIdx.x) == p.L - 1) v += tau_total + expf(cl) * s0dh_total;
+    ws.dc[p.idx * kC + threadIdx.x] = v;
+  }
 }
 
 // WY grads (steps (d), (e)): dBv = TᵀdU → dV = β dBv, dβ += v·dBv;
@@ -1133,8 +1138,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_wy_kernel(RecArgs a, ChunkW
   }
 }
 
-// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b (dq̂, dk̂
-// per v-head were written by the state and WY grads).
+// finish (f): dℓ = reverse cumulative sum of dc in the chunk; d_a, d_b (dq̂
+// and dk̂ per v-head were written by the state and attention grads and the WY grads).
 __global__ void __launch_bounds__(kThreads) finish_kernel(RecArgs a, ChunkWs ws) {
   const Dims& g = a.g;
   const Pos p = pos_of_block(g);
@@ -1170,10 +1175,10 @@ static_assert(kLdSC <= kLdS, "dU_local: K's planes hold P's");
 constexpr std::size_t kStateBwdSmem =
     4 * (kD * kLdSC + 3 * kSwizzledTile + 2 * kC * kTV + 2 * kC * kLdSC + 2 * kScalars);
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
-constexpr std::size_t kGradStateSmem =
+constexpr std::size_t kGradSaSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
-constexpr std::size_t kGradAttnSmem = 2 * 4 * kC * kLdS + 4 * (kC * kLdC + kC * kLdP + kScal);
-static_assert(kC * kLdP * 4 == 2 * kC * kLdSC * 2, "grads_attn: P's region holds dP ⊙ M split");
+static_assert(2 * kC * kLdC * 4 <= kD * kLdS * 2 && 2 * kC * kLdSC * 2 <= 2 * kC * kLdC * 4 && 2 * kC * kD * 2 <= kD * kLdS * 2,
+              "grads_sa: S's halves hold U or Q, and dP and P (then dP ⊙ M split)");
 constexpr std::size_t kGradWySmem =
     2 * 2 * (kC * kLdSC + 2 * kC * kLdS) + 4 * (kC * kLdP + kC * tile::Acc<kC, kD>::kWarpCols + kScal + 2 * kC);
 
@@ -1217,7 +1222,7 @@ std::size_t chunk_forward_floats(const Dims& g) {
 }
 
 std::size_t chunk_backward_floats(const Dims& g) {
-  return static_cast<std::size_t>(chunk_count(g)) * (4 * kRowTile + kStateTile + 2 * kC);
+  return static_cast<std::size_t>(chunk_count(g)) * (3 * kRowTile + kStateTile + 2 * kC);
 }
 
 ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
@@ -1237,7 +1242,6 @@ ChunkWs chunk_workspace(float* fwd, float* bwd, const Dims& g) {
   if (bwd) {
     take(bwd, ws.dU, nc, kRowTile);
     take(bwd, ws.dW, nc, kRowTile);
-    take(bwd, ws.dQ, nc, kRowTile);
     take(bwd, ws.dK, nc, kRowTile);
     take(bwd, ws.dh, nc, kStateTile);
     take(bwd, ws.dc, nc, kC);
@@ -1251,21 +1255,12 @@ void chunk_forward(const RecArgs& a, const ChunkWs& ws, cudaStream_t s) {
   launch(out_kernel, chunk_grid(a.g, a.g.hk), kOutSmem, s, a, ws);
 }
 
-void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s, const SideStream& side) {
+void chunk_backward(const RecArgs& a, const ChunkWs& ws, bool recompute, cudaStream_t s) {
   if (recompute) forward_states(a, ws, s);
   const dim3 cg = chunk_grid(a.g, a.g.hv);
   launch(du_local_kernel, chunk_grid(a.g, a.g.hk), kDuSmem, s, a, ws);
-  BR_CUDA_CHECK(cudaEventRecord(side.fork, s));
   launch(state_bwd_kernel, state_grid(a.g), kStateBwdSmem, s, a, ws);
-  // The attention grads need nothing of the state pass (dO, U, Q, K, c):
-  // beside it, at the side stream's lower priority, they fill the slots its
-  // (head × 64 columns × window) blocks, one per SM, leave free — 36 of
-  // 132 SMs at 1×32768.
-  BR_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  launch(grads_attn_kernel, cg, kGradAttnSmem, side.stream, a, ws);
-  BR_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
-  BR_CUDA_CHECK(cudaStreamWaitEvent(s, side.join, 0));
-  launch(grads_state_kernel, cg, kGradStateSmem, s, a, ws);
+  launch(grads_sa_kernel, cg, kGradSaSmem, s, a, ws);
   launch(grads_wy_kernel, cg, kGradWySmem, s, a, ws);
   launch(finish_kernel, cg, 0, s, a, ws);
 }

@@ -31,8 +31,7 @@ namespace bitrank::cuda {
 class Stream {
  public:
   // Relative scheduling priority: the backend's stream is `high`, so that
-  // the blocks of work put on its side stream (`low`) only take the SMs the
-  // main stream's kernels leave free.
+  // work on a `low` stream only takes the SMs its kernels leave free.
   enum class Priority { high, low };
   explicit Stream(Priority priority = Priority::low);
   ~Stream();
@@ -164,11 +163,6 @@ struct Context {
   explicit Context(int device);
   int device;
   Stream stream{Stream::Priority::high};
-  // Work that may overlap a long, narrow kernel on `stream` (the GDN backward
-  // state pass at long windows): forked after `fork` is recorded on stream,
-  // joined by stream waiting on `join`.
-  Stream side{Stream::Priority::low};
-  Event fork, join;
   BlasLtHandle blas;
   DeviceMemory memory;
   void* workspace = nullptr;  // cuBLASLt workspace
