@@ -856,7 +856,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
   };
   // (a) dS_L and U: dK's first part, and its row dots with k̂.
   const float* dh = ws.dh + p.idx * kStateTile;
-  for (int h = 0; h < 2; ++h) load_split_rows(Split{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8}, dh + h * kC * kD, kD);
+  for (int h = 0; h < 2; ++h)
+    load_split_rows(Split{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8}, dh + h * kC * kD, kD);
   load_split_rows(X, ws.U + p.idx * kRowTile, kD);
   __syncthreads();
   {
@@ -1177,7 +1178,8 @@ constexpr std::size_t kStateBwdSmem =
 static_assert(kStateFwdSmem <= 227 * 1024 && kStateBwdSmem <= 227 * 1024, "state passes: one block per SM");
 constexpr std::size_t kGradSaSmem =
     2 * 2 * (kD * kLdS + kC * kLdS) + 4 * (kC * tile::Acc<kC, kD>::kWarpCols + kScal + kC + 8);
-static_assert(2 * kC * kLdC * 4 <= kD * kLdS * 2 && 2 * kC * kLdSC * 2 <= 2 * kC * kLdC * 4 && 2 * kC * kD * 2 <= kD * kLdS * 2,
+static_assert(2 * kC * kLdC * 4 <= kD * kLdS * 2 && 2 * kC * kLdSC * 2 <= 2 * kC * kLdC * 4 &&
+                  2 * kC * kD * 2 <= kD * kLdS * 2,
               "grads_sa: S's halves hold U or Q, and dP and P (then dP ⊙ M split)");
 constexpr std::size_t kGradWySmem =
     2 * 2 * (kC * kLdSC + 2 * kC * kLdS) + 4 * (kC * kLdP + kC * tile::Acc<kC, kD>::kWarpCols + kScal + 2 * kC);
