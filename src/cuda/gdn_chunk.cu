@@ -282,6 +282,12 @@ __device__ __forceinline__ Split split_planes(float* f, int rows, int ld) {
 __device__ __forceinline__ float split_value(const Split& s, int r, int i) {
   return __bfloat162float(s.hi[s.at(r, i)]) + __bfloat162float(s.lo[s.at(r, i)]);
 }
+// The same for elements (r, i), (r, i + 1) (i even): one 4-byte load from each plane.
+__device__ __forceinline__ float2 split_pair(const Split& s, int r, int i) {
+  const float2 h = tile::bf16x2_to_float2(*reinterpret_cast<const uint32_t*>(s.hi + s.at(r, i)));
+  const float2 l = tile::bf16x2_to_float2(*reinterpret_cast<const uint32_t*>(s.lo + s.at(r, i)));
+  return make_float2(h.x + l.x, h.y + l.y);
+}
 // A 64 × kD Split, swizzled (tile::Split, sw = 8): unpadded 256-byte rows, so that
 // the 16-byte copies that fill it (fetch_split_tile) land in whole sectors.
 constexpr int kSwizzledTile = kC * kD;
@@ -911,18 +917,17 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
     __syncthreads();  // X read
     acc.store(ws.dW + p.idx * kRowTile, kD, -1.0f, false);
   }
-  // (c) dO: dQ's state part, kept in the registers to the end; its row dots with q̂.
+  // (c) dO: dQ's state part, kept in the registers to the end (its row dots
+  // with q̂ taken once Q's planes are in (d)).
   load_split_rows(X, a.d_qkv + v_col(g, p), g.C, p.L, g.d);
   __syncthreads();
   Acc dq;
   dq.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
   dq.scale_rows([&](int r) { return expf(c[r]); });
   __syncthreads();  // S₀ read for the last time; the τ parts read
-  rows_dot(dq, q_rows(g, a.tp, p));
   // (d) the attention grads: U into S's first half, dP = dO Uᵀ into its second.
   load_split_rows(H, ws.U + p.idx * kRowTile, kD);
-  __syncthreads();  // U and the q̂ row parts visible
-  const float qy = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // q_r·dQ_r
+  __syncthreads();  // U visible
   {
     Square dp;
     dp.mma<kD, Row, Col>(X, H);  // dO Uᵀ
@@ -933,6 +938,12 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
   fetch_split_tile(X, ws.Ks + p.kidx * kRowTile);
   landed();
   __syncthreads();
+  dq.row_sums_pairs(  // q_r·dQ_r of the state part, q from Q's planes (zero past L and head_dim)
+      [&](int m, int n, float2 v) {
+        const float2 q = split_pair(H, m, n);
+        return make_float2(q.x * v.x, q.y * v.y);
+      },
+      [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
   {
     Square qk;
     qk.mma<kD, Row, Col>(H, X);  // Q Kᵀ, then P = M ⊙ QKᵀ on s ≤ r < L
@@ -941,7 +952,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
       *reinterpret_cast<float2*>(Ps + r * kLdC + s) = make_float2(m(s, v.x), m(s + 1, v.y));
     });
   }
-  __syncthreads();  // P visible
+  __syncthreads();  // P and the q̂ row parts visible
+  const float qy = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // q_r·dQ_r
   {  // four threads per r, each a quarter of row r and of column r
     const int r = threadIdx.x / 4, q4 = threadIdx.x % 4;
     float acc = 0.0f;
