@@ -418,6 +418,12 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// x · M_rs, M the chunk's decay mask: e^{c_r − c_s} on s ≤ r < L, else 0 (so
+// P = M ⊙ QKᵀ, and dP ⊙ M, are formed element by element with it).
+__device__ __forceinline__ float decay_masked(const float* c, int L, int r, int s, float x) {
+  return (s <= r && r < L) ? x * expf(c[r] - c[s]) : 0.0f;
+}
+
 // Block sum of one value per thread (every thread gets the total).
 __device__ float block_sum(float x, float* red) {
   for (int m = 16; m >= 1; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
@@ -638,9 +644,8 @@ __global__ void __launch_bounds__(kThreads, 2) out_kernel(RecArgs a, ChunkWs ws)
     __syncthreads();  // the last v-head's readers of c, P, S₀'s and U's columns done (the first time: of K)
     load_scalars(ws.cb, p.idx, c);
     qk.visit_pairs([&](int r, int s, float2 v) {  // P = M ⊙ QKᵀ on s ≤ r < L, split
-      const auto m = [&](int col, float x) { return (col <= r && r < p.L) ? x * expf(c[r] - c[col]) : 0.0f; };
       uint32_t hi, lo;
-      tile::split_bf16x2(m(s, v.x), m(s + 1, v.y), hi, lo);
+      tile::split_bf16x2(decay_masked(c, p.L, r, s, v.x), decay_masked(c, p.L, r, s + 1, v.y), hi, lo);
       *reinterpret_cast<uint32_t*>(Pm.hi + Pm.at(r, s)) = hi;
       *reinterpret_cast<uint32_t*>(Pm.lo + Pm.at(r, s)) = lo;
     });
@@ -696,14 +701,10 @@ __global__ void __launch_bounds__(kThreads, 2) du_local_kernel(RecArgs a, ChunkW
     __syncthreads();
     // (the other buffer was last read forming the last P, before [2])
     if (j + 1 < g.group) fetch_scalars(ws.cb, vhead(j + 1).idx, cb + ((j + 1) & 1) * kScalars);
-    const auto masked = [&](int r, int s, float x) {  // P_rs = M_rs (QKᵀ)_rs: 0 outside s ≤ r < L
-      return (s <= r && r < p.L) ? x * expf(c[r] - c[s]) : 0.0f;
-    };
-    for_slots<kC, kC>([&](int, int r, int s) {
+    for_slots<kC, kC>([&](int, int r, int s) {  // P = M ⊙ QKᵀ, split
       const float4 x = *reinterpret_cast<const float4*>(QK + r * kLdC + s);
-      tile::split_store4(Pm, r, s,
-                         make_float4(masked(r, s, x.x), masked(r, s + 1, x.y), masked(r, s + 2, x.z),
-                                     masked(r, s + 3, x.w)));
+      const auto m = [&](int col, float v) { return decay_masked(c, p.L, r, col, v); };
+      tile::split_store4(Pm, r, s, make_float4(m(s, x.x), m(s + 1, x.y), m(s + 2, x.z), m(s + 3, x.w)));
     });
     load_split_rows(X1, a.d_qkv + v_col(g, p), g.C, p.L, g.d);  // dO
     landed();  // the next v-head's c
@@ -948,8 +949,8 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
     Square qk;
     qk.mma<kD, Row, Col>(H, X);  // Q Kᵀ, then P = M ⊙ QKᵀ on s ≤ r < L
     qk.visit_pairs([&](int r, int s, float2 v) {
-      const auto m = [&](int col, float x) { return (col <= r && r < p.L) ? x * expf(c[r] - c[col]) : 0.0f; };
-      *reinterpret_cast<float2*>(Ps + r * kLdC + s) = make_float2(m(s, v.x), m(s + 1, v.y));
+      *reinterpret_cast<float2*>(Ps + r * kLdC + s) =
+          make_float2(decay_masked(c, p.L, r, s, v.x), decay_masked(c, p.L, r, s + 1, v.y));
     });
   }
   __syncthreads();  // P and the q̂ row parts visible
@@ -970,7 +971,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int s = s0 + q;
-        x[q] = (s <= r && r < p.L) ? dPs[r * kLdC + s] * expf(c[r] - c[s]) : 0.0f;
+        x[q] = decay_masked(c, p.L, r, s, dPs[r * kLdC + s]);
       }
       v[n] = make_float4(x[0], x[1], x[2], x[3]);
     });
