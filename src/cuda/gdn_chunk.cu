@@ -847,21 +847,12 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
   load_scalars(ws.cb, p.idx, c);
   const float cl = c[p.L - 1];
   float* dK = ws.dK + p.idx * kRowTile;
-  const index_t kstride = static_cast<index_t>(g.hk) * g.d;
-  const auto rows_dot = [&](const Acc& acc, const float* src) {  // part[m][w] = Σ_n src[m][n]·acc(m, n)
-    acc.row_sums_pairs(
-        [&](int m, int n, float2 v) {
-          const float2 x = m < p.L ? load_pair(src + m * kstride + n, n, g.d) : make_float2(0.0f, 0.0f);
-          return make_float2(x.x * v.x, x.y * v.y);
-        },
-        [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
-  };
   const auto part_sum = [&](int r) {
     float t = 0.0f;
     for (int w = 0; w < kParts; ++w) t += part[r * kParts + w];
     return t;
   };
-  // (a) dS_L and U: dK's first part, and its row dots with k̂.
+  // (a) dS_L and U: dK's first part (its row dots with k̂ taken in (d), from K's planes).
   const float* dh = ws.dh + p.idx * kStateTile;
   for (int h = 0; h < 2; ++h)
     load_split_rows(Split{S.hi + h * kC * kD, S.lo + h * kC * kD, kD, 8}, dh + h * kC * kD, kD);
@@ -873,7 +864,6 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
     acc.scale_rows([&](int r) { return r < p.L ? expf(cl - c[r]) : 0.0f; });
     __syncthreads();  // S and X read
     acc.store(dK, kD, 1.0f, false);
-    rows_dot(acc, k_rows(g, a.tp, p));
   }
   // (b) S₀ over dS_L: this thread's part of ⟨dS_L, S₀⟩ from the old planes
   // (hi + lo: within 2⁻¹⁸ of the f32 values) at the slots it rewrites, the
@@ -910,8 +900,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
     }
   }
   load_split_rows(X, ws.dU + p.idx * kRowTile, kD);
-  __syncthreads();  // S₀, dU and the τ parts visible
-  const float tau = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // τ_r
+  __syncthreads();  // S₀ and dU visible
   {
     Acc acc;
     acc.mma<kD, Row, Col>(X, S);  // dU S₀ᵀ
@@ -925,7 +914,7 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
   Acc dq;
   dq.mma<kD, Row, Col>(X, S);  // dO S₀ᵀ
   dq.scale_rows([&](int r) { return expf(c[r]); });
-  __syncthreads();  // S₀ read for the last time; the τ parts read
+  __syncthreads();  // S₀ read for the last time
   // (d) the attention grads: U into S's first half, dP = dO Uᵀ into its second.
   load_split_rows(H, ws.U + p.idx * kRowTile, kD);
   __syncthreads();  // U visible
@@ -985,12 +974,18 @@ __global__ void __launch_bounds__(kThreads, 2) grads_sa_kernel(RecArgs a, ChunkW
   });
   {
     Acc dk;
-    dk.mma<kC, Col, Row>(Dm, H);  // (dP⊙M)ᵀ Q, onto dK's first part
-    dk.update_pairs([&](int m, int n) { return *reinterpret_cast<const float2*>(dK + m * kD + n); },
-                    [&](int m, int n, float2 v, float2 o) {
-                      store_global2(dK + m * kD + n, make_float2(o.x + v.x, o.y + v.y));
-                    });
+    dk.mma<kC, Col, Row>(Dm, H);  // (dP⊙M)ᵀ Q, onto dK's first part, whose row dots
+    dk.update_pairs_row_sums(     // with k (from K's planes: zero past L and head_dim) are τ
+        [&](int m, int n) { return *reinterpret_cast<const float2*>(dK + m * kD + n); },
+        [&](int m, int n, float2 v, float2 o) { store_global2(dK + m * kD + n, make_float2(o.x + v.x, o.y + v.y)); },
+        [&](int m, int n, float2 o) {
+          const float2 k = split_pair(X, m, n);
+          return make_float2(k.x * o.x, k.y * o.y);
+        },
+        [&](int m, int w, float sum) { part[m * kParts + w] = sum; });
   }
+  __syncthreads();  // the τ parts visible
+  const float tau = threadIdx.x < kC ? part_sum(threadIdx.x) : 0.0f;  // τ_r
   const float tau_total = block_sum(tau, red);
   const float s0dh_total = block_sum(s0dh, red);
   if (threadIdx.x < kC) {

@@ -183,6 +183,35 @@ class Acc {
     }
   }
 
+  // update_pairs (and, with kSums, its row sums of term over the old pairs).
+  template <bool kSums, class Load, class Store, class Term2, class Done>
+  __device__ __forceinline__ void update_pairs_impl(Load load, Store store, Term2 term, Done done) const {
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0_ + 16 * i + g_ + 8 * h;
+        float2 old[RN];
+#pragma unroll
+        for (int j = 0; j < RN; ++j) old[j] = load(m, n0_ + 8 * j + 2 * t_);
+        if constexpr (kSums) {  // the terms before the stores (a store may be a compiler barrier)
+          float s = 0.0f;
+#pragma unroll
+          for (int j = 0; j < RN; ++j) {
+            const float2 t = term(m, n0_ + 8 * j + 2 * t_, old[j]);
+            s += t.x;
+            s += t.y;
+          }
+          s += __shfl_xor_sync(0xffffffffu, s, 1);
+          s += __shfl_xor_sync(0xffffffffu, s, 2);
+          if (t_ == 0) done(m, n0_ / (RN * 8), s);
+        }
+#pragma unroll
+        for (int j = 0; j < RN; ++j)
+          store(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]), old[j]);
+      }
+  }
+
  public:
   // kWarps = 1 is a one-warp product: every warp holds the whole M×N of its
   // own operands (warps of a block working on different small blocks).
@@ -378,18 +407,14 @@ class Acc {
   // above a store that may alias it.)
   template <class Load, class Store>
   __device__ __forceinline__ void update_pairs(Load load, Store store) const {
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0_ + 16 * i + g_ + 8 * h;
-        float2 old[RN];
-#pragma unroll
-        for (int j = 0; j < RN; ++j) old[j] = load(m, n0_ + 8 * j + 2 * t_);
-#pragma unroll
-        for (int j = 0; j < RN; ++j)
-          store(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]), old[j]);
-      }
+    update_pairs_impl<false>(load, store, 0, 0);
+  }
+  // The same, and with it the row sums of term(m, n, the old pair) → a pair
+  // of terms, over the same pairs, summed and handed to done as row_sums_pairs
+  // does (every lane must call it).
+  template <class Load, class Store, class Term2, class Done>
+  __device__ __forceinline__ void update_pairs_row_sums(Load load, Store store, Term2 term, Done done) const {
+    update_pairs_impl<true>(load, store, term, done);
   }
 
   // Row sums over the columns of one warp tile: for each row m this warp
