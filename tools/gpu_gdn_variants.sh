@@ -16,6 +16,8 @@
 #                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
 #   STALLS=REGEX [STALLS_COUNT=N] …         also every stall reason of the first N (default 1)
 #                                            launches of the kernels matching REGEX at 8x512
+#   TILE=1 tools/gpu_gdn_variants.sh …      also each build's TileCuda.SplitProducts* tests (a
+#                                            variant that changes the tile primitives), a line under its row
 # e.g. on the development machine, inside the repository:
 #   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
 #   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
@@ -71,6 +73,12 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
   t8=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   t32=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s  %s' "$label" "${t8:-?}" "${t32:-?}" "$tests" "$bits")")
+  if [ -n "${TILE:-}" ]; then
+    local tile_log="${log%.log}_tile.log" tile
+    "$bin/bitrank_tests" --gtest_filter='TileCuda.SplitProducts*' > "$tile_log" 2>&1
+    tile=$(grep -E "^\[  (PASSED|FAILED)  \] [0-9]+ test" "$tile_log" | tr '\n' ' ')
+    rows+=("    TileCuda.SplitProducts*: ${tile:-no result (see $(basename "$tile_log"))}")
+  fi
   if [ -n "${KERNELS:-}" ]; then
     local csv="$out/gdn_variant_ncu.csv"
     BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv --log-file "$csv" \
