@@ -18,6 +18,12 @@
 #                                            launches of the kernels matching REGEX at 8x512
 #   TILE=1 tools/gpu_gdn_variants.sh …      also each build's TileCuda.SplitProducts* tests (a
 #                                            variant that changes the tile primitives), a line under its row
+#   BUDGET_S=N tools/gpu_gdn_variants.sh …  start no variant after N seconds (default 470: a
+#                                            variant with KERNELS=1 takes ≈ 100 s, and the device
+#                                            tool stops a command at 600 s); the rest are listed as skipped
+# Each variant's rows are printed as soon as it is done (and appended to
+# $OUT/gdn_variants_table.txt), so a call stopped at its time limit still
+# returns what it measured; the whole table is printed again last.
 # e.g. on the development machine, inside the repository:
 #   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
 #   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
@@ -94,16 +100,29 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
     while IFS= read -r line; do rows+=("    stalls (cycles an issue):$line"); done < <(python3 tools/ncu_table.py "$csv" --all-stalls 2>&1 | grep -v "^  total")
   fi
 }
+table="$out/gdn_variants_table.txt"
+: > "$table"
+shown=0
+show_new_rows() {  # the rows added since the last call, now (a later timeout keeps them)
+  while [ "$shown" -lt "${#rows[@]}" ]; do
+    echo "${rows[$shown]}" | tee -a "$table"
+    shown=$((shown + 1))
+  done
+}
 run_one "tree as is" build-gpu
+show_new_rows
 n=0
 for p in "$@"; do
   n=$((n + 1))
-  if [ -x "$work/$n/bitrank_tests" ] && [ -x "$work/$n/bitrank" ]; then
+  if [ "$SECONDS" -gt "${BUDGET_S:-470}" ]; then
+    rows+=("$(printf '%-28s %s' "$(basename "$p")" "skipped: ${SECONDS} s gone, BUDGET_S=${BUDGET_S:-470}")")
+  elif [ -x "$work/$n/bitrank_tests" ] && [ -x "$work/$n/bitrank" ]; then
     run_one "$(basename "$p")" "$work/$n"
   else
     cp "$work/$n.log" "$out/gdn_variant_$(basename "$p" | tr -c 'A-Za-z0-9_.-' '_')_build.log"
     rows+=("$(printf '%-28s %s' "$(basename "$p")" "build failed: $(tail -1 "$work/$n.log")")")
   fi
+  show_new_rows
 done
 echo "== GDN design 3 per variant (tests: GdnCuda, gdn parity, hybrid) =="
 printf '%s\n' "${rows[@]}"
