@@ -410,13 +410,10 @@ __device__ __forceinline__ void add_to_tape(const AccT& acc, const float* ws_til
       });
 }
 
-// Sum over the four consecutive lanes of a quad (every lane gets it): the
-// per-row sums over 64 entries run four threads per row (kThreads = 4·kC).
+// The per-row sums over 64 entries run four threads per row (kThreads =
+// 4·kC), summed by tile::quad_sum.
 static_assert(kThreads == 4 * kC, "four threads per row of a chunk");
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+using tile::quad_sum;
 
 // x · M_rs, M the chunk's decay mask: e^{c_r − c_s} on s ≤ r < L, else 0 (so
 // P = M ⊙ QKᵀ, and dP ⊙ M, are formed element by element with it).

@@ -63,6 +63,13 @@ __device__ __forceinline__ float2 bf16x2_to_float2(uint32_t x) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x));
 }
 
+// Sum over the four consecutive lanes of a quad (every lane gets it): the
+// lanes that hold one row of an mma accumulator tile.
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 // d += a · b, one m16n8k16 bf16 tile with f32 accumulation.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
@@ -183,6 +190,23 @@ class Acc {
     }
   }
 
+  // Row m's part over this warp's columns: Σ_j term(m, n_j, pair(j)) over the
+  // RN pairs this thread holds, summed over the quad's four threads, then
+  // done(m, w, sum) on the quad's first lane (w: row_sums_pairs). Every lane
+  // must call it (quad shuffles).
+  template <class Term2, class Pair, class Done>
+  __device__ __forceinline__ void quad_row_sum(int m, Term2 term, Pair pair, Done done) const {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < RN; ++j) {
+      const float2 t = term(m, n0_ + 8 * j + 2 * t_, pair(j));
+      s += t.x;
+      s += t.y;
+    }
+    s = quad_sum(s);
+    if (t_ == 0) done(m, n0_ / (RN * 8), s);
+  }
+
   // update_pairs (and, with kSums, its row sums of term over the old pairs).
   template <bool kSums, class Load, class Store, class Term2, class Done>
   __device__ __forceinline__ void update_pairs_impl(Load load, Store store, Term2 term, Done done) const {
@@ -194,18 +218,8 @@ class Acc {
         float2 old[RN];
 #pragma unroll
         for (int j = 0; j < RN; ++j) old[j] = load(m, n0_ + 8 * j + 2 * t_);
-        if constexpr (kSums) {  // the terms before the stores (a store may be a compiler barrier)
-          float s = 0.0f;
-#pragma unroll
-          for (int j = 0; j < RN; ++j) {
-            const float2 t = term(m, n0_ + 8 * j + 2 * t_, old[j]);
-            s += t.x;
-            s += t.y;
-          }
-          s += __shfl_xor_sync(0xffffffffu, s, 1);
-          s += __shfl_xor_sync(0xffffffffu, s, 2);
-          if (t_ == 0) done(m, n0_ / (RN * 8), s);
-        }
+        if constexpr (kSums)  // the terms before the stores (a store may be a compiler barrier)
+          quad_row_sum(m, term, [&](int j) { return old[j]; }, done);
 #pragma unroll
         for (int j = 0; j < RN; ++j)
           store(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]), old[j]);
@@ -434,19 +448,10 @@ class Acc {
 #pragma unroll
     for (int i = 0; i < RM; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0_ + 16 * i + g_ + 8 * h;
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < RN; ++j) {
-          const float2 t = term(m, n0_ + 8 * j + 2 * t_, make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]));
-          s += t.x;
-          s += t.y;
-        }
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if (t_ == 0) done(m, n0_ / (RN * 8), s);
-      }
+      for (int h = 0; h < 2; ++h)
+        quad_row_sum(
+            m0_ + 16 * i + g_ + 8 * h, term,
+            [&](int j) { return make_float2(acc_[i][j][2 * h], acc_[i][j][2 * h + 1]); }, done);
   }
 
   // The sum ×= s; += another sum of the same shape (both per thread, no barrier).
