@@ -252,6 +252,15 @@ __device__ __forceinline__ void store_rows(const float4 (&acc)[Tile<HDP>::rows][
   }
 }
 
+// A thread's rows × column groups of a product, zeroed.
+template <int HDP>
+__device__ __forceinline__ void zero_rows(float4 (&acc)[Tile<HDP>::rows][Tile<HDP>::col_groups]) {
+#pragma unroll
+  for (int r = 0; r < Tile<HDP>::rows; ++r)
+#pragma unroll
+    for (int gg = 0; gg < Tile<HDP>::col_groups; ++gg) acc[r][gg] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
 // ---- forward --------------------------------------------------------------
 
 // Grid: query blocks × windows × heads, the last query blocks (most keys)
@@ -414,6 +423,23 @@ __device__ __forceinline__ void load_row_stats(float* lse_s, float* delta_s, con
   }
 }
 
+// f(a, b, qi, kj) for each of a thread's 4 × 4 scores in the backward
+// passes (tile_dots' s[a][b]): query qi = sq + 4a, key kj = tk + 8b of the tile.
+template <class F>
+__device__ __forceinline__ void for_scores(int sq, int tk, F f) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) f(a, b, sq + 4 * a, tk + 8 * b);
+}
+
+// P of a score s recomputed from the forward's log-sum-exp (lse2 = lse·log₂e)
+// at query position qpos and key position kpos of a window of T: 0 off the
+// causal part and past the window.
+__device__ __forceinline__ float backward_prob(float s, float scale_log2, float lse2, int qpos, int kpos, int T) {
+  return kpos <= qpos && qpos < T ? exp2f(s * scale_log2 - lse2) : 0.0f;
+}
+
 // Grid: key blocks × windows × kv heads, the first key blocks (most
 // queries) first: blockIdx.x = kb·(windows·kv_heads) + window·kv_heads + kv head.
 template <int HDP>
@@ -448,10 +474,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int sq = w4 * 16 + tq;                 // score phase: queries sq + 4a, keys tk + 8b
   const int row0 = w4 * 8 + (lane / TL::col_lanes) * R, col0 = (lane % TL::col_lanes) * 4;  // keys, columns
   float4 acc[R][G];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int gg = 0; gg < G; ++gg) acc[r][gg] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  zero_rows<HDP>(acc);
 
   const int nqb = (T + kBlockQ - 1) / kBlockQ;
   for (int hh = 0; hh < g.group; ++hh) {
@@ -467,18 +490,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       float s[4][4];
       tile_dots<HDP>(s, half == 0 ? Qs : dOs, w4 * 16, half == 0 ? Ks : Vs, 0, tq, tk);
-      if (half == 0) {
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const int qi = sq + 4 * a, qpos = q0 + qi;
-#pragma unroll
-          for (int bb = 0; bb < 4; ++bb) {
-            const int kj = tk + 8 * bb, kpos = k0 + kj;
-            Ps[qi * kPStride + kj] =
-                kpos <= qpos && qpos < T ? exp2f(s[a][bb] * g.scale_log2 - lse_s[qi]) : 0.0f;
-          }
-        }
-      }
+      if (half == 0)
+        for_scores(sq, tk, [&](int a, int bb, int qi, int kj) {
+          Ps[qi * kPStride + kj] = backward_prob(s[a][bb], g.scale_log2, lse_s[qi], q0 + qi, k0 + kj, T);
+        });
       __syncthreads();
       if (half == 1) {
         // This (query block, key block) tile of dS, kept for attn_dq_ds when it runs.
@@ -486,17 +501,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                                           : ds_tiles + ((static_cast<index_t>(b) * g.heads + h) * tiles_per_head +
                                                         ds_tile_index(qb, kb)) *
                                                            kDsTile;
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const int qi = sq + 4 * a;
-#pragma unroll
-          for (int bb = 0; bb < 4; ++bb) {
-            const int kj = tk + 8 * bb;
-            const float ds = Ps[qi * kPStride + kj] * (s[a][bb] - delta_s[qi]) * g.scale;
-            dSs[qi * kPStride + kj] = ds;
-            if (tile != nullptr) tile[kj * kBlockQ + qi] = ds;
-          }
-        }
+        for_scores(sq, tk, [&](int a, int bb, int qi, int kj) {
+          const float ds = Ps[qi * kPStride + kj] * (s[a][bb] - delta_s[qi]) * g.scale;
+          dSs[qi * kPStride + kj] = ds;
+          if (tile != nullptr) tile[kj * kBlockQ + qi] = ds;
+        });
       }
       __syncthreads();
       if (half == 0)
@@ -547,10 +556,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int sq = w4 * 16 + tq;
   const int row0 = warp * 8 + (lane / TL::col_lanes) * R, col0 = (lane % TL::col_lanes) * 4;  // queries, columns
   float4 acc[R][G];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int gg = 0; gg < G; ++gg) acc[r][gg] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  zero_rows<HDP>(acc);
 
   const int last = min(q0 + kBlockQ - 1, T - 1);
   const int nkb = last / kBwdKeys + 1;
@@ -563,30 +569,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     float s[4][4];
     tile_dots<HDP>(s, half == 0 ? Qs : dOs, w4 * 16, half == 0 ? Ks : Vs, 0, tq, tk);
-    if (half == 0) {
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        const int qi = sq + 4 * a, qpos = q0 + qi;
-#pragma unroll
-        for (int bb = 0; bb < 4; ++bb) {
-          const int kj = tk + 8 * bb, kpos = k0 + kj;
-          St[kj * kPtStride + qi] = kpos <= qpos && qpos < T ? exp2f(s[a][bb] * g.scale_log2 - lse_s[qi]) : 0.0f;
-        }
-      }
-    }
+    if (half == 0)
+      for_scores(sq, tk, [&](int a, int bb, int qi, int kj) {
+        St[kj * kPtStride + qi] = backward_prob(s[a][bb], g.scale_log2, lse_s[qi], q0 + qi, k0 + kj, T);
+      });
     __syncthreads();
-    if (half == 1) {
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        const int qi = sq + 4 * a;
-#pragma unroll
-        for (int bb = 0; bb < 4; ++bb) {
-          const int kj = tk + 8 * bb;
-          float* at = St + kj * kPtStride + qi;
-          *at = *at * (s[a][bb] - delta_s[qi]) * g.scale;
-        }
-      }
-    }
+    if (half == 1)
+      for_scores(sq, tk, [&](int a, int bb, int qi, int kj) {
+        float* at = St + kj * kPtStride + qi;
+        *at = *at * (s[a][bb] - delta_s[qi]) * g.scale;
+      });
     __syncthreads();
     rowcol_acc<HDP, kBwdKeys>(acc, St, kPtStride, row0, Ks, col0);  // dQ[i] += Σ_j dS[i][j]·k[j]
     __syncthreads();  // K, V, dSᵀ free for the next key block
@@ -641,10 +633,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * 8 + (lane / TL::col_lanes) * R, col0 = (lane % TL::col_lanes) * 4;  // queries, columns
   float4 acc[R][G];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int gg = 0; gg < G; ++gg) acc[r][gg] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  zero_rows<HDP>(acc);
 
   load_stage(0, smem);
   for (int kb = 0; kb < nkb; ++kb) {
