@@ -5,6 +5,9 @@
   tools/sass_loops.py F state_fwd_kernel
   tools/sass_loops.py F --pairs            every kernel's global and shared accesses by
                                            width, and the 4-byte ones that come in pairs
+  tools/sass_loops.py F --wgmma            every kernel's HGMMA, WARPGROUP.ARRIVE and .DEPBAR,
+                                           and R2UR (a wgmma descriptor built in ordinary
+                                           registers, moved to a uniform one before each use)
 
 Prints the kernel's static instruction count and, for every backward branch
 (a loop), its address range, its length and how many HMMA, LDSM, LDGSTS,
@@ -21,29 +24,58 @@ rather than predicates shows as pairs too (load_split_rows' scalar path in
 the grads kernels): read the listing before acting on a count. cuobjdump and its
 nvdisasm come with the CUDA toolkit (on the GPU machine); on a machine
 without one, the PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
-hold the two binaries (unpack them, put nvdisasm's folder on PATH).
+hold the two binaries (unpack them, put nvdisasm's folder on PATH);
+`nvdisasm -c F.cubin` lists the same instructions (its `.text.NAME:` lines
+name the kernels) and is read as well.
+
+With --wgmma, what ptxas did around the warpgroup products: an R2UR before
+most HGMMA says a descriptor depends on a value the compiler does not know
+to be warp-uniform (threadIdx.x / 128: taken through __shfl_sync it is, and
+the descriptors stay in uniform registers); an ARRIVE per loop trip is the
+warpgroup.arrive that ptxas reports injecting (its info C7519) where a k
+loop is not unrolled whole.
 """
 import collections
 import re
 import sys
 
 
+def kernel_of(line):
+    """The kernel a listing line opens (cuobjdump's `Function : NAME`,
+    nvdisasm's `.text.NAME:`), its short name where it has one, else None."""
+    m = re.search(r"Function : (\S+)", line) or re.match(r"\s*\.text\.(\S+):", line)
+    if not m:
+        return None
+    short = re.search(r"([A-Za-z_]+_kernel)E", m.group(1))
+    return short.group(1) if short else m.group(1)
+
+
 def instructions(path, kernel):
-    out, current = [], None
+    """[(address, opcode, text)] of one kernel; a branch to a label
+    (nvdisasm's `.L_x_N`) gets the label's address written into its text."""
+    out, current, labels, pending = [], None, {}, []
     for line in open(path, errors="replace"):
-        m = re.search(r"Function : \S*?([A-Za-z_]+_kernel)E", line)
-        if m:
-            current = m.group(1)
+        name = kernel_of(line)
+        if name:
+            current = name
             continue
         if current != kernel:
             continue
+        label = re.match(r"\s*(\.L_\w+):", line)
+        if label:
+            pending.append(label.group(1))
+            continue
         m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
         if m:
-            text = m.group(2).strip()
+            addr, text = int(m.group(1), 16), m.group(2).strip()
+            for l in pending:
+                labels[l] = addr
+            pending = []
             toks = text.split()
             op = toks[1] if toks[0].startswith("@") else toks[0]
-            out.append((int(m.group(1), 16), op.split(".")[0], text))
-    return out
+            out.append((addr, op.split(".")[0], text))
+    return [(a, op, re.sub(r"`\((\.L_\w+)\)", lambda t: hex(labels.get(t.group(1), a + 1)), text))
+            for a, op, text in out]
 
 
 ACCESS = re.compile(r"^(@!?U?P\S+\s+)?(LDG|STG|LDS|STS)((?:\.[A-Z0-9_]+)*)\s+(.*)$")
@@ -53,9 +85,9 @@ def split_pairs(path):
     """{kernel: (Counter of op.width, Counter of op with split pairs)}."""
     kernels, current, recent = {}, None, []
     for line in open(path, errors="replace"):
-        m = re.search(r"Function : \S*?([A-Za-z_]+_kernel)E", line) or re.search(r"Function : (\S+)", line)
-        if m:
-            current, recent = m.group(1), []
+        name = kernel_of(line)
+        if name:
+            current, recent = name, []
             kernels.setdefault(current, (collections.Counter(), collections.Counter()))
             continue
         m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
@@ -77,7 +109,33 @@ def split_pairs(path):
     return kernels
 
 
+WGMMA_OPS = ("HGMMA", "WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR", "R2UR")
+
+
+def wgmma_counts(path):
+    """{kernel: Counter of WGMMA_OPS}, for the kernels that hold an HGMMA."""
+    kernels, current = {}, None
+    for line in open(path, errors="replace"):
+        name = kernel_of(line)
+        if name:
+            current = name
+            kernels.setdefault(current, collections.Counter())
+            continue
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
+        if m and current is not None:
+            text = m.group(1).strip()
+            op = text.split()[1] if text.startswith("@") else text.split()[0]
+            for w in WGMMA_OPS:
+                if op == w or op.startswith(w + "."):
+                    kernels[current][w] += 1
+    return {k: c for k, c in kernels.items() if c["HGMMA"]}
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[2] == "--wgmma":
+        for kernel, c in wgmma_counts(sys.argv[1]).items():
+            print(f"{kernel}: " + " ".join(f"{w}={c[w]}" for w in WGMMA_OPS))
+        return
     if len(sys.argv) == 3 and sys.argv[2] == "--pairs":
         for kernel, (widths, pairs) in split_pairs(sys.argv[1]).items():
             if not widths:
@@ -98,7 +156,7 @@ def main():
             lo = int(target.group(1), 16)
             body = collections.Counter(o for a, o, _ in ins if lo <= a <= addr)
             n = sum(body.values())
-            mix = " ".join(f"{k}={body[k]}" for k in ("HMMA", "LDSM", "LDGSTS", "STS", "IMAD"))
+            mix = " ".join(f"{k}={body[k]}" for k in ("HMMA", "HGMMA", "LDSM", "LDGSTS", "STS", "IMAD", "R2UR"))
             print(f"  loop {lo:#x}..{addr:#x}: {n} instructions, {mix}")
 
 
