@@ -19,8 +19,8 @@
 #   TILE=1 tools/gpu_gdn_variants.sh …      also each build's TileCuda.SplitProducts* tests (a
 #                                            variant that changes the tile primitives), a line under its row
 #   BUDGET_S=N tools/gpu_gdn_variants.sh …  start no variant after N seconds (default 470: a
-#                                            variant with KERNELS=1 takes ≈ 100 s, and the device
-#                                            tool stops a command at 600 s); the rest are listed as skipped
+#                                            variant with KERNELS=1 takes ≈ 100 s, and a command on
+#                                            the GPU machine is stopped at 600 s); the rest are listed as skipped
 # Each variant's rows are printed as soon as it is done (and appended to
 # $OUT/gdn_variants_table.txt), so a call stopped at its time limit still
 # returns what it measured; the whole table is printed again last.
