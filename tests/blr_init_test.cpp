@@ -32,6 +32,8 @@ std::vector<std::uint32_t> pack(const std::vector<int>& s, index_t rows, index_t
   return b;
 }
 
+std::vector<float> ones_short(index_t n) { return std::vector<float>(static_cast<std::size_t>(n - 1), 1.0f); }
+
 double rms(const std::vector<float>& v) {
   double s = 0;
   for (float x : v) s += double(x) * x;
@@ -187,6 +189,42 @@ TEST(BlrInit, ErrorFallsWithRankAndWithASecondPath) {
       prev2 = e2;
     }
   }
+}
+
+// The activation-weighted form (InitOptions::column_scale) on a matrix whose
+// inputs have outlier channels: 4 of 192 input columns with rms 30, the
+// rest 1 (as transformer activations have). Its output error — the error
+// weighted by the input rms — must be well below plain Dual-SVID's, which
+// spreads its error evenly over the columns; its plain weight error may be
+// higher (it trades the small-input columns' error for the large ones').
+// Also: the weighted form of c = 1 everywhere is plain Dual-SVID up to the
+// scale balance, and a bad column scale is an Error.
+TEST(BlrInit, ActivationWeightedLowersTheOutputErrorWithOutlierChannels) {
+  const index_t m = 128, n = 192;
+  const std::vector<float> w = test::matrix_with_spectrum(m, n, power_law(m, 0.5), 41);
+  std::vector<float> rms_in(static_cast<std::size_t>(n), 1.0f);
+  for (index_t j : {5, 60, 111, 170}) rms_in[static_cast<std::size_t>(j)] = 30.0f;
+  for (index_t r : {32, 64}) {
+    for (int paths : {1, 2}) {
+      const HostBlrMatrix plain = dual_svid(w, m, n, {.rank = r, .paths = paths});
+      const HostBlrMatrix act = dual_svid(w, m, n, {.rank = r, .paths = paths, .column_scale = rms_in});
+      const double out_plain = relative_error(w, plain, rms_in), out_act = relative_error(w, act, rms_in);
+      std::printf("[init] outliers r=%lld paths=%d: output error plain %.4f, weighted %.4f; weight error %.4f, %.4f\n",
+                  static_cast<long long>(r), paths, out_plain, out_act, relative_error(w, plain),
+                  relative_error(w, act));
+      EXPECT_LT(out_act, 0.9 * out_plain) << "r=" << r << " paths=" << paths;
+    }
+  }
+  const std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
+  const double e_plain = relative_error(w, dual_svid(w, m, n, {.rank = 32, .paths = 2}));
+  const double e_ones = relative_error(w, dual_svid(w, m, n, {.rank = 32, .paths = 2, .column_scale = ones}));
+  EXPECT_NEAR(e_ones, e_plain, 1e-5);
+  std::vector<float> bad = rms_in;
+  bad[3] = 0.0f;
+  test::expect_error([&] { dual_svid(w, m, n, {.rank = 32, .paths = 1, .name = "Wq", .column_scale = bad}); },
+                     "column scale 3 of Wq");
+  test::expect_error([&] { dual_svid(w, m, n, {.rank = 32, .paths = 1, .column_scale = ones_short(n)}); },
+                     "column scales");
 }
 
 // sign(0) = +1: padded ranks (r > min(m, n): U', V' columns exactly +0)

@@ -69,14 +69,17 @@ std::vector<double> reconstruct(const HostBlrMatrix& blr) {
   return w;
 }
 
-double relative_error(std::span<const float> w, const HostBlrMatrix& blr) {
+double relative_error(std::span<const float> w, const HostBlrMatrix& blr, std::span<const float> column_weight) {
   const std::vector<double> what = reconstruct(blr);
   if (w.size() != what.size()) fail("relative_error: W has {} values, the BLR matrix {}×{} has {}", w.size(), blr.m, blr.n, what.size());
+  if (!column_weight.empty() && std::ssize(column_weight) != blr.n)
+    fail("relative_error: {} column weights for a matrix of {} columns", column_weight.size(), blr.n);
   double num = 0, den = 0;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    const double d = double(w[i]) - what[i];
+    const double c = column_weight.empty() ? 1.0 : double(column_weight[i % static_cast<std::size_t>(blr.n)]);
+    const double d = (double(w[i]) - what[i]) * c;
     num += d * d;
-    den += double(w[i]) * double(w[i]);
+    den += double(w[i]) * c * double(w[i]) * c;
   }
   if (den == 0) fail("relative_error: W is zero");
   return std::sqrt(num / den);

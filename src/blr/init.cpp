@@ -57,6 +57,28 @@ Rank1 rank1_nonneg(const std::vector<float>& mf, index_t rows, index_t cols) {
 
 double rms(const std::vector<double>& x) { return norm2(x) / std::sqrt(double(x.size())); }
 
+// Rescales so that rms(h) = rms(ℓ) = rms(g) (their geometric mean), the product unchanged.
+void balance(std::vector<double>& h, std::vector<double>& l, std::vector<double>& g) {
+  const double rh = rms(h), rl = rms(l), rg = rms(g);
+  if (!(rh > 0 && rl > 0 && rg > 0)) return;
+  const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
+  for (double& x : h) x *= target / rh;
+  for (double& x : l) x *= target / rl;
+  for (double& x : g) x *= target / rg;
+}
+
+// g /= c on every path of the BLR matrix of W·diag(c), then rebalanced: the matrix of W.
+void unweight_columns(HostBlrMatrix& blr, std::span<const float> c) {
+  for (HostBlrPath& p : blr.paths) {
+    std::vector<double> h(p.h.begin(), p.h.end()), l(p.l.begin(), p.l.end()), g(p.g.size());
+    for (std::size_t j = 0; j < g.size(); ++j) g[j] = double(p.g[j]) / double(c[j]);
+    balance(h, l, g);
+    p.h.assign(h.begin(), h.end());
+    p.l.assign(l.begin(), l.end());
+    p.g.assign(g.begin(), g.end());
+  }
+}
+
 // One Dual-SVID path of w [m][n] at rank r.
 HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, const SvdOptions& svd_opts,
                      const SvdEngine& engine, const std::string& name, SignMagnitudes* mags) {
@@ -82,14 +104,7 @@ HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, 
   Rank1 hu = rank1_nonneg(up, m, r), gv = rank1_nonneg(vp, n, r);
   std::vector<double> l(static_cast<std::size_t>(r));
   for (std::size_t k = 0; k < l.size(); ++k) l[k] = hu.b[k] * gv.b[k];
-  // Balance: rms(h) = rms(ℓ) = rms(g), product unchanged.
-  const double rh = rms(hu.a), rl = rms(l), rg = rms(gv.a);
-  if (rh > 0 && rl > 0 && rg > 0) {
-    const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
-    for (double& x : hu.a) x *= target / rh;
-    for (double& x : l) x *= target / rl;
-    for (double& x : gv.a) x *= target / rg;
-  }
+  balance(hu.a, l, gv.a);
   path.h.assign(hu.a.begin(), hu.a.end());
   path.l.assign(l.begin(), l.end());
   path.g.assign(gv.a.begin(), gv.a.end());
@@ -109,6 +124,20 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
     fail("dual_svid: {} has {} values, shape {}×{} needs {}", opts.name, w.size(), m, n, m * n);
   if (opts.rank < 32 || opts.rank % 32 != 0) fail("dual_svid: rank {} for {} is not a positive multiple of 32", opts.rank, opts.name);
   if (opts.paths != 1 && opts.paths != 2) fail("dual_svid: {} paths for {}, expected 1 or 2", opts.paths, opts.name);
+  if (!opts.column_scale.empty()) {
+    const std::vector<float>& c = opts.column_scale;
+    if (std::ssize(c) != n) fail("dual_svid: {} column scales for {}, which has {} columns", c.size(), opts.name, n);
+    for (std::size_t j = 0; j < c.size(); ++j)
+      if (!(std::isfinite(c[j]) && c[j] > 0))
+        fail("dual_svid: column scale {} of {} is {}, expected finite and > 0", j, opts.name, c[j]);
+    std::vector<float> weighted(w.begin(), w.end());
+    for (std::size_t i = 0; i < weighted.size(); ++i) weighted[i] *= c[i % c.size()];
+    InitOptions plain = opts;
+    plain.column_scale = {};
+    HostBlrMatrix blr = dual_svid(weighted, m, n, plain, magnitudes);
+    unweight_columns(blr, c);
+    return blr;
+  }
 
   HostBlrMatrix blr;
   blr.m = m;

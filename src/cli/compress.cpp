@@ -1,9 +1,9 @@
 // `bitrank compress`: options → train::compress, summary JSON on stdout.
 //
-// Budget defaults (training tokens per block; with no arguments the job
-// finishes in a few minutes): cpu 16,384 (16 steps of 4 windows of 256),
-// cuda 409,600 (100 steps of 8 windows of 512). --tokens sets the budget,
-// rounded up to whole steps; --steps sets the step count directly.
+// The defaults that depend on the device, the method and the objective
+// come from train::apply_recipe_defaults (with no arguments the job
+// finishes in a few minutes). --tokens sets the budget, rounded up to whole
+// steps; --steps sets the step count directly.
 // Checkpoints go to <out>.ckpt every --checkpoint-every steps; --resume
 // continues from it (the same command line, --resume added). With --device
 // cuda the Dual-SVID SVDs of matrices ≥ 2048 wide run on the GPU, the rest on
@@ -42,12 +42,9 @@ int run_compress(CompressCliOptions o) {
     job.svd_engine = blr::route_by_size(blr::make_cuda_svd_engine(0), kGpuSvdMinDim);
     job.svd_label = fmt::format("gpu from {} wide, cpu below", kGpuSvdMinDim);
 #endif
-    // Larger default windows on the GPU; options given on the command line win.
-    if (job.seq_len == 256 && job.windows_per_step == 4 && o.tokens == 0 && o.steps == 0) {
-      job.seq_len = 512;
-      job.windows_per_step = 8;
-    }
   }
+  o.given.steps = o.tokens > 0 || o.steps > 0;
+  train::apply_recipe_defaults(job, o.method, o.given);
   for (const std::string& spec : o.bpw_for) {
     const auto eq = spec.rfind('=');
     double bpw = 0;
@@ -67,7 +64,6 @@ int run_compress(CompressCliOptions o) {
   const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
   if (o.steps > 0) job.steps = o.steps;
   else if (o.tokens > 0) job.steps = (o.tokens + per_step - 1) / per_step;
-  else job.steps = job.device == "cuda" ? 100 : 16;
   if (!job.init.empty() && (o.bpw_given || !o.bpw_for.empty()))
     fail("compress: --init {} brings its own ranks; --bpw and --bpw-for do not apply", job.init.string());
   if (o.out.empty() && !job.init.empty()) {
@@ -79,6 +75,7 @@ int run_compress(CompressCliOptions o) {
   }
   const nlohmann::ordered_json summary = train::compress(job, *be);
   std::printf("%s\n", summary.dump(2).c_str());
+  if (job.diagnose) return 0;
   const auto& p = summary.at("perplexity");
   std::fprintf(stderr,
                "compress: %s  %.4f bpw (projections), %.4f bpw (whole model)  ppl teacher %.3f, init %.3f, "

@@ -18,6 +18,8 @@ struct CompressCliOptions {
   bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
   std::vector<std::string> bpw_for;         // --bpw-for PATTERN=BPW, in the order given
   bool bpw_given = false;                   // --bpw was on the command line (it excludes --init)
+  std::string method = "train";             // --method: train or ptq (train::apply_recipe_defaults)
+  train::GivenOptions given;                // the options on the command line (the recipe leaves them)
 };
 
 int run_compress(CompressCliOptions options);

@@ -61,13 +61,32 @@ int main(int argc, char** argv) {
                            "start from this compressed model of the same teacher (a .bitrank: its ranks, scales, signs "
                            "and gains) instead of Dual-SVID; e.g. --objective e2e after a layer-wise run")
       ->check(CLI::ExistingFile);
-  compress_cmd->add_option("--objective", compress.job.objective, "layer (block-wise MSE to the teacher) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once)")
-      ->check(CLI::IsMember({"layer", "e2e"}));
+  compress_cmd->add_option("--method", compress.method,
+                           "train (default: training on the text) or ptq (post-training: sequential block "
+                           "reconstruction on a calibration set of at most 262144 tokens, cpu 32768)")
+      ->check(CLI::IsMember({"train", "ptq"}));
+  auto* objective_opt = compress_cmd->add_option("--objective", compress.job.objective,
+                           "layer (block-wise MSE to the teacher, teacher inputs), sequential (the same from the "
+                           "student's own inputs) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once); "
+                           "default: layer (ptq: sequential)")
+      ->check(CLI::IsMember({"layer", "sequential", "e2e"}));
+  compress_cmd->add_flag("--diagnose", compress.job.diagnose,
+                         "train nothing: the perplexity with one block, then one projection kind, replaced by its "
+                         "initialisation, and each matrix's weight and output error (JSON on stdout)");
+  auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
+                           "svid (plain Dual-SVID, default) or act (Dual-SVID of the activation-weighted weights)")
+      ->check(CLI::IsMember({"act", "svid"}));
+  auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
+                           "training windows the calibration statistics run over (default: cpu 16, cuda 64)")
+      ->check(CLI::NonNegativeNumber);
+  auto* text_tokens_opt = compress_cmd->add_option("--max-text-tokens", compress.job.max_text_tokens,
+                           "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")
+      ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
   compress_cmd->add_option("--steps", compress.steps, "instead of --tokens: training steps per block (layer) or in all (e2e)");
-  compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
+  auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
       ->check(CLI::Range(2L, 1L << 20));
-  compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
+  auto* windows_opt = compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
       ->check(CLI::Range(1L, 1L << 20));
   compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
                            "perplexity windows of the evaluation split (default 16; 0: all)")
@@ -88,7 +107,7 @@ int main(int argc, char** argv) {
                     ->check(CLI::PositiveNumber);
   auto* sign_lr_opt = compress_cmd
                           ->add_option("--sign-lr", compress.job.train.signs.lr,
-                                       "peak learning rate of the sign latents (default 1e-2)")
+                                       "peak learning rate of the sign latents (default 1e-2; e2e 1e-4)")
                           ->check(CLI::NonNegativeNumber);
   compress_cmd->add_option("--mse-weight", compress.job.mse_weight,
                            "e2e: λ of the hidden-state MSE terms, which enter as (λ/T)·MSE next to the per-token KL "
@@ -140,10 +159,15 @@ int main(int argc, char** argv) {
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (compress_cmd->parsed()) {
-      // Peak rates of 1e-2 for scales and signs beat 1e-3 by orders of magnitude with both objectives
-      // (docs/results.md, the H200 runs: layer-wise 0.55 bpw 1.47× → 1.7e-6× the initialisation's perplexity).
-      if (lr_opt->count() == 0) compress.job.train.scales.lr = 1e-2f;
-      if (sign_lr_opt->count() == 0) compress.job.train.signs.lr = 1e-2f;
+      compress.given = {.objective = objective_opt->count() > 0,
+                        .init_method = init_method_opt->count() > 0,
+                        .calib_windows = calib_opt->count() > 0,
+                        .max_text_tokens = text_tokens_opt->count() > 0,
+                        .seq_len = seq_len_opt->count() > 0,
+                        .windows = windows_opt->count() > 0,
+                        .steps = false,  // --tokens or --steps: run_compress
+                        .lr = lr_opt->count() > 0,
+                        .sign_lr = sign_lr_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       return bitrank::cli::run_compress(compress);
     }

@@ -83,6 +83,9 @@ ordered_json compress_resume_options(const CompressOptions& o) {
   j["text"] = abs_path(o.text);
   j["eval_text"] = abs_path(o.eval_text);
   j["objective"] = o.objective;
+  j["init_method"] = o.init_method;
+  j["calib_windows"] = o.calib_windows;
+  j["max_text_tokens"] = o.max_text_tokens;
   j["bpw"] = o.bpw;
   j["paths"] = o.paths;
   if (!o.bpw_overrides.empty()) {  // only when given: checkpoints written before overrides existed still match
@@ -185,7 +188,8 @@ void write_compress_checkpoint(const fs::path& path, const CompressCheckpoint& c
                       {"rank", m.rank},
                       {"paths", m.paths},
                       {"init_rel_error", m.init_rel_error},
-                      {"init_fingerprint", hex64(m.init_fingerprint)}};
+                      {"init_fingerprint", hex64(m.init_fingerprint)},
+                      {"init_output_error", loss_json(m.init_output_error)}};
   j["matrices"] = matrices;
   j["init_seconds"] = c.init_seconds;
   j["perplexity"] = c.perplexity;
@@ -223,8 +227,8 @@ CompressCheckpoint read_compress_checkpoint(const fs::path& path) {
   std::vector<std::string> trained, gains;
   try {
     if (version != "1") c.objective = j.at("objective").get<std::string>();
-    if (c.objective != "layer" && c.objective != "e2e")
-      fail("{}: objective \"{}\" is not one of layer, e2e", file, c.objective);
+    if (c.objective != "layer" && c.objective != "sequential" && c.objective != "e2e")
+      fail("{}: objective \"{}\" is not one of layer, sequential, e2e", file, c.objective);
     c.block = j.at("block").get<std::int64_t>();
     c.options = j.at("options");
     for (const json& b : j.at("blocks")) {
@@ -242,7 +246,9 @@ CompressCheckpoint read_compress_checkpoint(const fs::path& path) {
           .paths = m.at("paths").get<index_t>(),
           .init_rel_error = m.at("init_rel_error").get<double>(),
           .init_fingerprint = parse_hex64(m.at("init_fingerprint").get<std::string>(),
-                                          fmt::format("{}: matrices.{}.init_fingerprint", file, name))};
+                                          fmt::format("{}: matrices.{}.init_fingerprint", file, name)),
+          .init_output_error = m.contains("init_output_error") ? loss_value(m.at("init_output_error"))
+                                                               : std::numeric_limits<double>::quiet_NaN()};
     c.init_seconds = j.at("init_seconds").get<double>();
     c.perplexity = j.at("perplexity");
     trained = j.at("trained").get<std::vector<std::string>>();

@@ -41,7 +41,9 @@ void check_blr(const HostBlrMatrix& blr, std::string_view what);
 std::vector<double> reconstruct(const HostBlrMatrix& blr);
 
 // ‖W − Ŵ‖_F / ‖W‖_F in f64 for W [m][n] row-major (Error when w.size() ≠ m·n
-// or W = 0).
-double relative_error(std::span<const float> w, const HostBlrMatrix& blr);
+// or W = 0). With column weights c [n]: ‖(W − Ŵ)·diag(c)‖_F / ‖W·diag(c)‖_F —
+// with c the rms of each input column, the relative error of the outputs
+// x·Ŵᵀ against x·Wᵀ on inputs whose columns are uncorrelated.
+double relative_error(std::span<const float> w, const HostBlrMatrix& blr, std::span<const float> column_weight = {});
 
 }  // namespace bitrank::blr

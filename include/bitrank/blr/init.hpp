@@ -27,6 +27,17 @@
 //
 // The magnitudes |U'| [m][r] and |V'| [n][r] of each path can be returned
 // for a magnitude-aware sign-latent init (DESIGN §5).
+//
+// Activation-weighted (data-aware) form: with column_scale c [n] (c_j > 0,
+// the rms of input column j on calibration data), the procedure above runs
+// on W·diag(c) and each path's g is divided by c afterwards (then h, ℓ, g
+// rebalanced), so Ŵ minimises the weighted error ‖(W − Ŵ)·diag(c)‖ — the
+// output error on such inputs — instead of the weight error. It stays in
+// the BLR form exactly (diag(c) folds into g). Why it matters: the sign
+// split spreads its error evenly over the input columns, and a few columns
+// of a transformer's activations are tens of times larger than the rest;
+// weighting puts the error where the inputs are small. The magnitudes
+// returned are the weighted ones.
 #pragma once
 
 #include <span>
@@ -44,6 +55,7 @@ struct InitOptions {
   SvdOptions svd{};          // method (automatic/exact/randomized), oversampling, power iterations, seed
   SvdEngine engine{};        // where the SVD runs (svd.hpp); empty: the CPU
   std::string name = "W";    // names the matrix in errors
+  std::vector<float> column_scale{};  // empty: plain Dual-SVID; else [n], each > 0 and finite (see above)
 };
 
 // |U'| [m][r] and |V'| [n][r] of one path, row-major.

@@ -3,40 +3,41 @@
 // model (the bitrank format) out, with its perplexity measured (DESIGN §6,
 // §7, §8, §9), by either objective.
 //
-// Steps, in order:
-//   1. teacher weights (GGUF or Hugging Face directory) and its tokenizer;
-//      training ids from the training split of the corpus (or --text), the
-//      evaluation split's first `eval_windows` windows for perplexity;
-//   2. ranks: blr::plan_ranks over the family's compressible projections
-//      (model::compressible_projections: every Llama projection; a hybrid's
-//      attention / GDN qkv, z, out and MLP projections, its GDN b and a
-//      staying dense) at the target bpw (honest bits, f16 scales); Dual-SVID
-//      initialisation of each (1 or 2 paths), one matrix per pool thread,
-//      the SVDs by `svd_engine` (the GPU's take turns on its stream);
-//   3. layer-wise training (objective "layer"): the training windows of
-//      the whole run are fixed up front (train::TrainWindows, seeded), and
-//      the teacher's hidden states at the current block's input are kept
-//      for them in host memory. Block by block: the teacher block's output
-//      on those inputs is the target; a StudentLlamaBlock (hybrid:
-//      StudentHybridBlock, its GDN b, a and core frozen) starts from the
-//      Dual-SVID matrices and the teacher's norm gains and runs `steps`
-//      train_step calls (windows_per_step windows each, warmup + cosine on
-//      every learning rate); then the teacher's outputs become the next
-//      block's inputs. Only one student block lives on the backend at a
-//      time, so device memory stays at one block plus one step's windows;
-//      Objective "e2e" instead trains every block at once from the
-//      initialisation (train/e2e.hpp: KL(teacher ‖ student) on the logits
-//      over vocabulary slices + (λ/T)·Σ block-output MSE; E2eTrainer over
-//      StudentLlamaBlock, HybridE2eTrainer over StudentHybridBlock with its
-//      GDN b, a and core frozen), `steps` steps over the same windows; the
-//      final norm gain trains too;
-//   4. the compressed model is saved (scales f16, dense tensors f16), read
-//      back, and its perplexity measured from the file as a user gets it;
-//      teacher and initialisation perplexities are measured the same way;
-//   5. a JSON-lines step log, an SVG of each block's loss curve, and a
-//      summary (ranks, bpw per matrix and for the model, file size, time,
-//      tokens/s, peak device memory, perplexities) stored in the file's
-//      metadata and returned.
+// Stages, in order (src/train/compress.cpp reads them top to bottom):
+//   1. prepare: teacher weights (GGUF or Hugging Face directory) and its
+//      tokenizer; training ids from the training split of the corpus (or
+//      --text), the evaluation split's first `eval_windows` windows for
+//      perplexity; the training windows of every step, fixed up front
+//      (train::TrainWindows, seeded);
+//   2. plan and initialise: ranks by blr::plan_ranks over the family's
+//      compressible projections (model::compressible_projections) at the
+//      target bpw (honest bits, f16 scales); calibration statistics — the
+//      rms of every projection's input columns, the teacher run over the
+//      first `calib_windows` training windows (train/calibration.hpp); the
+//      initialisation of each matrix (1 or 2 paths), one per pool thread,
+//      the SVDs by `svd_engine`: init_method "act" is the activation-
+//      weighted Dual-SVID (blr/init.hpp, column_scale: the weight error
+//      weighted by those rms values, i.e. the output error), "svid" the
+//      plain, data-blind one; or the --init file's matrices. Then the
+//      teacher's and the initialisation's perplexities;
+//   3. train, by the objective (src/train/objective.hpp):
+//      "layer"      block by block, the student block (StudentLlamaBlock;
+//                   hybrid: StudentHybridBlock, its GDN b, a and core
+//                   frozen) learns the teacher block's output from the
+//                   teacher's hidden states at its input (MSE), `steps`
+//                   train_step calls a block, warmup + cosine on every rate;
+//      "sequential" the same targets from the hidden states of the student
+//                   blocks already trained (each block learns to correct the
+//                   error accumulated before it, as GPTQ-style methods do);
+//      "e2e"        every block at once (train/e2e.hpp: KL(teacher ‖ student)
+//                   on the logits over vocabulary slices + (λ/T)·Σ
+//                   block-output MSE), `steps` steps; the final gain trains too;
+//   4. finish: the model saved (scales f16, dense tensors f16), read back,
+//      its perplexity measured from the file as a user gets it; a JSON-lines
+//      step log, an SVG of the loss curves, and a summary (ranks, bpw and
+//      init errors per matrix and for the model, file size, time, tokens/s,
+//      peak device memory, perplexities) stored in the file's metadata and
+//      returned.
 //
 // Checkpoints (compress_checkpoint.hpp has the file's layout): every
 // `checkpoint_every` steps (counted over the whole run) and at the end of
@@ -126,7 +127,9 @@ struct CompressOptions {
   std::filesystem::path out;      // the .bitrank file to write
   std::filesystem::path text;     // training text; empty: the corpus training split
   std::filesystem::path eval_text;  // perplexity text; empty: the corpus evaluation split
-  std::string objective = "layer";
+  std::string objective = "layer";   // layer, sequential or e2e (see above)
+  std::string init_method = "svid";  // svid (plain Dual-SVID) or act (activation-weighted Dual-SVID)
+  std::int64_t calib_windows = 16;   // training windows the calibration statistics run over (0: none; svid only)
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
   std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
@@ -136,6 +139,8 @@ struct CompressOptions {
   // objective after a layer-wise run. bpw and bpw_overrides are then not
   // used (the ranks are the file's). Empty: Dual-SVID at the planned ranks.
   std::filesystem::path init;
+  bool diagnose = false;             // measure the initialisation (one block / projection kind replaced), train nothing
+  std::int64_t max_text_tokens = 0;  // distinct training tokens read from the text (its start; 0: all of it)
   std::int64_t steps = 16;        // training steps per block (layer); steps in all (e2e)
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
@@ -158,6 +163,30 @@ struct CompressOptions {
 
 // Checks every option (Error naming it).
 void validate(const CompressOptions& options);
+
+// The options a user set (on the command line); apply_recipe_defaults
+// leaves those alone.
+struct GivenOptions {
+  bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
+  bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false;
+};
+
+// The defaults that depend on the device, the method and the objective, set
+// here and nowhere else (docs/results.md has the sweeps behind them):
+//   method "train" (the default): Dual-SVID init, then the objective
+//     (layer unless given) over the whole text;
+//   method "ptq" (post-training): Dual-SVID init, then the sequential
+//     objective over a calibration set of at most 262,144 tokens on cuda
+//     (the first 128 windows of 2048's worth), 32,768 on cpu;
+//   the activation-weighted init (--init-method act) measured worse than
+//     plain Dual-SVID on SmolLM2 (docs/results.md), so it is not a default;
+//   device cuda: windows of 512, 8 a step, 100 steps (layer-wise: per block),
+//     64 calibration windows; cpu: windows of 256, 4 a step, 16 steps, 16
+//     calibration windows;
+//   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
+//     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there).
+// Error for a method other than train or ptq.
+void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
 
 // Runs the whole job on `be`; returns the summary (also stored in the file).
 nlohmann::ordered_json compress(const CompressOptions& options, Backend<float>& be);

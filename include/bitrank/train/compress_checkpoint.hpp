@@ -27,12 +27,13 @@
 //                          after drawing every step's windows (its seed, T,
 //                          nb, window count and ids fingerprint identify the
 //                          training data)
-//   bitrank.compress       JSON: {"objective": "layer" | "e2e", "block": b, "options": {...},
+//   bitrank.compress       JSON: {"objective": "layer" | "sequential" | "e2e", "block": b, "options": {...},
 //                          "blocks": [{"losses": [...], "flips": F, "skipped": S}, ...]
 //                                   (blocks 0..b, block b's steps so far; a loss
 //                                   that was not finite is null),
 //                          "matrices": {"N": {"m", "n", "rank", "paths",
-//                                   "init_rel_error", "init_fingerprint": "16 hex"}, ...}
+//                                   "init_rel_error", "init_fingerprint": "16 hex",
+//                                   "init_output_error" (optional; null or absent: none)}, ...}
 //                                   (every projection of the plan),
 //                          "init_seconds": s,
 //                          "perplexity": {"teacher": {...}, "init": {...}},
@@ -54,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -82,6 +84,7 @@ struct CompressMatrixInit {
   index_t m = 0, n = 0, rank = 0, paths = 0;
   double init_rel_error = 0;
   std::uint64_t init_fingerprint = 0;
+  double init_output_error = std::numeric_limits<double>::quiet_NaN();  // NaN: no calibration statistics
 };
 
 struct CompressCheckpoint {
