@@ -154,7 +154,7 @@ TEST(TeacherText, SameSeedSameIdsOtherSeedOtherIds) {
     const TeacherText a4 = generate_teacher_text(m, tok, small(1, 4));
     EXPECT_EQ(a4.ids, std::vector<std::int32_t>(a.ids.begin(), a.ids.begin() + 48));
     std::string first;
-    for (int k = 0; k < 12; ++k) first += " " + std::to_string(a.ids[k]);
+    for (int k = 0; k < 12; ++k) first += fmt::format(" {}", a.ids[k]);
     std::printf("  [teacher text] %s: seed 1 sample 0:%s\n", be.c_str(), first.c_str());
   }
   // On the f64 reference the batch cannot change a logit: batch 1, 2 and 5 give the same ids.
