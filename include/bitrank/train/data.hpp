@@ -61,13 +61,16 @@
 // and hash_counter(seed, 1) for b — so which windows are used, when not all
 // are, is a seeded draw, and a stream asked for more windows than it has
 // repeats its windows in that order. n is MixOptions::windows, or (0) the
-// largest n that repeats no window of either stream.
+// largest n that repeats no window of either stream. With the teacher's
+// samples as b, generate them with seq_len = T: each window is then one
+// whole sample.
 //
 // Held-out overlap (remove_held_out_runs): the evaluation files are never
 // read for training, but texts repeat (the corpus's reST sources share
 // tables, boilerplate and examples across files: on the real corpus 880 of
 // the evaluation split's 349,702 runs of 64 SmolLM2 ids also occur in the
-// training split). Every token of the training ids inside a run of k ids
+// training split, in 19 spans; removing them costs 2,931 of its 3,242,258
+// ids). Every token of the training ids inside a run of k ids
 // that also occurs anywhere in the held-out ids is removed and the
 // remaining pieces joined; joins can form a new such run, so this repeats
 // until none is left. Runs are found by a rolling polynomial hash
