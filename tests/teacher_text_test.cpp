@@ -350,8 +350,8 @@ TEST(TeacherText, SmolLM2Samples) {
   const io::Tokenizer tok = io::load_model_tokenizer(path);
   const model::LoadedWeights loaded = model::load_any(path);
   TeacherTextOptions o;
-  o.tokens = 4 * 48;
-  o.seq_len = 48;
+  o.tokens = 4 * 24;
+  o.seq_len = 24;
   o.batch = 4;
   o.seed = 11;
   o.progress = false;
@@ -359,17 +359,17 @@ TEST(TeacherText, SmolLM2Samples) {
   for (const std::string& be : test::available_backends()) {
     const auto m = model::make_model(test::backend(be), loaded.weights);
     const TeacherText t = generate_teacher_text(*m, tok, o);
-    ASSERT_EQ(t.ids.size(), 4u * 48);
+    ASSERT_EQ(t.ids.size(), 4u * 24);
     if (first.empty()) first = t.ids;
     // Another backend: the same first tokens (the random draws), then the teacher's choices (f32 rounding may
     // turn a near-tie, so only the first sample's first 8 ids are compared).
     EXPECT_EQ(std::vector<std::int32_t>(t.ids.begin(), t.ids.begin() + 8), std::vector<std::int32_t>(first.begin(), first.begin() + 8));
-    std::string text = tok.decode(std::span(t.ids).first(48));
+    std::string text = tok.decode(std::span(t.ids).first(24));
     std::replace(text.begin(), text.end(), '\n', ' ');
-    const double forwards = 4.0 * 48 * 47 / 2;
-    std::printf("  [teacher text] SmolLM2 %s: 4 samples of 48 in %.2f s: %.0f generated tokens/s, %.0f token forwards/s; "
+    const double forwards = 4.0 * 24 * 23 / 2;
+    std::printf("  [teacher text] SmolLM2 %s: 4 samples of 24 in %.2f s: %.0f generated tokens/s, %.0f token forwards/s; "
                 "sample 0: \"%s\"\n",
-                be.c_str(), t.seconds, 4 * 48 / t.seconds, forwards / t.seconds, text.c_str());
+                be.c_str(), t.seconds, 4 * 24 / t.seconds, forwards / t.seconds, text.c_str());
   }
 }
 
