@@ -257,9 +257,9 @@ TEST(TrainData, UserTextFile) {
   EXPECT_EQ(t.text, "a user text\nof two lines\n");
   EXPECT_EQ(t.name, f.string());
   std::ofstream(f, std::ios::trunc).close();
-  expect_error([&] { load_training_text(f); }, "is empty");
+  expect_error([&] { load_training_text(f); }, f.string() + " is empty");
   fs::remove(f);
-  expect_error([&] { load_training_text(f); }, "cannot read");
+  expect_error([&] { load_training_text(f); }, f.string() + " does not exist");
 }
 
 // The real corpus, when installed: the training text is exactly the training

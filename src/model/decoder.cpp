@@ -80,10 +80,16 @@ template <class T>
 template <class Fn>
 void DecoderModel<T>::for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, index_t first_row,
                                            Fn&& fn) const {
-  const index_t d = config_.hidden_size, V = config_.vocab_size;
+  const index_t d = config_.hidden_size;
   const Buffer<T> h = hidden(tokens, window);
   const index_t n = static_cast<index_t>(tokens.size()) - first_row;  // rows through the head
-  const CView<T> rows_h(h.data() + first_row * d, Shape{n, d});
+  for_each_head_slice(CView<T>(h.data() + first_row * d, Shape{n, d}), fn);
+}
+
+template <class T>
+template <class Fn>
+void DecoderModel<T>::for_each_head_slice(CView<T> rows_h, Fn&& fn) const {
+  const index_t d = config_.hidden_size, V = config_.vocab_size, n = rows_h.dim(0);
   Buffer<T> xn(*be_.memory, static_cast<std::size_t>(n * d)), inv(*be_.memory, static_cast<std::size_t>(n));
   be_.norm().rmsnorm_forward(rows_h, final_norm_.view({d}), final_gain_, static_cast<float>(config_.rms_norm_eps),
                              xn.view({n, d}), inv.view({n}));
@@ -120,6 +126,26 @@ std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> t
     for (index_t j = 0; j < vs; ++j) last[static_cast<std::size_t>(v0 + j)] = static_cast<double>(z[j]);
   });
   return last;
+}
+
+template <class T>
+std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> tokens, index_t window) const {
+  check_tokens(tokens, window, config_.vocab_size, "last_logits");
+  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size, V = config_.vocab_size;
+  const index_t w = n / window;
+  const Buffer<T> h = hidden(tokens, window);
+  // The last row of each window, gathered through the host into one contiguous block.
+  std::vector<T> rows(static_cast<std::size_t>(w * d));
+  for (index_t k = 0; k < w; ++k)
+    be_.memory->download(rows.data() + k * d, h.data() + ((k + 1) * window - 1) * d, static_cast<std::size_t>(d) * sizeof(T));
+  Buffer<T> last_h(*be_.memory, rows.size());
+  be_.memory->upload(last_h.data(), rows.data(), rows.size() * sizeof(T));
+  std::vector<double> out(static_cast<std::size_t>(w * V));
+  for_each_head_slice(last_h.view({w, d}), [&](index_t v0, index_t vs, const T* z) {
+    for (index_t r = 0; r < w; ++r)
+      for (index_t j = 0; j < vs; ++j) out[static_cast<std::size_t>(r * V + v0 + j)] = static_cast<double>(z[r * vs + j]);
+  });
+  return out;
 }
 
 template <class T>

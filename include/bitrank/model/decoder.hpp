@@ -100,6 +100,12 @@ class DecoderModel {
   // window: the next-token distribution after them (generation). The blocks
   // run over every row (no KV cache); the head only over the last.
   std::vector<double> last_logits(std::span<const std::int32_t> tokens) const;
+  // Logits [windows][V] on the host of the last token of each window of
+  // `window` tokens: the next-token distributions of several sequences of
+  // equal length at once (batched generation, train/teacher_text.hpp). The
+  // blocks run over every row; the last rows are gathered through the host
+  // (windows·d values) and only they go through the head.
+  std::vector<double> last_logits(std::span<const std::int32_t> tokens, index_t window) const;
   // Next-token NLL within each window (the last token of a window predicts nothing).
   Nll nll(std::span<const std::int32_t> tokens, index_t window) const;
 
@@ -118,6 +124,9 @@ class DecoderModel {
   // for each vocabulary slice: the head over rows first_row..n−1 only.
   template <class Fn>
   void for_each_logit_slice(std::span<const std::int32_t> tokens, index_t window, index_t first_row, Fn&& fn) const;
+  // The same for the hidden rows h [n][d] (contiguous, on the backend).
+  template <class Fn>
+  void for_each_head_slice(CView<T> h, Fn&& fn) const;
 
   std::vector<float> embed_host_;  // [V][d]
   Buffer<T> final_norm_, head_;

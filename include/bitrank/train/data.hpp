@@ -1,9 +1,39 @@
-// Training data (DESIGN §7): the training text as one token stream, cut into
-// non-overlapping windows of T tokens, nb windows per step, in a seeded order.
+// Training data (DESIGN §7): the training text from the sources a user has,
+// as one token stream, cut into non-overlapping windows of T tokens, nb
+// windows per step, in a seeded order; and the mixing of two token streams
+// (user or corpus text with teacher-generated text, train/teacher_text.hpp).
 //
-// Text: the TRAINING split of the default corpus (io/corpus.hpp) — the
-// evaluation split's files are never opened here — or one user text file.
-// The trainer turns it into ids once, with the model's own tokenizer as
+// Text sources (TextSources → load_training_text):
+//   none given       the TRAINING split of the default corpus (io/corpus.hpp);
+//                    the evaluation split's files are never opened here.
+//   a file           its bytes as they are (any extension, any bytes:
+//                    invalid UTF-8 passes through) — except `*.jsonl`:
+//   a `.jsonl` file  one JSON object per line with a string field "text"
+//                    (other fields ignored); whitespace-only lines are
+//                    skipped, documents with an empty "text" add nothing; the
+//                    documents are joined by a blank line ("\n\n"). JSON
+//                    must be UTF-8 (nlohmann-json refuses ill-formed bytes in
+//                    a string: that line is "not JSON").
+//   a directory      every regular file under it, recursively (directory
+//                    links not followed), named *.txt, *.md, *.rst or *.jsonl
+//                    (extension in any case), in sorted path order (byte
+//                    order of the path strings), so the text does not depend
+//                    on the order the file system lists them. Empty files
+//                    (and JSONL files without text) found there are skipped
+//                    with a warning naming them.
+// The sources' texts are joined, in the order given, by a blank line. A
+// file reached twice (named twice, or named and under a named directory;
+// compared as canonical paths) is read once, at its first place. Excluded
+// files (TextSources::exclude, and by default the corpus evaluation files,
+// so a user who points at the corpus directories still never trains on
+// the evaluation text) are skipped under a directory and an Error when named.
+// Errors (bitrank::Error), each naming the file: a path that does not exist;
+// one that is neither a regular file nor a directory; a file that cannot
+// be read (with the system's reason); a named file that is empty or (JSONL)
+// holds no text; a directory with no such file, or only empty ones; a JSONL
+// line that is not JSON, not an object, or has no string "text" (file:line).
+//
+// The trainer turns the text into ids once, with the model's own tokenizer as
 // `bitrank eval` does (io::load_model_tokenizer(model).encode(text): plain
 // text, no special tokens), and keeps them in memory (4 bytes per token).
 //
@@ -21,6 +51,30 @@
 // needs; it also records T, nb, the window count and a fingerprint
 // (FNV-1a-64) of the ids so resuming on other data or with other batches is
 // an Error, never a silent change.
+//
+// Mixing (mix_token_streams): both streams are cut into windows of T (tails
+// dropped); the result is n windows, k_b = round(share·n) of them from b and
+// n − k_b from a. Slot j (0-based) holds a window of b exactly when
+// ⌊(j+1)·k_b/n⌋ > ⌊j·k_b/n⌋ (b's windows spread evenly); the i-th window
+// taken from a stream is window order[i mod count] of it, `order` being the
+// Fisher–Yates shuffle above driven by XorShift(hash_counter(seed, 0)) for a
+// and hash_counter(seed, 1) for b — so which windows are used, when not all
+// are, is a seeded draw, and a stream asked for more windows than it has
+// repeats its windows in that order. n is MixOptions::windows, or (0) the
+// largest n that repeats no window of either stream. With the teacher's
+// samples as b, generate them with seq_len = T: each window is then one
+// whole sample.
+//
+// Held-out overlap (remove_held_out_runs): the evaluation files are never
+// read for training, but texts repeat (the corpus's reST sources share
+// tables, boilerplate and examples across files: on the real corpus 880 of
+// the evaluation split's 349,702 runs of 64 SmolLM2 ids also occur in the
+// training split, in 19 spans; removing them costs 2,931 of its 3,242,258
+// ids). Every token of the training ids inside a run of k ids
+// that also occurs anywhere in the held-out ids is removed and the
+// remaining pieces joined; joins can form a new such run, so this repeats
+// until none is left. Runs are found by a rolling polynomial hash
+// (Σ id·P^(k−1−j) mod 2⁶⁴, P the FNV-64 prime) and confirmed id by id.
 #pragma once
 
 #include <cstddef>
@@ -56,13 +110,56 @@ struct DataPosition {
 
 struct TrainingText {
   std::string text;
-  std::string name;  // for logs: the file, or "corpus training split (N files)"
+  // For logs: the one plain file's path; "corpus training split (N files)";
+  // else the sources and what they held: "docs/, a.jsonl (12 files, 340
+  // JSONL documents, 1.2 MB)".
+  std::string name;
+  std::vector<std::filesystem::path> files;  // the files read, in order
+  std::int64_t documents = 0;                // JSONL documents read
 };
 
-// `user_text` empty: the training split of the corpus under `roots`, read as
-// io::read_corpus_text reads it; otherwise that one file. Error when a file
-// cannot be read or the text is empty.
+// Where the training text comes from (see above).
+struct TextSources {
+  std::vector<std::filesystem::path> paths;  // files and directories, in order; empty: the corpus training split
+  io::CorpusRoots corpus{};                  // the default corpus (its training split, and its evaluation files to exclude)
+  std::vector<std::filesystem::path> exclude;  // files never read (e.g. a user's evaluation text)
+  bool exclude_corpus_eval = true;             // also exclude the corpus evaluation split (when the corpus is installed)
+};
+
+// The text of `sources` (see above). Error naming the file on every failure listed there.
+TrainingText load_training_text(const TextSources& sources);
+// One source: `user_text` empty: the corpus training split under `roots`,
+// read as io::read_corpus_text reads it; otherwise that file or directory.
 TrainingText load_training_text(const std::filesystem::path& user_text = {}, const io::CorpusRoots& roots = {});
+
+struct MixOptions {
+  double share = 0.5;        // of the windows, the share taken from b, in [0, 1]
+  std::int64_t seq_len = 512;  // T ≥ 1: the window both streams are cut into (the training windows' T)
+  std::uint64_t seed = 0;      // which windows, when not all are used
+  std::int64_t windows = 0;    // n ≥ 0: windows wanted; 0: the most that repeat no window
+};
+
+struct MixedIds {
+  std::vector<std::int32_t> ids;  // n·T ids
+  std::int64_t from_a = 0, from_b = 0;  // windows taken from each stream
+};
+
+struct HeldOutOverlap {
+  std::vector<std::int32_t> ids;  // the training ids without the overlapping runs
+  std::int64_t runs = 0;          // k-runs found in the held-out ids (over all passes)
+  std::int64_t removed = 0;       // training ids removed
+};
+
+// `ids` without any run of k ids that occurs in `held_out` (see above).
+// Error when k < 1. Streams shorter than k: `ids` unchanged.
+HeldOutOverlap remove_held_out_runs(std::span<const std::int32_t> ids, std::span<const std::int32_t> held_out,
+                                    std::int64_t k = 64);
+
+// a and b (e.g. the training text's ids and the teacher's) mixed window by
+// window at the stated share (see above); deterministic for (a, b, options).
+// Error when share is outside [0, 1], T < 1 or windows < 0, or when a
+// stream that must give windows has none (fewer than T ids), naming it.
+MixedIds mix_token_streams(std::span<const std::int32_t> a, std::span<const std::int32_t> b, const MixOptions& options);
 
 // FNV-1a-64 of `bytes`, continuing from `h` (kFnv1a64Basis starts a hash).
 inline constexpr std::uint64_t kFnv1a64Basis = 0xCBF29CE484222325ull;
