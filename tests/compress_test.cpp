@@ -77,9 +77,9 @@ train::CompressOptions tiny_options(const std::filesystem::path& dir, const std:
   if (objective == "e2e") o.train.scales.lr = 1e-2f;
   o.model = tiny_model(dir);
   o.out = dir / out;
-  o.text = dir / "train.txt";
+  o.texts = {dir / "train.txt"};
   o.eval_text = dir / "eval.txt";
-  write_file(o.text, test::word_text(1, 40));
+  write_file(o.texts.front(), test::word_text(1, 40));
   write_file(o.eval_text, test::word_text(2, 10));
   o.bpw = 4.0;
   o.paths = 2;
@@ -164,9 +164,9 @@ train::CompressOptions tiny_hybrid_options(const std::filesystem::path& dir) {
   train::CompressOptions o;
   o.model = tiny_hybrid_model(dir);
   o.out = dir / "hybrid.bitrank";
-  o.text = dir / "train.txt";
+  o.texts = {dir / "train.txt"};
   o.eval_text = dir / "eval.txt";
-  write_file(o.text, test::word_text(1, 20));
+  write_file(o.texts.front(), test::word_text(1, 20));
   write_file(o.eval_text, test::word_text(2, 10));
   o.bpw = 4.0;
   o.steps = 6;
@@ -388,9 +388,9 @@ TEST(Compress, PerProjectionTargets) {
   train::CompressOptions o;
   o.model = tiny_model(tmp.path());
   o.out = tmp.path() / "tiny.bitrank";
-  o.text = tmp.path() / "train.txt";
+  o.texts = {tmp.path() / "train.txt"};
   o.eval_text = tmp.path() / "eval.txt";
-  write_file(o.text, test::word_text(1, 20));
+  write_file(o.texts.front(), test::word_text(1, 20));
   write_file(o.eval_text, test::word_text(2, 4));
   o.bpw = 4.0;  // 64-wide matrices: rank 32 (3.25 bpw with 2 paths); rank 64 needs 6.5
   o.bpw_overrides = {{"attn_q", 7.0}};
@@ -463,7 +463,7 @@ train::CompressOptions resume_job(const fs::path& dir) {
     write_file(dir / "train.txt", test::word_text(1, 40));
     write_file(dir / "eval.txt", test::word_text(2, 4));
   }
-  o.text = dir / "train.txt";
+  o.texts = {dir / "train.txt"};
   o.eval_text = dir / "eval.txt";
   o.out = dir / "a.bitrank";
   o.bpw = 4.0;
@@ -670,9 +670,9 @@ TEST(CompressResume, ResumeWithOtherOptionsOrDataIsAnError) {
   test::expect_error([&] { train::compress(changed([](auto& c) { c.seed = 9; }), be); }, "seed");
   // Same file name, other text: the ids' fingerprint differs.
   const std::string text = test::word_text(1, 40);
-  write_file(o.text, test::word_text(5, 40));
+  write_file(o.texts.front(), test::word_text(5, 40));
   test::expect_error([&] { train::compress(o, be); }, "training data differs");
-  write_file(o.text, text);
+  write_file(o.texts.front(), text);
 
   // A truncated checkpoint is an Error naming the file; the intact one resumes.
   const fs::path copy = tmp.path() / "copy.ckpt";
@@ -1050,7 +1050,7 @@ TEST(CompressResume, CliKilledMidRunResumesBitIdentically) {
   test::TempDir tmp;
   const train::CompressOptions o = resume_job(tmp.path());  // writes the model and texts
   const auto args = [&](const std::string& out) {
-    return std::vector<std::string>{BITRANK_CLI, "compress", "--model", o.model.string(), "--text", o.text.string(),
+    return std::vector<std::string>{BITRANK_CLI, "compress", "--model", o.model.string(), "--text", o.texts.front().string(),
                                     "--eval-text", o.eval_text.string(), "--eval-windows", "1", "--eval-seq-len",
                                     "64", "--bpw", "4", "--steps", "40", "--seq-len", "32", "--windows", "2",
                                     "--sign-lr", "0.02", "--checkpoint-every", "3", "-o", (tmp.path() / out).string()};

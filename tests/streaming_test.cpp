@@ -316,9 +316,9 @@ void compress_streams_under_a_cap(Backend<float>& be, const std::string& objecti
   const std::string tag = be.name + " " + objective;
   train::CompressOptions o;
   o.model = test::random_llama_dir(tmp.path(), kConfig12, 17);
-  o.text = tmp.path() / "train.txt";
+  o.texts = {tmp.path() / "train.txt"};
   o.eval_text = tmp.path() / "eval.txt";
-  std::ofstream(o.text) << test::word_text(1, 20);
+  std::ofstream(o.texts.front()) << test::word_text(1, 20);
   std::ofstream(o.eval_text) << test::word_text(2, 6);
   o.objective = objective;
   o.bpw = 1.0;

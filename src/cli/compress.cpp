@@ -73,16 +73,23 @@ int run_compress(CompressCliOptions o) {
   } else {
     job.out = o.out;
   }
-  const nlohmann::ordered_json summary = train::compress(job, *be);
+  const nlohmann::ordered_json summary = train::compress_recipe(job, *be);
   std::printf("%s\n", summary.dump(2).c_str());
   if (job.diagnose) return 0;
   const auto& p = summary.at("perplexity");
+  const double teacher = p.at("teacher").at("ppl").get<double>(), student = p.at("student").at("ppl").get<double>();
+  std::string stages = fmt::format("the start ({}): {:.4g}", summary.value("init_method", std::string("init")),
+                                   p.at("init").at("ppl").get<double>());
+  if (p.contains("blockwise"))
+    stages += fmt::format(", after the block-wise stage: {:.4g}", p.at("blockwise").at("ppl").get<double>());
   std::fprintf(stderr,
-               "compress: %s  %.4f bpw (projections), %.4f bpw (whole model)  ppl teacher %.3f, init %.3f, "
-               "trained %.3f\n",
+               "compress: wrote %s: %.4f bits per weight over the projections (%.4f over the whole model).\n"
+               "compress: perplexity on %lld evaluation windows of %lld tokens: teacher %.3f, compressed %.3f — "
+               "%.2f× the teacher's (%s).\n",
                job.out.string().c_str(), summary.at("accounting").at("blr").at("bpw").get<double>(),
-               summary.at("accounting").at("model").at("bpw").get<double>(), p.at("teacher").at("ppl").get<double>(),
-               p.at("init").at("ppl").get<double>(), p.at("student").at("ppl").get<double>());
+               summary.at("accounting").at("model").at("bpw").get<double>(),
+               static_cast<long long>(p.at("teacher").at("windows").get<std::int64_t>()),
+               static_cast<long long>(job.eval_seq_len), teacher, student, student / teacher, stages.c_str());
   return 0;
 }
 

@@ -73,6 +73,13 @@ int main(int argc, char** argv) {
   compress_cmd->add_flag("--diagnose", compress.job.diagnose,
                          "train nothing: the perplexity with one block, then one projection kind, replaced by its "
                          "initialisation, and each matrix's weight and output error (JSON on stdout)");
+  auto* e2e_steps_opt = compress_cmd->add_option("--e2e-steps", compress.job.e2e_steps,
+                           "after a block-wise objective (layer, sequential), this many end-to-end steps from its "
+                           "result (default: cuda 600, cpu 0)")
+      ->check(CLI::NonNegativeNumber);
+  compress_cmd->add_option("--e2e-sign-lr", compress.job.e2e_sign_lr,
+                           "peak learning rate of the sign latents in the --e2e-steps stage (default 1e-4)")
+      ->check(CLI::NonNegativeNumber);
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
                            "svid (plain Dual-SVID, default) or act (Dual-SVID of the activation-weighted weights)")
       ->check(CLI::IsMember({"act", "svid"}));
@@ -98,7 +105,20 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   compress_cmd->add_flag("--resume", compress.job.resume,
                          "continue the interrupted run whose checkpoint <out>.ckpt exists (same options)");
-  compress_cmd->add_option("--text", compress.job.text, "training text file (default: the corpus training split)");
+  compress_cmd->add_option("--text", compress.job.texts,
+                           "training text: a file, a directory (its .txt, .md, .rst, .jsonl files) or a .jsonl file "
+                           "(the \"text\" field of each line); repeatable (default: the corpus training split)");
+  compress_cmd->add_option("--data", compress.job.data,
+                           "text (the training text, default) or teacher (text sampled from the teacher, cached in "
+                           "<out>.teacher.ids)")
+      ->check(CLI::IsMember({"text", "teacher"}));
+  compress_cmd->add_option("--teacher-share", compress.job.teacher_share,
+                           "with --data text: this share of the training windows sampled from the teacher instead "
+                           "(default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  compress_cmd->add_option("--teacher-tokens", compress.job.teacher_tokens,
+                           "tokens to sample from the teacher (default 131072; a forward of the whole window per token)")
+      ->check(CLI::PositiveNumber);
   compress_cmd->add_option("--eval-text", compress.job.eval_text,
                            "perplexity text file (default: the corpus evaluation split)");
   auto* lr_opt = compress_cmd
@@ -167,7 +187,8 @@ int main(int argc, char** argv) {
                         .windows = windows_opt->count() > 0,
                         .steps = false,  // --tokens or --steps: run_compress
                         .lr = lr_opt->count() > 0,
-                        .sign_lr = sign_lr_opt->count() > 0};
+                        .sign_lr = sign_lr_opt->count() > 0,
+                        .e2e_steps = e2e_steps_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       return bitrank::cli::run_compress(compress);
     }

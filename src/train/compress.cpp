@@ -10,6 +10,8 @@
 #include <cmath>
 
 #include "bitrank/error.hpp"
+#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/log.hpp"
 #include "bitrank/progress.hpp"
 #include "train/objective.hpp"
 
@@ -43,6 +45,45 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;
   if (!given.sign_lr) o.train.signs.lr = o.objective == "e2e" ? 1e-4f : 1e-2f;
+  if (!given.e2e_steps) o.e2e_steps = cuda && !ptq && o.objective != "e2e" ? 600 : 0;
+}
+
+nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>& be) {
+  if (o.e2e_steps == 0 || o.objective == "e2e" || o.diagnose) return compress(o, be);
+  namespace fs = std::filesystem;
+  CompressOptions first = o;
+  first.out = o.out.string() + ".blockwise.bitrank";
+  CompressOptions second = o;
+  second.objective = "e2e";
+  second.steps = o.e2e_steps;
+  second.train.signs.lr = o.e2e_sign_lr;
+  second.init = first.out;
+  second.bpw_overrides = {};  // the ranks are the block-wise file's
+  const bool second_started = fs::exists(compress_checkpoint_path(second.out));
+  const bool first_done = fs::exists(first.out) && !fs::exists(compress_checkpoint_path(first.out));
+  nlohmann::ordered_json stage1;
+  if (o.resume && (second_started || first_done)) {
+    if (!fs::exists(first.out))
+      fail("compress --resume: the end-to-end stage's checkpoint {} exists but its start {} does not",
+           compress_checkpoint_path(second.out).string(), first.out.string());
+    stage1 = io::load_bitrank(first.out).summary;
+    BR_LOG_INFO("compress: the block-wise stage is done ({}); the end-to-end stage {}", first.out.string(),
+                second_started ? "resumes" : "starts");
+  } else {
+    first.resume = o.resume && fs::exists(compress_checkpoint_path(first.out));
+    stage1 = compress(first, be);
+  }
+  second.resume = o.resume && second_started;
+  nlohmann::ordered_json summary = compress(second, be);
+  nlohmann::ordered_json blockwise = {{"objective", o.objective},
+                                      {"steps_per_block", o.steps},
+                                      {"perplexity", stage1.at("perplexity")}};
+  if (stage1.contains("training")) blockwise["training"] = stage1.at("training");
+  summary["stages"] = nlohmann::ordered_json::array({blockwise});
+  summary["perplexity"]["init"] = stage1.at("perplexity").at("init");        // the run's start: the block-wise stage's
+  summary["perplexity"]["blockwise"] = stage1.at("perplexity").at("student");
+  fs::remove(first.out);
+  return summary;
 }
 
 void validate(const CompressOptions& o) {
@@ -54,6 +95,15 @@ void validate(const CompressOptions& o) {
     fail("compress: init method '{}' is not one of act (activation-weighted Dual-SVID), svid (plain Dual-SVID)",
          o.init_method);
   if (o.diagnose && o.resume) fail("compress: --diagnose trains nothing and has nothing to resume");
+  if (o.data != "text" && o.data != "teacher")
+    fail("compress: --data '{}' is not one of text (the training text), teacher (text sampled from the teacher)",
+         o.data);
+  if (o.data == "teacher" && !o.texts.empty())
+    fail("compress: --data teacher trains on the teacher's samples alone; --text does not apply (use --teacher-share "
+         "to mix them with a text)");
+  if (!(o.teacher_share >= 0 && o.teacher_share <= 1))
+    fail("compress: --teacher-share must be in [0, 1], got {}", o.teacher_share);
+  if (o.teacher_tokens < 1) fail("compress: --teacher-tokens must be positive, got {}", o.teacher_tokens);
   if (o.max_text_tokens < 0)
     fail("compress: --max-text-tokens must be 0 (the whole text) or positive, got {}", o.max_text_tokens);
   if (o.calib_windows < 0) fail("compress: --calib-windows must be 0 (none) or positive, got {}", o.calib_windows);

@@ -80,7 +80,18 @@ fs::path compress_checkpoint_path(const fs::path& out) { return fs::path(out.str
 ordered_json compress_resume_options(const CompressOptions& o) {
   ordered_json j;
   j["model"] = abs_path(o.model);
-  j["text"] = abs_path(o.text);
+  if (o.texts.size() <= 1) {  // one source: the key checkpoints had before several existed
+    j["text"] = abs_path(o.texts.empty() ? fs::path() : o.texts.front());
+  } else {
+    ordered_json texts = ordered_json::array();
+    for (const fs::path& t : o.texts) texts.push_back(abs_path(t));
+    j["texts"] = texts;
+  }
+  if (o.data != "text" || o.teacher_share > 0) {  // only when used, as bpw_overrides
+    j["data"] = o.data;
+    j["teacher_share"] = o.teacher_share;
+    j["teacher_tokens"] = o.teacher_tokens;
+  }
   j["eval_text"] = abs_path(o.eval_text);
   j["objective"] = o.objective;
   j["init_method"] = o.init_method;

@@ -27,6 +27,7 @@
 #include "bitrank/progress.hpp"
 #include "bitrank/thread_pool.hpp"
 #include "bitrank/train/calibration.hpp"
+#include "bitrank/train/teacher_text.hpp"
 #include "train/compress_run.hpp"
 
 namespace bitrank::train {
@@ -262,6 +263,48 @@ void measure_start(CompressRun& run) {
   run.ckpt.perplexity = {{"teacher", ppl_json(teacher)}, {"init", ppl_json(init)}};
 }
 
+
+// The training ids: the text (its first max_text_tokens), without any run of
+// 64 ids that also occurs in the evaluation text (train/data.hpp: texts
+// repeat across files), and the teacher's samples — alone (data "teacher")
+// or as teacher_share of the windows.
+std::vector<std::int32_t> training_ids(CompressRun& run) {
+  const CompressOptions& o = run.o;
+  std::vector<std::int32_t> ids;
+  if (o.data == "text") {
+    TextSources sources{.paths = o.texts};
+    if (!o.eval_text.empty()) sources.exclude = {o.eval_text};
+    run.train_text = load_training_text(sources);
+    ids = run.tokenizer->encode(run.train_text.text);
+    run.train_text.text = {};
+    HeldOutOverlap clean = remove_held_out_runs(ids, run.eval_ids, 64);
+    if (clean.removed > 0) {
+      BR_LOG_INFO("compress: {} training ids removed: runs of 64 that occur in the evaluation text", clean.removed);
+      run.train_text.name += fmt::format(" less {} ids shared with the evaluation text", clean.removed);
+    }
+    ids = std::move(clean.ids);
+    if (o.max_text_tokens > 0 && std::ssize(ids) > o.max_text_tokens) {
+      ids.resize(static_cast<std::size_t>(o.max_text_tokens));
+      run.train_text.name += fmt::format(", its first {} tokens", o.max_text_tokens);
+    }
+  }
+  if (o.data == "text" && o.teacher_share == 0) return ids;
+  TeacherTextOptions t{.tokens = o.teacher_tokens, .seq_len = o.seq_len, .seed = o.seed};
+  t.model_id = teacher_fingerprint(run.weights);
+  t.cache = o.out.string() + ".teacher.ids";
+  const TeacherText teacher = generate_teacher_text(*run.teacher, *run.tokenizer, t);
+  BR_LOG_INFO("compress: {} ({})", teacher.name, teacher.cache_status);
+  if (o.data == "teacher") {
+    run.train_text.name = teacher.name;
+    return teacher.ids;
+  }
+  const MixedIds mixed =
+      mix_token_streams(ids, teacher.ids, MixOptions{.share = o.teacher_share, .seq_len = o.seq_len, .seed = o.seed});
+  run.train_text.name += fmt::format(" mixed with {} ({} of {} windows)", teacher.name, mixed.from_b,
+                                     mixed.from_a + mixed.from_b);
+  return mixed.ids;
+}
+
 }  // namespace
 
 void prepare_run(CompressRun& run) {
@@ -276,27 +319,22 @@ void prepare_run(CompressRun& run) {
                 run.streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
                 run.streaming.reason);
   run.tokenizer.emplace(io::load_model_tokenizer(o.model));
-  run.train_text = load_training_text(o.text);
-  std::vector<std::int32_t> train_ids = run.tokenizer->encode(run.train_text.text);
-  if (o.max_text_tokens > 0 && std::ssize(train_ids) > o.max_text_tokens) {
-    train_ids.resize(static_cast<std::size_t>(o.max_text_tokens));
-    run.train_text.name += fmt::format(", its first {} tokens", o.max_text_tokens);
-  }
   run.eval_ids = run.tokenizer->encode(o.eval_text.empty()
                                            ? io::read_corpus_text(io::split_corpus(io::corpus_files()).eval)
                                            : io::read_corpus_text({o.eval_text}));
   const std::int64_t available = static_cast<std::int64_t>(run.eval_ids.size()) / o.eval_seq_len;
   run.eval_windows = o.eval_windows == 0 ? available : std::min(o.eval_windows, available);
   if (run.eval_windows < 1) fail("compress: the evaluation text holds no window of {} tokens", o.eval_seq_len);
-  BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
-              run.weights.source, cfg.num_layers, cfg.hidden_size, run.train_text.name, train_ids.size(),
-              run.eval_windows, o.eval_seq_len);
-  draw_windows(run, std::move(train_ids));
   // The teacher as its family's model; the objectives read its blocks
   // through llama_teacher or hybrid_teacher (exactly one is set).
   run.teacher = model::make_model(run.be, run.weights, {}, run.streaming.stream);
   run.llama_teacher = dynamic_cast<const model::LlamaModel<float>*>(run.teacher.get());
   run.hybrid_teacher = dynamic_cast<const model::HybridModel<float>*>(run.teacher.get());
+  std::vector<std::int32_t> train_ids = training_ids(run);
+  BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
+              run.weights.source, cfg.num_layers, cfg.hidden_size, run.train_text.name, train_ids.size(),
+              run.eval_windows, o.eval_seq_len);
+  draw_windows(run, std::move(train_ids));
   BR_ASSERT((run.llama_teacher != nullptr) != run.hybrid() && (run.hybrid_teacher != nullptr) == run.hybrid(),
             "make_model gave no model of the {} family", cfg.model_type);
 }

@@ -125,7 +125,13 @@ struct CompressHooks {
 struct CompressOptions {
   std::filesystem::path model;    // .gguf or Hugging Face directory (dense Llama family or hybrid)
   std::filesystem::path out;      // the .bitrank file to write
-  std::filesystem::path text;     // training text; empty: the corpus training split
+  std::vector<std::filesystem::path> texts;  // training text: files, directories, JSONL (train/data.hpp); empty: the corpus training split
+  // Text sampled from the teacher (train/teacher_text.hpp, cached in <out>.teacher.ids):
+  // data "text" trains on `texts` with a teacher_share of the windows from the teacher's samples (0: none);
+  // data "teacher" trains on the teacher's samples alone.
+  std::string data = "text";
+  double teacher_share = 0;
+  std::int64_t teacher_tokens = 131072;
   std::filesystem::path eval_text;  // perplexity text; empty: the corpus evaluation split
   std::string objective = "layer";   // layer, sequential or e2e (see above)
   std::string init_method = "svid";  // svid (plain Dual-SVID) or act (activation-weighted Dual-SVID)
@@ -142,6 +148,10 @@ struct CompressOptions {
   bool diagnose = false;             // measure the initialisation (one block / projection kind replaced), train nothing
   std::int64_t max_text_tokens = 0;  // distinct training tokens read from the text (its start; 0: all of it)
   std::int64_t steps = 16;        // training steps per block (layer); steps in all (e2e)
+  // compress_recipe only: after a block-wise objective, this many end-to-end
+  // steps from its result (0: none), at sign rate e2e_sign_lr.
+  std::int64_t e2e_steps = 0;
+  float e2e_sign_lr = 1e-4f;
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
   std::int64_t eval_windows = 16; // perplexity windows of the evaluation split (0: all)
@@ -168,7 +178,7 @@ void validate(const CompressOptions& options);
 // leaves those alone.
 struct GivenOptions {
   bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
-  bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false;
+  bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false, e2e_steps = false;
 };
 
 // The defaults that depend on the device, the method and the objective, set
@@ -181,8 +191,8 @@ struct GivenOptions {
 //   the activation-weighted init (--init-method act) measured worse than
 //     plain Dual-SVID on SmolLM2 (docs/results.md), so it is not a default;
 //   device cuda: windows of 512, 8 a step, 100 steps (layer-wise: per block),
-//     64 calibration windows; cpu: windows of 256, 4 a step, 16 steps, 16
-//     calibration windows;
+//     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
+//     windows of 256, 4 a step, 16 steps, no e2e stage, 16 calibration windows;
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
 //     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there).
 // Error for a method other than train or ptq.
@@ -190,5 +200,14 @@ void apply_recipe_defaults(CompressOptions& options, std::string_view method, co
 
 // Runs the whole job on `be`; returns the summary (also stored in the file).
 nlohmann::ordered_json compress(const CompressOptions& options, Backend<float>& be);
+
+// compress, then (when e2e_steps > 0 after a block-wise objective) the
+// end-to-end objective for e2e_steps steps from its result: the block-wise
+// stage writes <out>.blockwise.bitrank (deleted at the end), the e2e stage
+// <out>. Each stage checkpoints and resumes as compress does; with `resume`
+// the stage whose checkpoint exists continues (a finished block-wise file
+// and no e2e checkpoint: the e2e stage starts). The summary is the e2e
+// stage's with "stages": the block-wise stage's perplexity and training.
+nlohmann::ordered_json compress_recipe(const CompressOptions& options, Backend<float>& be);
 
 }  // namespace bitrank::train
