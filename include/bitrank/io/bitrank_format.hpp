@@ -115,7 +115,12 @@ std::vector<std::byte> bitrank_image(const CompressedModel& model);
 
 // Reads and checks a bitrank file (or an image held by the caller; `name`
 // stands for it in errors).
+// A file that is not safetensors at all is an Error saying "not a bitrank
+// model file (no safetensors header: …)".
 CompressedModel load_bitrank(const std::filesystem::path& path);
+// The format and version checks and the architecture (bitrank.config) only:
+// no tensor is read.
+ModelConfig bitrank_config(const std::filesystem::path& path);
 CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name);
 
 // `bitrank info`: the file's description,
@@ -126,5 +131,11 @@ CompressedModel load_bitrank(std::span<const std::byte> image, const std::string
 // m×n, rank, paths and bpw, the totals, the summary).
 nlohmann::ordered_json describe_bitrank(const std::filesystem::path& path);
 std::string describe_bitrank_text(const nlohmann::ordered_json& description);
+// Its pieces, for descriptions of other model files (`bitrank info` on a
+// GGUF or a Hugging Face directory): the architecture line of a config.json
+// object (hf_config_to_json), the tokenizer object and its line ("none" for null).
+std::string architecture_text(const nlohmann::ordered_json& config_json);
+nlohmann::ordered_json tokenizer_description(const TokenizerSpec& tokenizer);
+std::string tokenizer_text(const nlohmann::ordered_json& tokenizer_description);
 
 }  // namespace bitrank::io
