@@ -59,10 +59,10 @@ void write_file(const fs::path& p, const std::string& text) { std::ofstream(p, s
     EXPECT_NE(r_.out.find(fragment), std::string::npos) << "'" << (fragment) << "' not in: " << r_.out; \
   } while (0)
 
-// No message carries a number of 20 digits or more (CLI11's DBL_MAX bound
-// printed in full was 309 digits).
+// No message carries a number of 25 digits or more (CLI11's DBL_MAX bound
+// printed in full was 309 digits; a value the user typed may be 23).
 void expect_no_absurd_number(const Result& r) {
-  EXPECT_FALSE(std::regex_search(r.out, std::regex("[0-9]{20,}"))) << r.out;
+  EXPECT_FALSE(std::regex_search(r.out, std::regex("[0-9]{25,}"))) << r.out;
   EXPECT_LT(r.out.size(), 400u) << r.out;
 }
 
@@ -201,6 +201,10 @@ TEST_F(Cli, EvalSeqLenPastTheContextIsAnError) {
   EXPECT_REFUSED(cli({"compress", "--model", model_, "--text", text_, "--eval-text", text_, "--eval-seq-len",
                       "1024", "--steps", "1", "-o", path("m.bitrank").string()}, 30),
                  "compress: --eval-seq-len 1024 exceeds the model's context of 256");
+  // Not given, the window is 512 shortened to the context.
+  const Result dflt = cli({"eval", "--model", model_, "--text", text_, "--max-windows", "1"});
+  ASSERT_EQ(dflt.status, 0) << dflt.out;
+  EXPECT_NE(dflt.out.find("\"seq_len\": 256"), std::string::npos) << dflt.out;
   // At the context: runs, and says so before the first window ends.
   const Result ok = cli({"eval", "--model", model_, "--text", text_, "--seq-len", "256", "--max-windows", "1"});
   ASSERT_EQ(ok.status, 0) << ok.out;
@@ -229,8 +233,11 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
   const std::string out = path("m.bitrank").string();
   const std::vector<Case> cases{
       {{"eval", "--max-windows", "-3"}, "--max-windows: must be 0 or more, got -3"},
-      {{"eval", "--seq-len", "1"}, "--seq-len"},
-      {{"eval", "--seq-len", "abc"}, "--seq-len"},
+      {{"eval", "--seq-len", "1"}, "--seq-len: must be in [2, 1048576], got 1"},
+      {{"eval", "--seq-len", "abc"}, "--seq-len: 'abc' is not a whole number"},
+      {{"eval", "--seq-len", "99999999999999999999999"}, "--seq-len: '99999999999999999999999' is out of range"},
+      {{"compress", "--seed", "-1", "-o", out}, "--seed: must be >= 0, got -1"},
+      {{"generate", "--prompt", "x", "--seed", "-5"}, "--seed: must be >= 0, got -5"},
       {{"bench", "--min-time", "-1"}, "--min-time: must be a positive number, got -1"},
       {{"bench", "--min-time", "nan"}, "--min-time: must be a positive number, got nan"},
       {{"compress", "--eval-windows", "-1", "-o", out}, "--eval-windows: must be 0 or more, got -1"},
@@ -241,9 +248,9 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
       {{"compress", "--mse-weight", "-1", "-o", out}, "--mse-weight: must be 0 or more, got -1"},
       {{"compress", "--bpw", "-1", "-o", out}, "--bpw: must be a positive number, got -1"},
       {{"compress", "--bpw", "1x", "-o", out}, "--bpw: '1x' is not a number"},
-      {{"compress", "--seq-len", "1", "-o", out}, "--seq-len"},
-      {{"compress", "--windows", "0", "-o", out}, "--windows"},
-      {{"compress", "--eval-seq-len", "1", "-o", out}, "--eval-seq-len"},
+      {{"compress", "--seq-len", "1", "-o", out}, "--seq-len: must be in [2, 1048576], got 1"},
+      {{"compress", "--windows", "0", "-o", out}, "--windows: must be in [1, 1048576], got 0"},
+      {{"compress", "--eval-seq-len", "1", "-o", out}, "--eval-seq-len: must be in [2, 1048576], got 1"},
       {{"compress", "--paths", "3", "-o", out}, "--paths"},
   };
   for (const Case& c : cases) {
@@ -252,6 +259,37 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
     expect_no_absurd_number(r);
   }
   EXPECT_FALSE(fs::exists(out));
+}
+
+// ---- 12. what else a new user tries -----------------------------------------------------
+
+// Outputs that cannot be written, texts that are directories, empty
+// prompts, conflicting inputs: refused at once, naming the problem, not after
+// the work (compress used to train for minutes, then fail to save).
+TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
+  fs::create_directories(path("adir"));
+  const std::string adir = path("adir").string();
+  EXPECT_REFUSED(cli({"compress", "--model", model_, "--text", text_, "--eval-text", text_, "--bpw", "4", "--steps",
+                      "1", "-o", "/nonexistent/dir/m.bitrank"}, 30),
+                 "compress: cannot write -o /nonexistent/dir/m.bitrank: the directory /nonexistent/dir does not exist");
+  EXPECT_REFUSED(cli({"compress", "--model", model_, "--text", text_, "--eval-text", text_, "--bpw", "4", "--steps",
+                      "1", "-o", adir}, 30),
+                 "it is a directory");
+  EXPECT_REFUSED(cli({"tokenize", "--model", model_, "--text", text_, "-o", "/nonexistent/dir/x"}, 30),
+                 "tokenize: cannot write -o /nonexistent/dir/x: the directory /nonexistent/dir does not exist");
+  EXPECT_REFUSED(cli({"tokenize", "--model", model_, "--text", adir, "-o", path("ids").string()}, 30),
+                 "corpus: " + adir + " is a directory, not a text file");
+  EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", adir}, 30), "is a directory, not a text file");
+  EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", "/nonexistent/t.txt"}, 30),
+                 "corpus: cannot read /nonexistent/t.txt: No such file or directory");
+  EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", text_, "--ids", text_}, 30), "give --text or --ids, not both");
+  EXPECT_REFUSED(cli({"generate", "--model", model_, "--prompt", ""}, 30), "generate: --prompt is empty");
+  EXPECT_REFUSED(cli({"info", adir}, 30), "a directory without config.json, not a Hugging Face model directory");
+  write_file(path("empty.txt"), "");
+  // (--seq-len not given: 512, shortened to this model's context of 256.)
+  EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", path("empty.txt").string()}, 30),
+                 "eval: 0 tokens do not fill one window of 256 (--seq-len)");
+  EXPECT_FALSE(fs::exists(path("ids")));
 }
 
 // ---- 6. unknown command ----------------------------------------------------------------

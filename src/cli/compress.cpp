@@ -64,18 +64,8 @@ int run_compress(CompressCliOptions o) {
   if (o.tokens_given && o.tokens < 1) fail("compress: --tokens must be at least 1, got {}", o.tokens);
   if (o.steps_given && o.steps < 1) fail("compress: --steps must be at least 1, got {}", o.steps);
   if (o.tokens_given && o.steps_given) fail("compress: give --tokens or --steps, not both");
-  const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
-  if (o.steps_given) job.steps = o.steps;
-  else if (o.tokens_given) job.steps = (o.tokens + per_step - 1) / per_step;
   if (!job.init.empty() && (o.bpw_given || !o.bpw_for.empty()))
     fail("compress: --init {} brings its own ranks; --bpw and --bpw-for do not apply", job.init.string());
-  // What the model's header alone refuses, before anything is loaded: a window past its context, a bpw
-  // target its projections cannot reach (blr::plan_ranks names the range they can).
-  const io::ModelConfig config = model::read_model_config(job.model);
-  check_seq_len_fits("compress", "--seq-len", job.seq_len, config);
-  check_seq_len_fits("compress", "--eval-seq-len", job.eval_seq_len, config);
-  if (job.init.empty())
-    (void)blr::plan_ranks(model::compressible_projections(config), job.bpw, job.bpw_overrides, job.paths, 16);
   if (o.out.empty() && !job.init.empty()) {
     job.out = fmt::format("{}.{}.bitrank", std::filesystem::path(job.init).stem().string(), job.objective);
   } else if (o.out.empty()) {
@@ -84,6 +74,19 @@ int run_compress(CompressCliOptions o) {
     job.out = o.out;
   }
   check_output_path("compress", "-o", job.out.string());
+  // What the model's header alone refuses, before anything is loaded: a window past its context (windows
+  // not given are shortened to it), a bpw target its projections cannot reach (blr::plan_ranks names the
+  // range they can).
+  const io::ModelConfig config = model::read_model_config(job.model);
+  if (!o.given.seq_len) job.seq_len = default_seq_len(job.seq_len, config);
+  if (!o.eval_seq_len_given) job.eval_seq_len = default_seq_len(job.eval_seq_len, config);
+  check_seq_len_fits("compress", "--seq-len", job.seq_len, config);
+  check_seq_len_fits("compress", "--eval-seq-len", job.eval_seq_len, config);
+  if (job.init.empty())
+    (void)blr::plan_ranks(model::compressible_projections(config), job.bpw, job.bpw_overrides, job.paths, 16);
+  const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
+  if (o.steps_given) job.steps = o.steps;
+  else if (o.tokens_given) job.steps = (o.tokens + per_step - 1) / per_step;
   const nlohmann::ordered_json summary = train::compress(job, *be);
   std::printf("%s\n", summary.dump(2).c_str());
   if (job.diagnose) return 0;

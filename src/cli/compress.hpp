@@ -15,6 +15,7 @@ struct CompressCliOptions {
   long long tokens = 0;      // training tokens per block (when tokens_given)
   long long steps = 0;       // instead of --tokens: steps per block (when steps_given)
   bool tokens_given = false, steps_given = false;  // on the command line (neither: the device's default)
+  bool eval_seq_len_given = false;  // else 512, or the model's context when shorter (--seq-len: given.seq_len)
   std::string device_memory_cap;  // --device-memory-cap: bytes, or <n>GiB / <n>MiB; empty: none
   bool stream = false, no_stream = false;  // --stream / --no-stream (neither: automatic)
   std::vector<std::string> bpw_for;         // --bpw-for PATTERN=BPW, in the order given

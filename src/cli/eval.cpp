@@ -18,7 +18,8 @@
 // the device.
 //
 // --seq-len may not exceed the model's context (max_position_embeddings,
-// GGUF context_length): an Error naming it, before anything is loaded
+// GGUF context_length; not given: 512, or the context when shorter): an
+// Error naming it, before anything is loaded
 // (past it RoPE positions were never trained and attention costs grow as
 // T²). A progress line shows as the first window starts.
 //
@@ -72,7 +73,9 @@ int run_eval(const EvalOptions& o) {
   if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
   if (!o.ids.empty() && !o.text.empty()) fail("eval: give --text or --ids, not both");
   // The model's kind and context from its header alone, before the text is read or the weights loaded.
-  check_seq_len_fits("eval", "--seq-len", o.seq_len, model::read_model_config(model_path));
+  const io::ModelConfig config = model::read_model_config(model_path);
+  const index_t T = o.seq_len_given ? o.seq_len : default_seq_len(o.seq_len, config);
+  check_seq_len_fits("eval", "--seq-len", T, config);
   const std::string stream = stream_mode("eval", o.stream, o.no_stream);
   const std::size_t cap_bytes = device_memory_cap("eval", o.device_memory_cap);
   // First, so a bad or unavailable --device is reported before the text is read.
@@ -90,7 +93,6 @@ int run_eval(const EvalOptions& o) {
     text_name = std::move(text_ids.name);
   }
 
-  const index_t T = o.seq_len;
   index_t windows = static_cast<index_t>(ids.size()) / T;
   if (o.max_windows > 0) windows = std::min<index_t>(windows, o.max_windows);
   if (windows == 0) fail("eval: {} tokens do not fill one window of {} (--seq-len)", ids.size(), T);

@@ -34,6 +34,11 @@ void check_seq_len_fits(std::string_view command, std::string_view option, long 
          command, option, seq_len, context, option, context);
 }
 
+long long default_seq_len(long long fallback, const io::ModelConfig& config) {
+  const std::int64_t context = config.max_position_embeddings;
+  return context > 0 && context < fallback ? context : fallback;
+}
+
 void check_output_path(std::string_view command, std::string_view option, const std::string& path) {
   const std::filesystem::path p(path);
   const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();

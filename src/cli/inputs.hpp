@@ -27,6 +27,10 @@ void check_seq_len_fits(std::string_view command, std::string_view option, long 
 // or the path is a directory: checked before any work, not after it.
 void check_output_path(std::string_view command, std::string_view option, const std::string& path);
 
+// A window length the user did not give: `fallback`, or the model's context
+// when that is shorter.
+long long default_seq_len(long long fallback, const io::ModelConfig& config);
+
 enum class CorpusPart { train, eval };
 
 struct TextIds {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -41,6 +42,30 @@ const CLI::Validator kPositive =
     number_check("> 0", [](double v) { return std::isfinite(v) && v > 0; }, "a positive number");
 const CLI::Validator kNonNegative =
     number_check(">= 0", [](double v) { return std::isfinite(v) && v >= 0; }, "0 or more");
+
+// A whole number in [lo, hi] (CLI11's Range says "Value abc not in range …"
+// for text that is no number, and an unsigned option takes "-1" as 2^64 − 1).
+CLI::Validator whole_number(long long lo, long long hi) {
+  const std::string bounds = hi == LLONG_MAX ? fmt::format(">= {}", lo) : fmt::format("in [{}, {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& text) -> std::string {
+        long long v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          return "'" + text + "' is out of range: must be " + bounds;
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a whole number";
+        if (v < lo || v > hi) return "must be " + bounds + ", got " + text;
+        return {};
+      },
+      bounds);
+}
+const CLI::Validator kSeqLen = whole_number(2, 1L << 20), kWindows = whole_number(1, 1L << 20),
+                     kSeed = whole_number(0, LLONG_MAX);
 
 // --device-memory-cap, --stream and --no-stream (compress and eval); `whose`
 // names the weights that decide the automatic choice.
@@ -115,14 +140,14 @@ int main(int argc, char** argv) {
   auto* steps_opt = compress_cmd->add_option("--steps", compress.steps,
                                              "instead of --tokens: training steps per block (layer) or in all (e2e)");
   auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
-      ->check(CLI::Range(2L, 1L << 20));
+      ->check(kSeqLen);
   auto* windows_opt = compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
-      ->check(CLI::Range(1L, 1L << 20));
+      ->check(kWindows);
   compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
                            "perplexity windows of the evaluation split (default 16; 0: all)")
       ->check(kNonNegative);
   compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
-      ->check(CLI::Range(2L, 1L << 20));
+      ->check(kSeqLen);
   compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
                            "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block, or of e2e training)")
       ->check(kNonNegative);
@@ -143,7 +168,7 @@ int main(int argc, char** argv) {
                            "e2e: λ of the hidden-state MSE terms, which enter as (λ/T)·MSE next to the per-token KL "
                            "(default 10, LittleBit's l2l_loss_scale)")
       ->check(kNonNegative);
-  compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD (default 0)");
+  compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD (default 0)")->check(kSeed);
   compress_cmd->add_option("--device", compress.job.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   add_memory_options(compress_cmd, compress.device_memory_cap, compress.stream, compress.no_stream, "teacher's");
 
@@ -154,8 +179,8 @@ int main(int argc, char** argv) {
                        "(default: the SmolLM2-135M GGUF found at build time)");
   eval_cmd->add_option("--text", eval.text, "a text file (default: the evaluation split of the Debian corpus)");
   eval_cmd->add_option("--ids", eval.ids, "instead of --text: a file of whitespace-separated token ids");
-  eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window, at most the model's context (default 512)")
-      ->check(CLI::Range(2L, 1L << 20));
+  eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window, at most the model's context (default 512, or the context when shorter)")
+      ->check(kSeqLen);
   eval_cmd->add_option("--max-windows", eval.max_windows, "evaluate only the first N windows (0: all)")
       ->check(kNonNegative);
   eval_cmd->add_option("--device", eval.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -170,7 +195,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--temperature", gen.temperature, "0: greedy (default); > 0: sample from softmax(logits / t)");
   gen_cmd->add_option("--top-k", gen.top_k, "sample among the k most likely tokens only (default 0: all)");
   gen_cmd->add_option("--top-p", gen.top_p, "then among the most likely tokens holding this share of the mass (default 1)");
-  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)");
+  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)")->check(kSeed);
   gen_cmd->add_option("--device", gen.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   bool stop_at_eos = false, no_stop_at_eos = false;  // two plain flags: CLI11 renders "A,!B" as "A,B{false}"
   gen_cmd->add_flag("--stop-at-eos", stop_at_eos, "stop after the tokenizer's end-of-sequence token (the default)");
@@ -223,9 +248,13 @@ int main(int argc, char** argv) {
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       compress.tokens_given = tokens_opt->count() > 0;
       compress.steps_given = steps_opt->count() > 0;
+      compress.eval_seq_len_given = compress_cmd->get_option("--eval-seq-len")->count() > 0;
       return bitrank::cli::run_compress(compress);
     }
-    if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
+    if (eval_cmd->parsed()) {
+      eval.seq_len_given = eval_cmd->get_option("--seq-len")->count() > 0;
+      return bitrank::cli::run_eval(eval);
+    }
     if (gen_cmd->parsed()) {
       if (stop_at_eos && no_stop_at_eos) bitrank::fail("generate: give --stop-at-eos or --no-stop-at-eos, not both");
       gen.stop_at_eos = !no_stop_at_eos;
