@@ -289,6 +289,11 @@ TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
   // (--seq-len not given: 512, shortened to this model's context of 256.)
   EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", path("empty.txt").string()}, 30),
                  "eval: 0 tokens do not fill one window of 256 (--seq-len)");
+  // A compressed model is no teacher.
+  const std::vector<std::byte> st = test::safetensors_image({{"x", {1}, {0.0f}}});
+  std::ofstream(path("m.bitrank"), std::ios::binary).write(reinterpret_cast<const char*>(st.data()), std::ssize(st));
+  EXPECT_REFUSED(cli({"compress", "--model", path("m.bitrank").string(), "--steps", "1", "-o", path("n.bitrank").string()}, 30),
+                 "is a compressed (bitrank) model, not a teacher");
   EXPECT_FALSE(fs::exists(path("ids")));
 }
 

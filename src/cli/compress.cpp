@@ -23,6 +23,7 @@
 #include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
+#include "bitrank/io/model_file.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/model/projection.hpp"
 #include "cli/device.hpp"
@@ -77,6 +78,10 @@ int run_compress(CompressCliOptions o) {
   // What the model's header alone refuses, before anything is loaded: a window past its context (windows
   // not given are shortened to it), a bpw target its projections cannot reach (blr::plan_ranks names the
   // range they can).
+  if (io::identify_model_file(job.model) == io::ModelFileKind::safetensors)
+    fail("compress: --model {} is a compressed (bitrank) model, not a teacher: give the .gguf or Hugging Face "
+         "directory it was made from (--init {} continues from it)",
+         job.model.string(), job.model.string());
   const io::ModelConfig config = model::read_model_config(job.model);
   if (!o.given.seq_len) job.seq_len = default_seq_len(job.seq_len, config);
   if (!o.eval_seq_len_given) job.eval_seq_len = default_seq_len(job.eval_seq_len, config);
