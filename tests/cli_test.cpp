@@ -252,6 +252,8 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
       {{"compress", "--windows", "0", "-o", out}, "--windows: must be in [1, 1048576], got 0"},
       {{"compress", "--eval-seq-len", "1", "-o", out}, "--eval-seq-len: must be in [2, 1048576], got 1"},
       {{"compress", "--paths", "3", "-o", out}, "--paths"},
+      {{"compress", "--calib-windows", "-1", "-o", out}, "--calib-windows: must be 0 or more, got -1"},
+      {{"compress", "--max-text-tokens", "-5", "-o", out}, "--max-text-tokens: must be 0 or more, got -5"},
   };
   for (const Case& c : cases) {
     const Result r = cli(c.args, 30);
