@@ -5,8 +5,12 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+
+#include <fmt/format.h>
 
 #include "bitrank/blr/accounting.hpp"
+#include "bitrank/model/projection.hpp"
 #include "support/expect.hpp"
 
 namespace bitrank::blr {
@@ -160,8 +164,8 @@ TEST(BlrAccounting, PlanRanksMeetsTheWholeBudget) {
     const std::int64_t more = bits - blr_bits(p.m, p.n, p.rank, 2, 16) + blr_bits(p.m, p.n, p.rank + 32, 2, 16);
     EXPECT_GT(static_cast<double>(more), 0.55 * static_cast<double>(weights)) << p.name;
   }
-  // Unreachable targets stop at 32 everywhere rather than failing.
-  for (const auto& p : plan_ranks(in, 0.01, 2, 16)) EXPECT_EQ(p.rank, 32) << p.name;
+  // Unreachable targets are errors (PlanRanksRefusesUnreachableTargets).
+  test::expect_error([&] { plan_ranks(in, 0.01, 2, 16); }, "below the smallest reachable");
   test::expect_error([&] { plan_ranks({}, 1.0, 2, 16); }, "no matrices");
   test::expect_error([&] { plan_ranks(in, -1.0, 2, 16); }, "target -1 bpw");
 }
@@ -173,12 +177,12 @@ TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
   const std::vector<RankPlan> in{{"blk.0.attn_v", 192, 576, 0},   {"blk.0.ffn_down", 576, 1536, 0},
                                  {"blk.1.attn_v", 192, 576, 0},   {"blk.1.ffn_down", 576, 1536, 0},
                                  {"blk.0.attn_q", 576, 576, 0},   {"blk.1.attn_q", 576, 576, 0}};
-  const std::vector<BpwOverride> ov{{"attn_v", 3.0}, {"blk.1.", 2.0}};
+  const std::vector<BpwOverride> ov{{"attn_v", 2.9}, {"blk.1.", 2.0}};
   const auto plan = plan_ranks(in, 1.0, ov, 2, 16);
   ASSERT_EQ(plan.size(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(plan[i].name, in[i].name);
   const auto alone = [](std::vector<RankPlan> part, double bpw) { return plan_ranks(std::move(part), bpw, 2, 16); };
-  const auto v = alone({in[0], in[2]}, 3.0);              // attn_v everywhere: the first pattern wins over blk.1.
+  const auto v = alone({in[0], in[2]}, 2.9);              // attn_v everywhere: the first pattern wins over blk.1.
   const auto b1 = alone({in[3], in[5]}, 2.0);             // the rest of block 1
   const auto rest = alone({in[1], in[4]}, 1.0);           // the global target
   EXPECT_EQ(plan[0].rank, v[0].rank);
@@ -188,13 +192,133 @@ TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
   EXPECT_EQ(plan[1].rank, rest[0].rank);
   EXPECT_EQ(plan[4].rank, rest[1].rank);
   EXPECT_GT(plan[0].rank, plan_ranks(in, 1.0, 2, 16)[0].rank);  // the override made a difference
-  EXPECT_LE(blr_bpw(192, 576, plan[0].rank, 2, 16), 3.0);
+  EXPECT_LE(blr_bits(192, 576, plan[0].rank, 2, 16) + blr_bits(192, 576, plan[2].rank, 2, 16), 2.9 * 2 * 192 * 576);
   // No overrides: plan_ranks itself.
   const auto none = plan_ranks(in, 1.0, std::span<const BpwOverride>{}, 2, 16), plain = plan_ranks(in, 1.0, 2, 16);
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(none[i].rank, plain[i].rank);
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"", 2.0}}, 2, 16); }, "empty pattern");
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_x", 2.0}}, 2, 16); }, "'attn_x'");
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_v", -1.0}}, 2, 16); }, "positive bpw");
+}
+
+}  // namespace
+}  // namespace bitrank::blr
+
+namespace bitrank::blr {
+namespace {
+
+// SmolLM2-135M: hidden 576, 30 blocks, 9 heads / 3 kv heads of 64, MLP 1536.
+io::ModelConfig smollm2_config() {
+  io::ModelConfig c;
+  c.hidden_size = 576;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.intermediate_size = 1536;
+  c.vocab_size = 49152;
+  c.tie_word_embeddings = true;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 100000;
+  c.max_position_embeddings = 8192;
+  return c;
+}
+
+std::int64_t plan_bits(const std::vector<RankPlan>& plan, int paths) {
+  std::int64_t bits = 0;
+  for (const RankPlan& p : plan) bits += blr_bits(p.m, p.n, p.rank, paths, 16);
+  return bits;
+}
+
+TEST(BlrAccounting, MaxUsefulRank) {
+  EXPECT_EQ(max_useful_rank(192, 576), 192);
+  EXPECT_EQ(max_useful_rank(576, 192), 192);
+  EXPECT_EQ(max_useful_rank(576, 1536), 576);
+  EXPECT_EQ(max_useful_rank(100, 200), 96);  // the largest multiple of 32 ≤ min(m, n)
+  EXPECT_EQ(max_useful_rank(20, 64), 32);    // 32 is the smallest rank there is
+  test::expect_error([] { (void)max_useful_rank(0, 64); }, "shape 0×64 is empty");
+}
+
+// No rank past min(m, n) (rounded down to 32), which costs bits and gives
+// Dual-SVID nothing: rank_for_bpw alone gives SmolLM2's 192×576 k/v rank
+// 1088 at 16 bpw, and the planner without the cap handed 86 (3.0 bpw) and
+// 150 (3.1 bpw) of the 210 projections ranks past min(m, n).
+TEST(BlrAccounting, PlanRanksCapsAtMinDimension) {
+  ASSERT_EQ(rank_for_bpw(192, 576, 16.0, 2, 16), 1088);
+  const std::vector<RankPlan> proj = model::compressible_projections(smollm2_config());
+  ASSERT_EQ(proj.size(), 210u);
+  for (const double bpw : {3.0, 3.1}) {
+    const auto plan = plan_ranks(proj, bpw, 2, 16);
+    std::int64_t weights = 0;
+    for (const RankPlan& p : plan) {
+      EXPECT_LE(p.rank, max_useful_rank(p.m, p.n)) << p.name << " at " << bpw;
+      EXPECT_LE(p.rank, std::min(p.m, p.n)) << p.name;
+      weights += p.m * p.n;
+    }
+    const std::int64_t bits = plan_bits(plan, 2);
+    EXPECT_LE(static_cast<double>(bits), bpw * static_cast<double>(weights));
+    // Maximal: no matrix below its cap can take 32 more ranks within the budget.
+    for (const RankPlan& p : plan)
+      if (p.rank < max_useful_rank(p.m, p.n)) {
+        const std::int64_t more = bits - blr_bits(p.m, p.n, p.rank, 2, 16) + blr_bits(p.m, p.n, p.rank + 32, 2, 16);
+        EXPECT_GT(static_cast<double>(more), bpw * static_cast<double>(weights)) << p.name;
+      }
+  }
+  // The same for one matrix alone, at its largest useful target.
+  const std::vector<RankPlan> kv{{"blk.0.attn_k", 192, 576, 0}};
+  EXPECT_EQ(plan_ranks(kv, blr_bpw(192, 576, 192, 2, 16), 2, 16)[0].rank, 192);
+}
+
+// A target outside [rank 32 everywhere, every rank at its cap] is an error
+// naming the end it misses and why, instead of a model that silently misses
+// it (--bpw 0.01 used to give 0.278 bpw, --bpw 16 ranks above min(m, n)).
+TEST(BlrAccounting, PlanRanksRefusesUnreachableTargets) {
+  const std::vector<RankPlan> proj = model::compressible_projections(smollm2_config());
+  // SmolLM2, 2 paths, f16 scales: rank 32 everywhere = 984064 bits a block
+  // over 3538944 weights = 0.2781 bpw; every rank at its cap (q, o, MLP 576,
+  // k, v 192) = 10973184 bits = 3.1007 bpw.
+  test::expect_error([&] { plan_ranks(proj, 0.01, 2, 16); },
+                     "target 0.01 bpw is below the smallest reachable 0.2781 bpw of these 210 matrices: rank 32, the "
+                     "smallest rank, in every one costs that with 2 path(s) and 16-bit scales (with 1 path: 0.1390 bpw)");
+  test::expect_error([&] { plan_ranks(proj, 0.27, 2, 16); }, "below the smallest reachable 0.2781 bpw");
+  test::expect_error([&] { plan_ranks(proj, 4.0, 2, 16); },
+                     "target 4 bpw is above the largest useful 3.1007 bpw of these 210 matrices: every rank at its cap, "
+                     "the largest multiple of 32 ≤ min(m, n)");
+  test::expect_error([&] { plan_ranks(proj, 16.0, 2, 16); }, "above the largest useful 3.1007 bpw");
+  test::expect_error([&] { plan_ranks(proj, 1.6, 1, 16); }, "above the largest useful 1.5503 bpw");
+  // Both ends themselves are reachable.
+  for (const auto& p : plan_ranks(proj, 984064.0 / 3538944.0, 2, 16)) EXPECT_EQ(p.rank, 32) << p.name;
+  for (const auto& p : plan_ranks(proj, 10973184.0 / 3538944.0, 2, 16))
+    EXPECT_EQ(p.rank, max_useful_rank(p.m, p.n)) << p.name;
+  EXPECT_EQ(plan_bits(plan_ranks(proj, 0.2781, 2, 16), 2), 30 * 984064);
+  // Per-projection targets: the group that misses is named.
+  test::expect_error([&] { plan_ranks(proj, 1.0, std::vector<BpwOverride>{{"attn_v", 4.0}}, 2, 16); },
+                     "the matrices matching 'attn_v': target 4 bpw is above the largest useful 2.9444 bpw of these 30 "
+                     "matrices");
+  test::expect_error([&] { plan_ranks(proj, 0.1, std::vector<BpwOverride>{{"attn_v", 2.0}}, 2, 16); },
+                     "the matrices no per-projection pattern matches: target 0.1 bpw is below the smallest reachable");
+}
+
+// The targets the README and the tests use plan as they did before the cap
+// (recorded from the planner without it): --bpw 1 and 0.55 with 2 paths,
+// 0.8 with --bpw-for attn_v=2.
+TEST(BlrAccounting, PlanRanksOfSmolLM2Unchanged) {
+  const std::vector<RankPlan> proj = model::compressible_projections(smollm2_config());
+  const auto digest = [](const std::vector<RankPlan>& plan) {
+    std::map<std::string, std::int64_t> sum;  // projection kind → Σ rank over the blocks
+    for (const RankPlan& p : plan) sum[p.name.substr(p.name.rfind('.') + 1)] += p.rank;
+    std::string s;
+    for (const auto& [k, v] : sum) s += fmt::format("{}={} ", k, v);
+    return s + fmt::format("bits={}", plan_bits(plan, 2));
+  };
+  const std::vector<BpwOverride> v2{{"attn_v", 2.0}};
+  const std::string d1 = digest(plan_ranks(proj, 1.0, 2, 16)), d055 = digest(plan_ranks(proj, 0.55, 2, 16)),
+                    d08 = digest(plan_ranks(proj, 0.8, v2, 2, 16));
+  std::printf("[accounting] SmolLM2 plans: 1.0: %s\n[accounting] 0.55: %s\n[accounting] 0.8 attn_v=2: %s\n", d1.c_str(),
+              d055.c_str(), d08.c_str());
+  EXPECT_EQ(d1, "attn_k=1920 attn_output=3584 attn_q=3616 attn_v=1920 ffn_down=5760 ffn_gate=5760 ffn_up=5760 bits=106152960");
+  EXPECT_EQ(d055, "attn_k=960 attn_output=1888 attn_q=1888 attn_v=960 ffn_down=2880 ffn_gate=2880 ffn_up=2880 bits=58372096");
+  EXPECT_EQ(d08, "attn_k=1952 attn_output=2880 attn_q=2912 attn_v=3744 ffn_down=4416 ffn_gate=4448 ffn_up=4448 bits=88886272");
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST(CompressibleProjections, BothFamilies) {
     EXPECT_EQ(tensor_shape(l, lp[i].name), (std::vector<index_t>{lp[i].m, lp[i].n})) << lp[i].name;
   }
   // plan_ranks takes the list as it is.
-  const auto plan = blr::plan_ranks(hp, 2.5, 1, 16);
+  const auto plan = blr::plan_ranks(hp, 2.2, 1, 16);
   EXPECT_EQ(plan.size(), hp.size());
 
   io::ModelConfig bad = h;
@@ -182,7 +182,7 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
     double bpw;
     int paths;
   };
-  for (const Case k : {Case{2.5, 1}, Case{4.0, 2}}) {
+  for (const Case k : {Case{2.2, 1}, Case{4.0, 2}}) {
     SCOPED_TRACE(fmt::format("{} bpw, {} paths", k.bpw, k.paths));
     const Compressed c = compress_tiny(k.bpw, k.paths, 31);
     std::set<index_t> ranks;
@@ -297,7 +297,7 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
 // Dual-SVID compress makes of it (same rank, same seed), and the student
 // built from those matrices is the same.
 TEST(HybridBlr, StudentInitAtPlannedRanks) {
-  const Compressed c = compress_tiny(2.5, 1, 33);
+  const Compressed c = compress_tiny(2.2, 1, 33);
   for (index_t b : {index_t{0}, index_t{3}}) {
     SCOPED_TRACE(b);
     const train::StudentHybridWeights w = train::hybrid_student_init(c.teacher, b, {.paths = 1}, c.plan);
@@ -348,7 +348,7 @@ TEST(HybridBlr, StudentInitAtPlannedRanks) {
 // and missing dense tensors are errors naming the tensor; a model of the
 // other family is refused by each class.
 TEST(HybridBlr, BadBlrProjectionsAreErrors) {
-  const Compressed c = compress_tiny(2.5, 1, 35);
+  const Compressed c = compress_tiny(2.2, 1, 35);
   Backend<double>& be = test::ref_backend();
   auto with = [&](const std::string& name, const blr::HostBlrMatrix& m) {
     BlrProjections b = c.blr;

@@ -118,25 +118,45 @@ double ModelBits::blr_bpw() const {
   return blr_weights() > 0 ? static_cast<double>(blr_bits()) / static_cast<double>(blr_weights()) : 0.0;
 }
 
+index_t max_useful_rank(index_t m, index_t n) {
+  if (m < 1 || n < 1) fail("max_useful_rank: shape {}×{} is empty", m, n);
+  return std::max<index_t>(32, std::min(m, n) / 32 * 32);
+}
+
 std::vector<RankPlan> plan_ranks(std::vector<RankPlan> plan, double bpw, int paths, int scale_bits) {
   if (plan.empty()) fail("plan_ranks: no matrices");
-  std::int64_t budget_weights = 0;
+  if (!(std::isfinite(bpw) && bpw > 0)) fail("plan_ranks: target {} bpw is not a positive number", bpw);
+  std::int64_t budget_weights = 0, min_bits = 0, max_bits = 0, min_bits_1path = 0;
+  for (const RankPlan& p : plan) {
+    min_bits += blr_bits(p.m, p.n, 32, paths, scale_bits);  // shape, paths and width errors surface here
+    min_bits_1path += blr_bits(p.m, p.n, 32, 1, scale_bits);
+    max_bits += blr_bits(p.m, p.n, max_useful_rank(p.m, p.n), paths, scale_bits);
+    budget_weights += static_cast<std::int64_t>(p.m) * p.n;
+  }
+  const double budget_bits = bpw * static_cast<double>(budget_weights);
+  const auto per_weight = [&](std::int64_t bits) { return static_cast<double>(bits) / static_cast<double>(budget_weights); };
+  if (static_cast<double>(min_bits) > budget_bits)
+    fail("plan_ranks: target {} bpw is below the smallest reachable {:.4f} bpw of these {} matrices: rank 32, the "
+         "smallest rank, in every one costs that with {} path(s) and {}-bit scales{}",
+         bpw, per_weight(min_bits), plan.size(), paths, scale_bits,
+         paths > 1 ? fmt::format(" (with 1 path: {:.4f} bpw)", per_weight(min_bits_1path)) : std::string());
+  if (static_cast<double>(max_bits) < budget_bits)
+    fail("plan_ranks: target {} bpw is above the largest useful {:.4f} bpw of these {} matrices: every rank at its "
+         "cap, the largest multiple of 32 ≤ min(m, n) (a rank past min(m, n) adds nothing to the factorisation), "
+         "costs that with {} path(s) and {}-bit scales",
+         bpw, per_weight(max_bits), plan.size(), paths, scale_bits);
   for (RankPlan& p : plan) {
     try {
-      p.rank = rank_for_bpw(p.m, p.n, bpw, paths, scale_bits);
+      p.rank = std::min(rank_for_bpw(p.m, p.n, bpw, paths, scale_bits), max_useful_rank(p.m, p.n));
     } catch (const Error&) {
-      (void)blr_bits(p.m, p.n, 32, paths, scale_bits);  // shape, paths and width errors still surface
-      if (!(std::isfinite(bpw) && bpw > 0)) throw;
-      p.rank = 32;  // the smallest rank there is; the budget is met below by the others, if it can be
+      p.rank = 32;  // the smallest rank there is; the budget is met below by the others
     }
-    budget_weights += static_cast<std::int64_t>(p.m) * p.n;
   }
   const auto total = [&] {
     std::int64_t bits = 0;
     for (const RankPlan& p : plan) bits += blr_bits(p.m, p.n, p.rank, paths, scale_bits);
     return bits;
   };
-  const double budget_bits = bpw * static_cast<double>(budget_weights);
   for (std::int64_t bits = total(); static_cast<double>(bits) > budget_bits;) {
     RankPlan* pick = nullptr;
     for (RankPlan& p : plan) {
@@ -149,17 +169,19 @@ std::vector<RankPlan> plan_ranks(std::vector<RankPlan> plan, double bpw, int pat
       const double pb = blr_bpw(pick->m, pick->n, pick->rank, paths, scale_bits);
       if (b > pb || (b == pb && p.m * p.n > pick->m * pick->n)) pick = &p;
     }
-    if (!pick) return plan;  // every rank is 32: the smallest model there is
+    BR_ASSERT(pick);  // every rank at 32 fits: checked above
     bits -= blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
     pick->rank -= 32;
     bits += blr_bits(pick->m, pick->n, pick->rank, paths, scale_bits);
   }
   // Hand back what the lowering (or the per-matrix rounding) left unused:
-  // raise the lowest-bpw matrix whose next 32 still fits, until none does.
+  // raise the lowest-bpw matrix whose next 32 still fits and stays within
+  // its cap, until none does.
   for (std::int64_t bits = total();;) {
     RankPlan* pick = nullptr;
     std::int64_t pick_bits = 0;
     for (RankPlan& p : plan) {
+      if (p.rank + 32 > max_useful_rank(p.m, p.n)) continue;
       const std::int64_t more =
           bits - blr_bits(p.m, p.n, p.rank, paths, scale_bits) + blr_bits(p.m, p.n, p.rank + 32, paths, scale_bits);
       if (static_cast<double>(more) > budget_bits) continue;
@@ -197,7 +219,16 @@ std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std
     for (std::size_t i = 0; i < matrices.size(); ++i)
       if (group[i] == g) part.push_back(matrices[i]);
     if (part.empty()) continue;  // every matrix overridden, or an override shadowed by an earlier one
-    part = plan_ranks(std::move(part), g < overrides.size() ? overrides[g].bpw : bpw, paths, scale_bits);
+    try {
+      part = plan_ranks(std::move(part), g < overrides.size() ? overrides[g].bpw : bpw, paths, scale_bits);
+    } catch (const Error& e) {
+      // Name the group: "plan_ranks: target …" → "plan_ranks: the matrices matching 'attn_v': target …".
+      const std::string_view what = e.what(), prefix = "plan_ranks: ";
+      fail("plan_ranks: {}: {}",
+           g < overrides.size() ? fmt::format("the matrices matching '{}'", overrides[g].pattern)
+                                : std::string("the matrices no per-projection pattern matches"),
+           what.starts_with(prefix) ? what.substr(prefix.size()) : what);
+    }
     for (std::size_t i = 0, k = 0; i < matrices.size(); ++i)
       if (group[i] == g) matrices[i].rank = part[k++].rank;
   }

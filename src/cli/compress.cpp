@@ -20,8 +20,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
+#include "bitrank/io/model_file.hpp"
+#include "bitrank/model/load.hpp"
+#include "bitrank/model/projection.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
@@ -43,7 +47,7 @@ int run_compress(CompressCliOptions o) {
     job.svd_label = fmt::format("gpu from {} wide, cpu below", kGpuSvdMinDim);
 #endif
   }
-  o.given.steps = o.tokens > 0 || o.steps > 0;
+  o.given.steps = o.tokens_given || o.steps_given;
   train::apply_recipe_defaults(job, o.method, o.given);
   for (const std::string& spec : o.bpw_for) {
     const auto eq = spec.rfind('=');
@@ -58,12 +62,9 @@ int run_compress(CompressCliOptions o) {
       fail("compress: --bpw-for takes PATTERN=BPW with a non-empty pattern and 0 < BPW ≤ 16, got '{}'", spec);
     job.bpw_overrides.push_back({spec.substr(0, eq), bpw});
   }
-  if (o.tokens < 0) fail("compress: --tokens must be positive, got {}", o.tokens);
-  if (o.steps < 0) fail("compress: --steps must be positive, got {}", o.steps);
-  if (o.tokens > 0 && o.steps > 0) fail("compress: give --tokens or --steps, not both");
-  const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
-  if (o.steps > 0) job.steps = o.steps;
-  else if (o.tokens > 0) job.steps = (o.tokens + per_step - 1) / per_step;
+  if (o.tokens_given && o.tokens < 1) fail("compress: --tokens must be at least 1, got {}", o.tokens);
+  if (o.steps_given && o.steps < 1) fail("compress: --steps must be at least 1, got {}", o.steps);
+  if (o.tokens_given && o.steps_given) fail("compress: give --tokens or --steps, not both");
   if (!job.init.empty() && (o.bpw_given || !o.bpw_for.empty()))
     fail("compress: --init {} brings its own ranks; --bpw and --bpw-for do not apply", job.init.string());
   if (o.out.empty() && !job.init.empty()) {
@@ -73,6 +74,24 @@ int run_compress(CompressCliOptions o) {
   } else {
     job.out = o.out;
   }
+  check_output_path("compress", "-o", job.out.string());
+  // What the model's header alone refuses, before anything is loaded: a window past its context (windows
+  // not given are shortened to it), a bpw target its projections cannot reach (blr::plan_ranks names the
+  // range they can).
+  if (io::identify_model_file(job.model) == io::ModelFileKind::safetensors)
+    fail("compress: --model {} is a compressed (bitrank) model, not a teacher: give the .gguf or Hugging Face "
+         "directory it was made from (--init {} continues from it)",
+         job.model.string(), job.model.string());
+  const io::ModelConfig config = model::read_model_config(job.model);
+  if (!o.given.seq_len) job.seq_len = default_seq_len(job.seq_len, config);
+  if (!o.eval_seq_len_given) job.eval_seq_len = default_seq_len(job.eval_seq_len, config);
+  check_seq_len_fits("compress", "--seq-len", job.seq_len, config);
+  check_seq_len_fits("compress", "--eval-seq-len", job.eval_seq_len, config);
+  if (job.init.empty())
+    (void)blr::plan_ranks(model::compressible_projections(config), job.bpw, job.bpw_overrides, job.paths, 16);
+  const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
+  if (o.steps_given) job.steps = o.steps;
+  else if (o.tokens_given) job.steps = (o.tokens + per_step - 1) / per_step;
   const nlohmann::ordered_json summary = train::compress_recipe(job, *be);
   std::printf("%s\n", summary.dump(2).c_str());
   if (job.diagnose) return 0;

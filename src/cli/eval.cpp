@@ -17,7 +17,13 @@
 // host in f64 either way (model.hpp), from logits slices downloaded from
 // the device.
 //
-// --model is a GGUF file or a Hugging Face directory; the file's
+// --seq-len may not exceed the model's context (max_position_embeddings,
+// GGUF context_length; not given: 512, or the context when shorter): an
+// Error naming it, before anything is loaded
+// (past it RoPE positions were never trained and attention costs grow as
+// T²). A progress line shows as the first window starts.
+//
+// --model is a GGUF file, a Hugging Face directory or a bitrank file; the file's
 // architecture or config.json's model_type picks the family (dense Llama or
 // the Qwen3.5 / Qwen3-Next hybrid, model/load.hpp). The default model is
 // the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
@@ -65,6 +71,11 @@ int run_eval(const EvalOptions& o) {
   const std::string model_path = model_or_default(o.model, "eval");
   if (o.seq_len < 2) fail("eval: --seq-len must be at least 2, got {}", o.seq_len);
   if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
+  if (!o.ids.empty() && !o.text.empty()) fail("eval: give --text or --ids, not both");
+  // The model's kind and context from its header alone, before the text is read or the weights loaded.
+  const io::ModelConfig config = model::read_model_config(model_path);
+  const index_t T = o.seq_len_given ? o.seq_len : default_seq_len(o.seq_len, config);
+  check_seq_len_fits("eval", "--seq-len", T, config);
   const std::string stream = stream_mode("eval", o.stream, o.no_stream);
   const std::size_t cap_bytes = device_memory_cap("eval", o.device_memory_cap);
   // First, so a bad or unavailable --device is reported before the text is read.
@@ -82,6 +93,10 @@ int run_eval(const EvalOptions& o) {
     text_name = std::move(text_ids.name);
   }
 
+  index_t windows = static_cast<index_t>(ids.size()) / T;
+  if (o.max_windows > 0) windows = std::min<index_t>(windows, o.max_windows);
+  if (windows == 0) fail("eval: {} tokens do not fill one window of {} (--seq-len)", ids.size(), T);
+
   const auto t_load = std::chrono::steady_clock::now();
   const model::LoadedWeights loaded = model::load_any(model_path);
   const model::HostWeights& weights = loaded.weights;
@@ -94,15 +109,13 @@ int run_eval(const EvalOptions& o) {
   const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-  const index_t T = o.seq_len;
-  index_t windows = static_cast<index_t>(ids.size()) / T;
-  if (o.max_windows > 0) windows = std::min<index_t>(windows, o.max_windows);
-  if (windows == 0) fail("eval: {} tokens do not fill one window of {}", ids.size(), T);
-
   const auto t0 = std::chrono::steady_clock::now();
   double nll = 0;
   std::int64_t predictions = 0;
   ProgressLine progress;
+  // A long window takes a while (seconds per thousand tokens on a small CPU): say what runs before it ends.
+  progress.update(fmt::format("eval: {} window{} of {} tokens; window 1 running", windows, windows == 1 ? "" : "s", T),
+                  /*force=*/true);
   for (index_t w = 0; w < windows; ++w) {
     const auto r = net.nll(std::span<const std::int32_t>(ids.data() + w * T, static_cast<std::size_t>(T)), T);
     nll += r.sum;

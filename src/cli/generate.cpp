@@ -32,6 +32,7 @@ int run_generate(const GenerateCliOptions& o) {
   options.max_tokens = o.max_tokens;
   options.sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed};
   model::check_generate_options(options);  // before anything is loaded
+  if (o.prompt.empty()) fail("generate: --prompt is empty: give the text to continue");
   const std::unique_ptr<Backend<float>> be = make_device_backend("generate", o.device);
 
   const auto t_load = std::chrono::steady_clock::now();

@@ -6,6 +6,9 @@
 #include "cli/inputs.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/corpus.hpp"
@@ -21,6 +24,33 @@ std::string model_or_default(const std::string& model, std::string_view command)
   const std::string path = model.empty() ? std::string(BITRANK_DEFAULT_MODEL) : model;
   if (path.empty()) fail("{}: no --model given and no default model was found when bitrank was built", command);
   return path;
+}
+
+void check_seq_len_fits(std::string_view command, std::string_view option, long long seq_len,
+                        const io::ModelConfig& config) {
+  const std::int64_t context = config.max_position_embeddings;
+  if (context > 0 && seq_len > context)
+    fail("{}: {} {} exceeds the model's context of {} positions (max_position_embeddings): use {} {} or less",
+         command, option, seq_len, context, option, context);
+}
+
+long long default_seq_len(long long fallback, const io::ModelConfig& config) {
+  const std::int64_t context = config.max_position_embeddings;
+  return context > 0 && context < fallback ? context : fallback;
+}
+
+void check_output_path(std::string_view command, std::string_view option, const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  std::error_code ec;
+  if (path.empty()) fail("{}: {} is empty", command, option);
+  if (std::filesystem::is_directory(p, ec)) fail("{}: cannot write {} {}: it is a directory", command, option, path);
+  if (!std::filesystem::exists(dir, ec))
+    fail("{}: cannot write {} {}: the directory {} does not exist", command, option, path, dir.string());
+  if (!std::filesystem::is_directory(dir, ec))
+    fail("{}: cannot write {} {}: {} is not a directory", command, option, path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0)
+    fail("{}: cannot write {} {}: the directory {} is not writable", command, option, path, dir.string());
 }
 
 TextIds tokenize_text(const std::string& model, const std::string& text_file, CorpusPart part) {

@@ -3,8 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "bitrank/error.hpp"
 #include "cli/bench.hpp"
@@ -15,6 +18,54 @@
 #include "cli/tokenize.hpp"
 
 namespace {
+
+// Number checks whose messages name the bound that matters: CLI11's
+// NonNegativeNumber / PositiveNumber print their upper bound, DBL_MAX, in
+// 309 digits, and let NaN through.
+CLI::Validator number_check(std::string description, bool (*ok)(double), std::string what) {
+  return CLI::Validator(
+      [ok, what](std::string& text) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+        if (!ok(v)) return "must be " + what + ", got " + text;
+        return {};
+      },
+      std::move(description));
+}
+const CLI::Validator kPositive =
+    number_check("> 0", [](double v) { return std::isfinite(v) && v > 0; }, "a positive number");
+const CLI::Validator kNonNegative =
+    number_check(">= 0", [](double v) { return std::isfinite(v) && v >= 0; }, "0 or more");
+
+// A whole number in [lo, hi] (CLI11's Range says "Value abc not in range …"
+// for text that is no number, and an unsigned option takes "-1" as 2^64 − 1).
+CLI::Validator whole_number(long long lo, long long hi) {
+  const std::string bounds = hi == LLONG_MAX ? fmt::format(">= {}", lo) : fmt::format("in [{}, {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, bounds](std::string& text) -> std::string {
+        long long v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::out_of_range&) {
+          return "'" + text + "' is out of range: must be " + bounds;
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a whole number";
+        if (v < lo || v > hi) return "must be " + bounds + ", got " + text;
+        return {};
+      },
+      bounds);
+}
+const CLI::Validator kSeqLen = whole_number(2, 1L << 20), kWindows = whole_number(1, 1L << 20),
+                     kSeed = whole_number(0, LLONG_MAX);
 
 // --device-memory-cap, --stream and --no-stream (compress and eval); `whose`
 // names the weights that decide the automatic choice.
@@ -36,10 +87,10 @@ int main(int argc, char** argv) {
 
   bitrank::cli::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench", "time the ops at fixed shapes, next to their anchors (sgemm, …)");
-  bench_cmd->add_option("--device", bench.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench_cmd->add_option("--device", bench.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
   bench_cmd->add_option("--shape", bench.shape_filter, "only cases whose shape contains this (e.g. 1x32768)");
-  bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case (default 0.3)")->check(kPositive);
   bench_cmd->add_flag("--no-anchors", bench.no_anchors, "time the matching cases alone, not the anchors they name (for profilers)");
 
   bitrank::cli::CompressCliOptions compress;
@@ -49,8 +100,10 @@ int main(int argc, char** argv) {
                            "a dense Llama-family or Qwen3.5 / Qwen3-Next hybrid .gguf or Hugging Face directory "
                            "(default: the SmolLM2-135M GGUF)");
   compress_cmd->add_option("-o,--out", compress.out, "the .bitrank file to write (default: <model>.<bpw>bpw.bitrank)");
-  compress_cmd->add_option("--bpw", compress.job.bpw, "target bits per weight over the projections (default 1.0)")
-      ->check(CLI::Range(0.01, 16.0));
+  compress_cmd->add_option("--bpw", compress.job.bpw,
+                           "target bits per weight over the projections (default 1.0; a target the model cannot "
+                           "reach is an error naming the range it can)")
+      ->check(kPositive);
   compress_cmd->add_option("--bpw-for", compress.bpw_for,
                            "PATTERN=BPW: projections whose name contains PATTERN (attn_v, ffn_down, blk.3., …) at "
                            "their own target; repeatable, the first match wins")
@@ -85,24 +138,26 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"act", "svid"}));
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics run over (default: cpu 16, cuda 64)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   auto* text_tokens_opt = compress_cmd->add_option("--max-text-tokens", compress.job.max_text_tokens,
                            "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")
-      ->check(CLI::NonNegativeNumber);
-  compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
-  compress_cmd->add_option("--steps", compress.steps, "instead of --tokens: training steps per block (layer) or in all (e2e)");
+      ->check(kNonNegative);
+  auto* tokens_opt =
+      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
+  auto* steps_opt = compress_cmd->add_option("--steps", compress.steps,
+                                             "instead of --tokens: training steps per block (layer) or in all (e2e)");
   auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")
-      ->check(CLI::Range(2L, 1L << 20));
+      ->check(kSeqLen);
   auto* windows_opt = compress_cmd->add_option("--windows", compress.job.windows_per_step, "windows per step (default: cpu 4, cuda 8)")
-      ->check(CLI::Range(1L, 1L << 20));
+      ->check(kWindows);
   compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
                            "perplexity windows of the evaluation split (default 16; 0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
-      ->check(CLI::Range(2L, 1L << 20));
+      ->check(kSeqLen);
   compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
                            "steps between checkpoints <out>.ckpt (default 50; 0: only at the end of each block, or of e2e training)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   compress_cmd->add_flag("--resume", compress.job.resume,
                          "continue the interrupted run whose checkpoint <out>.ckpt exists (same options)");
   compress_cmd->add_option("--text", compress.job.texts,
@@ -124,28 +179,31 @@ int main(int argc, char** argv) {
   auto* lr_opt = compress_cmd
                     ->add_option("--lr", compress.job.train.scales.lr,
                                  "peak learning rate of the BLR scales, relative steps (default 1e-2)")
-                    ->check(CLI::PositiveNumber);
+                    ->check(kPositive);
   auto* sign_lr_opt = compress_cmd
                           ->add_option("--sign-lr", compress.job.train.signs.lr,
                                        "peak learning rate of the sign latents (default 1e-2; e2e 1e-4)")
-                          ->check(CLI::NonNegativeNumber);
+                          ->check(kNonNegative);
   compress_cmd->add_option("--mse-weight", compress.job.mse_weight,
                            "e2e: λ of the hidden-state MSE terms, which enter as (λ/T)·MSE next to the per-token KL "
                            "(default 10, LittleBit's l2l_loss_scale)")
-      ->check(CLI::NonNegativeNumber);
-  compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD");
-  compress_cmd->add_option("--device", compress.job.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(kNonNegative);
+  compress_cmd->add_option("--seed", compress.job.seed, "seed of the window order and the randomized SVD (default 0)")->check(kSeed);
+  compress_cmd->add_option("--device", compress.job.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   add_memory_options(compress_cmd, compress.device_memory_cap, compress.stream, compress.no_stream, "teacher's");
 
   bitrank::cli::EvalOptions eval;
   auto* eval_cmd = app.add_subcommand("eval", "perplexity over non-overlapping windows of T tokens");
-  eval_cmd->add_option("--model", eval.model, "a .gguf file or a Hugging Face directory (dense llama, qwen3_5, qwen3_next; default: the SmolLM2-135M GGUF found at build time)");
+  eval_cmd->add_option("--model", eval.model,
+                       "a .gguf file, a Hugging Face directory (dense llama, qwen3_5, qwen3_next) or a .bitrank file "
+                       "(default: the SmolLM2-135M GGUF found at build time)");
   eval_cmd->add_option("--text", eval.text, "a text file (default: the evaluation split of the Debian corpus)");
   eval_cmd->add_option("--ids", eval.ids, "instead of --text: a file of whitespace-separated token ids");
-  eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window")->check(CLI::Range(2L, 1L << 20));
+  eval_cmd->add_option("--seq-len", eval.seq_len, "tokens per window, at most the model's context (default 512, or the context when shorter)")
+      ->check(kSeqLen);
   eval_cmd->add_option("--max-windows", eval.max_windows, "evaluate only the first N windows (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  eval_cmd->add_option("--device", eval.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(kNonNegative);
+  eval_cmd->add_option("--device", eval.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   add_memory_options(eval_cmd, eval.device_memory_cap, eval.stream, eval.no_stream, "model's");
 
   bitrank::cli::GenerateCliOptions gen;
@@ -157,24 +215,43 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--temperature", gen.temperature, "0: greedy (default); > 0: sample from softmax(logits / t)");
   gen_cmd->add_option("--top-k", gen.top_k, "sample among the k most likely tokens only (default 0: all)");
   gen_cmd->add_option("--top-p", gen.top_p, "then among the most likely tokens holding this share of the mass (default 1)");
-  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)");
-  gen_cmd->add_option("--device", gen.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  gen_cmd->add_flag("--stop-at-eos,!--no-stop-at-eos", gen.stop_at_eos,
-                    "stop after the tokenizer's end-of-sequence token (default on)");
+  gen_cmd->add_option("--seed", gen.seed, "seed of the sampling draws (default 0; same seed, same text)")->check(kSeed);
+  gen_cmd->add_option("--device", gen.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
+  bool stop_at_eos = false, no_stop_at_eos = false;  // two plain flags: CLI11 renders "A,!B" as "A,B{false}"
+  gen_cmd->add_flag("--stop-at-eos", stop_at_eos, "stop after the tokenizer's end-of-sequence token (the default)");
+  gen_cmd->add_flag("--no-stop-at-eos", no_stop_at_eos, "go on past the end-of-sequence token");
 
   bitrank::cli::InfoOptions info;
-  auto* info_cmd = app.add_subcommand("info", "what a bitrank model file holds: architecture, BLR matrices, bits per weight");
-  info_cmd->add_option("file", info.file, "a bitrank model file")->required();
+  auto* info_cmd = app.add_subcommand(
+      "info", "what a model holds: architecture, tensors, tokenizer; for a bitrank file its BLR matrices and bits per weight");
+  info_cmd->add_option("file", info.file, "a .bitrank or .gguf file or a Hugging Face directory")->required();
   info_cmd->add_flag("--json", info.json, "print one JSON object instead of text");
 
   bitrank::cli::TokenizeOptions tokenize;
   auto* tokenize_cmd = app.add_subcommand("tokenize", "text → token ids, written as raw little-endian int32");
-  tokenize_cmd->add_option("--model", tokenize.model, "the .gguf whose tokenizer is used (default: as eval)");
-  auto* split_opt = tokenize_cmd->add_option("--split", tokenize.split, "corpus part when no --text: train or eval")
+  tokenize_cmd->add_option("--model", tokenize.model, "the model whose tokenizer is used: a .gguf, a Hugging Face directory or a .bitrank (default: as eval)");
+  auto* split_opt = tokenize_cmd->add_option("--split", tokenize.split, "corpus part when no --text: train (default) or eval")
                         ->check(CLI::IsMember({"train", "eval"}));
   tokenize_cmd->add_option("--text", tokenize.text, "a text file instead of the corpus")->excludes(split_opt);
   tokenize_cmd->add_option("-o,--out", tokenize.out, "the id file to write")->required();
 
+  // A first word that is no command is a mistyped one: name it and the
+  // commands (CLI11 alone says "A subcommand is required").
+  std::string commands;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->check_name(argv[1]));
+  }
+  if (argc < 2) {
+    std::fprintf(stderr, "bitrank: no command given; the commands are %s (bitrank --help)\n", commands.c_str());
+    return 1;
+  }
+  if (argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "bitrank: unknown command '%s'; the commands are %s (bitrank --help)\n", argv[1],
+                 commands.c_str());
+    return 1;
+  }
   CLI11_PARSE(app, argc, argv);
   try {
     if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
@@ -190,10 +267,20 @@ int main(int argc, char** argv) {
                         .sign_lr = sign_lr_opt->count() > 0,
                         .e2e_steps = e2e_steps_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
+      compress.tokens_given = tokens_opt->count() > 0;
+      compress.steps_given = steps_opt->count() > 0;
+      compress.eval_seq_len_given = compress_cmd->get_option("--eval-seq-len")->count() > 0;
       return bitrank::cli::run_compress(compress);
     }
-    if (eval_cmd->parsed()) return bitrank::cli::run_eval(eval);
-    if (gen_cmd->parsed()) return bitrank::cli::run_generate(gen);
+    if (eval_cmd->parsed()) {
+      eval.seq_len_given = eval_cmd->get_option("--seq-len")->count() > 0;
+      return bitrank::cli::run_eval(eval);
+    }
+    if (gen_cmd->parsed()) {
+      if (stop_at_eos && no_stop_at_eos) bitrank::fail("generate: give --stop-at-eos or --no-stop-at-eos, not both");
+      gen.stop_at_eos = !no_stop_at_eos;
+      return bitrank::cli::run_generate(gen);
+    }
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {

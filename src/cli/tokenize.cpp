@@ -20,6 +20,7 @@ namespace bitrank::cli {
 int run_tokenize(const TokenizeOptions& o) {
   if (o.out.empty()) fail("tokenize: no output file given (-o)");
   if (o.split != "train" && o.split != "eval") fail("tokenize: --split must be train or eval, got '{}'", o.split);
+  check_output_path("tokenize", "-o", o.out);
   const std::string model_path = model_or_default(o.model, "tokenize");
   const auto t0 = std::chrono::steady_clock::now();
   const TextIds t = tokenize_text(model_path, o.text, o.split == "train" ? CorpusPart::train : CorpusPart::eval);

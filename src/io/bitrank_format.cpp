@@ -18,6 +18,7 @@
 #include "bitrank/blr/accounting.hpp"
 #include "bitrank/dtype.hpp"
 #include "bitrank/error.hpp"
+#include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
 #include "json_checked.hpp"
@@ -176,7 +177,8 @@ class Loader {
  public:
   Loader(const Safetensors& st, std::string file) : st_(st), file_(std::move(file)) {}
 
-  CompressedModel load() {
+  // The format and version checks, then the architecture alone.
+  ModelConfig config() const {
     const std::string& format = need(key::format, " (not a bitrank model file?)");
     if (format != kBitrankFormatName)
       fail("{}: metadata '{}' is \"{}\", expected \"{}\"", file_, key::format, format, kBitrankFormatName);
@@ -184,9 +186,12 @@ class Loader {
     if (version != std::to_string(kBitrankFormatVersion))
       fail("{}: metadata '{}' is \"{}\": this build reads bitrank format version {}", file_, key::version, version,
            kBitrankFormatVersion);
+    return parse_hf_config(need(key::config), meta_where(key::config));
+  }
 
+  CompressedModel load() {
     CompressedModel model;
-    model.config = parse_hf_config(need(key::config), meta_where(key::config));
+    model.config = config();
     if (const std::string* t = find(key::tokenizer))
       model.tokenizer = parse_tokenizer_spec_json(*t, meta_where(key::tokenizer));
     model.storage = read_storage();
@@ -412,9 +417,27 @@ std::vector<std::byte> bitrank_image(const CompressedModel& model) {
   return safetensors_image(c.tensors, c.metadata);
 }
 
+namespace {
+// A file that is not safetensors at all is named as such, not by the
+// safetensors reader's first complaint ("header length 14064895815 exceeds …").
+Safetensors open_bitrank_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    const std::string problem = safetensors_header_problem(path);
+    if (!problem.empty()) fail("{}: not a bitrank model file (no safetensors header: {})", path.string(), problem);
+  }
+  return Safetensors::open(path);
+}
+}  // namespace
+
 CompressedModel load_bitrank(const std::filesystem::path& path) {
-  const Safetensors st = Safetensors::open(path);
+  const Safetensors st = open_bitrank_file(path);
   return Loader(st, path.string()).load();
+}
+
+ModelConfig bitrank_config(const std::filesystem::path& path) {
+  const Safetensors st = open_bitrank_file(path);
+  return Loader(st, path.string()).config();
 }
 
 CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name) {
@@ -446,13 +469,7 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
   d["format"] = kBitrankFormatName;
   d["version"] = kBitrankFormatVersion;
   d["architecture"] = ordered_json::parse(hf_config_to_json(model.config, path.string()));
-  if (model.tokenizer)
-    d["tokenizer"] = {{"tokens", model.tokenizer->tokens.size()},
-                      {"merges", model.tokenizer->merges.size()},
-                      {"pre", std::string(pre_tokenizer_name(model.tokenizer->pre))},
-                      {"normalizer", model.tokenizer->normalizer == Normalizer::nfc ? "nfc" : "none"}};
-  else
-    d["tokenizer"] = nullptr;
+  d["tokenizer"] = model.tokenizer ? tokenizer_description(*model.tokenizer) : ordered_json(nullptr);
   d["storage"] = {{"scales", std::string(stored_float_name(model.storage.scales))},
                   {"dense", std::string(stored_float_name(model.storage.dense))}};
   d["accounting"] = ordered_json::parse(bitrank_accounting(model).dump());
@@ -460,16 +477,7 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
   return d;
 }
 
-std::string describe_bitrank_text(const ordered_json& d) {
-  std::string out;
-  const Lines line{out};
-  auto bpw_text = [](const ordered_json& v) {
-    return v.is_null() ? std::string("-") : fmt::format("{:.4f}", v.get<double>());
-  };
-  const ordered_json& a = d.at("architecture");
-  const ordered_json& acc = d.at("accounting");
-  line("file          {} ({} bytes)", d.at("file").get<std::string>(), d.at("file_bytes").get<std::uint64_t>());
-  line("format        {} v{}", d.at("format").get<std::string>(), d.at("version").get<int>());
+std::string architecture_text(const ordered_json& a) {
   std::string arch =
       fmt::format("{}: {} layers, hidden {}, {} heads / {} kv heads × {}, ffn {}, vocab {}, {} head",
                   a.at("model_type").get<std::string>(), a.at("num_hidden_layers").get<std::int64_t>(),
@@ -483,14 +491,37 @@ std::string describe_bitrank_text(const ordered_json& d) {
     arch += fmt::format(", {} linear + {} full attention blocks", a.at("layer_types").size() - full, full);
   }
   if (a.contains("num_experts")) arch += fmt::format(", {} experts", a.at("num_experts").get<std::int64_t>());
-  line("architecture  {}", arch);
-  const ordered_json& tok = d.at("tokenizer");
-  if (tok.is_null())
-    line("tokenizer     none");
-  else
-    line("tokenizer     {}, {} tokens, {} merges, normalizer {}", tok.at("pre").get<std::string>(),
-         tok.at("tokens").get<std::uint64_t>(), tok.at("merges").get<std::uint64_t>(),
-         tok.at("normalizer").get<std::string>());
+  const std::int64_t context = a.value("max_position_embeddings", std::int64_t{0});
+  arch += context > 0 ? fmt::format(", context {}", context) : std::string(", context not given");
+  return arch;
+}
+
+ordered_json tokenizer_description(const TokenizerSpec& t) {
+  return {{"tokens", t.tokens.size()},
+          {"merges", t.merges.size()},
+          {"pre", std::string(pre_tokenizer_name(t.pre))},
+          {"normalizer", t.normalizer == Normalizer::nfc ? "nfc" : "none"}};
+}
+
+std::string tokenizer_text(const ordered_json& tok) {
+  if (tok.is_null()) return "none";
+  return fmt::format("{}, {} tokens, {} merges, normalizer {}", tok.at("pre").get<std::string>(),
+                     tok.at("tokens").get<std::uint64_t>(), tok.at("merges").get<std::uint64_t>(),
+                     tok.at("normalizer").get<std::string>());
+}
+
+std::string describe_bitrank_text(const ordered_json& d) {
+  std::string out;
+  const Lines line{out};
+  auto bpw_text = [](const ordered_json& v) {
+    return v.is_null() ? std::string("-") : fmt::format("{:.4f}", v.get<double>());
+  };
+  const ordered_json& a = d.at("architecture");
+  const ordered_json& acc = d.at("accounting");
+  line("file          {} ({} bytes)", d.at("file").get<std::string>(), d.at("file_bytes").get<std::uint64_t>());
+  line("format        {} v{}", d.at("format").get<std::string>(), d.at("version").get<int>());
+  line("architecture  {}", architecture_text(a));
+  line("tokenizer     {}", tokenizer_text(d.at("tokenizer")));
   line("storage       scales {}, dense {}", d.at("storage").at("scales").get<std::string>(),
        d.at("storage").at("dense").get<std::string>());
   line("");

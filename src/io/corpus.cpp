@@ -2,6 +2,7 @@
 #include "bitrank/io/corpus.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -39,10 +40,13 @@ CorpusSplit split_corpus(const std::vector<fs::path>& sorted_files) {
 std::string read_corpus_text(const std::vector<fs::path>& files) {
   std::string text;
   for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    if (fs::is_directory(files[i], ec)) fail("corpus: {} is a directory, not a text file", files[i].string());
     std::ifstream in(files[i], std::ios::binary);
-    if (!in) fail("corpus: cannot read {}", files[i].string());
+    if (!in) fail("corpus: cannot read {}: {}", files[i].string(), std::generic_category().message(errno));
     std::ostringstream ss;
     ss << in.rdbuf();
+    if (in.bad()) fail("corpus: reading {} failed", files[i].string());
     if (i) text += "\n\n";
     text += ss.str();
   }

@@ -34,6 +34,7 @@
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
 
@@ -151,12 +152,17 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& file) {
 // A model's tokenizer (tokenizer.hpp): a Hugging Face directory's
 // tokenizer.json or a GGUF header's keys, the model loaders' two layouts.
 Tokenizer load_model_tokenizer(const std::filesystem::path& model) {
-  if (std::filesystem::is_directory(model)) return Tokenizer(load_tokenizer_json(model / "tokenizer.json"));
-  if (!is_gguf_file(model)) {
+  std::error_code ec;
+  // A directory needs only its tokenizer.json here (no config.json).
+  if (std::filesystem::is_directory(model, ec)) return Tokenizer(load_tokenizer_json(model / "tokenizer.json"));
+  const ModelFileKind kind = identify_model_file(model);
+  if (kind == ModelFileKind::hf_directory) return Tokenizer(load_tokenizer_json(model.parent_path() / "tokenizer.json"));
+  if (kind == ModelFileKind::safetensors) {
     // A bitrank model file (safetensors): the tokenizer sits in its metadata.
     const Safetensors st = Safetensors::open(model);
     const auto it = st.metadata().find("bitrank.tokenizer");
-    if (it == st.metadata().end()) fail("{}: neither a GGUF file nor a bitrank model with a tokenizer", model.string());
+    if (it == st.metadata().end()) fail("{}: a safetensors file without a tokenizer (no metadata 'bitrank.tokenizer'): not a bitrank model, "
+           "or one saved without its tokenizer", model.string());
     return Tokenizer(parse_tokenizer_spec_json(it->second, model.string() + ": bitrank.tokenizer"));
   }
   const GgufFile file = GgufFile::open(model, {.verify_data = false});

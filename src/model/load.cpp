@@ -5,6 +5,7 @@
 #include "bitrank/error.hpp"
 #include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
+#include "bitrank/io/model_file.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
@@ -12,9 +13,7 @@
 namespace bitrank::model {
 
 LoadedWeights load_any(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec) && path.filename() != "config.json" && !io::is_gguf_file(path)) {
-    if (!std::filesystem::is_regular_file(path, ec)) fail("model {}: no such file or directory", path.string());
+  if (io::identify_model_file(path) == io::ModelFileKind::safetensors) {
     io::CompressedModel cm = io::load_bitrank(path);
     return LoadedWeights{HostWeights{cm.config, path.string(), std::move(cm.dense)}, std::move(cm.blr)};
   }
@@ -22,17 +21,34 @@ LoadedWeights load_any(const std::filesystem::path& path) {
 }
 
 HostWeights load_weights(const std::filesystem::path& path) {
-  std::error_code ec;
-  const bool config_file = path.filename() == "config.json";
-  if (config_file || std::filesystem::is_directory(path, ec)) {
-    const std::filesystem::path dir = config_file ? path.parent_path() : path;
-    return io::read_hf_config(dir).is_hybrid() ? load_hybrid_hf_weights(dir) : load_hf_weights(dir);
+  switch (io::identify_model_file(path)) {
+    case io::ModelFileKind::hf_directory: {
+      const std::filesystem::path dir = path.filename() == "config.json" ? path.parent_path() : path;
+      return io::read_hf_config(dir).is_hybrid() ? load_hybrid_hf_weights(dir) : load_hf_weights(dir);
+    }
+    case io::ModelFileKind::safetensors:
+      fail("model {}: a safetensors file (a bitrank model?) where an uncompressed checkpoint is needed: a .gguf file "
+           "or a Hugging Face directory",
+           path.string());
+    case io::ModelFileKind::gguf: break;
   }
   // GGUF: the header tells the family; the loaders dequantize (and check) the data.
   const io::GgufFile g = io::GgufFile::open(path, io::GgufOptions{.verify_data = false});
   const std::string arch = g.has("general.architecture") ? g.get_string("general.architecture") : std::string();
   if (arch == "qwen35" || arch == "qwen3next") return load_hybrid_gguf_weights(g);
   return load_gguf_weights(g);
+}
+
+io::ModelConfig read_model_config(const std::filesystem::path& path) {
+  switch (io::identify_model_file(path)) {
+    case io::ModelFileKind::hf_directory:
+      return io::read_hf_config(path.filename() == "config.json" ? path.parent_path() : path);
+    case io::ModelFileKind::safetensors: return io::bitrank_config(path);
+    case io::ModelFileKind::gguf: break;
+  }
+  const io::GgufFile g = io::GgufFile::open(path, io::GgufOptions{.verify_data = false});
+  const std::string arch = g.has("general.architecture") ? g.get_string("general.architecture") : std::string();
+  return arch == "qwen35" || arch == "qwen3next" ? hybrid_config_from_gguf(g) : config_from_gguf(g);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -26,6 +27,26 @@ std::string fnv1a64_hex(const std::vector<std::int32_t>& ids) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+std::string missing_corpus_files(const std::string& table_path) {
+  std::istringstream table(read_file(table_path));
+  std::string line, first;
+  std::size_t rows = 0, missing = 0;
+  while (std::getline(table, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string path;
+    if (!(in >> path)) continue;
+    ++rows;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      if (missing++ == 0) first = path;
+    }
+  }
+  if (missing == 0) return "";
+  return std::to_string(missing) + " of the " + std::to_string(rows) + " corpus files of " + table_path +
+         " are missing (first: " + first + "): tools/setup.sh installs python3.11-doc and fortunes";
 }
 
 std::size_t for_each_digest_row(const std::string& table_path, const std::function<void(const DigestRow&)>& fn) {

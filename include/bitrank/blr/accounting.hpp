@@ -12,20 +12,29 @@
 // rank_for_bpw(m, n, target, P, b) is the largest multiple of 32 whose
 // bpw ≤ target, i.e. r ≤ (target·m·n/P − (m + n)·b) / (m + n + b) rounded
 // down to 32 (then checked in exact integer bits, so a rank that lands
-// exactly on the target is taken). Ranks above min(m, n) are allowed: binary
-// factors are not limited by the real rank. Error when even r = 32 exceeds
-// the target.
+// exactly on the target is taken). It is the budget alone: the rank may
+// exceed min(m, n), which plan_ranks never gives (below). Error when even
+// r = 32 exceeds the target.
 //
-// A whole model's ranks (plan_ranks): every projection first gets the rank
-// rank_for_bpw gives its own shape, or 32 when even 32 exceeds the target
-// (small matrices such as SmolLM2's 192×576 k/v at 0.55 bpw with 2 paths:
-// 32 is the smallest rank the format has). When that leaves the
-// projections' honest total above target·Σ m·n, ranks are lowered 32 at a
-// time, always at the matrix with the highest bpw (ties: the larger matrix,
-// then the earlier name), until the total fits or every rank is 32; then
-// the bits left over are handed back 32 ranks at a time to the lowest-bpw
-// matrix whose next step still fits, until none does. The result's bpw is
-// what the report states, never the target.
+// A whole model's ranks (plan_ranks): each matrix's rank is at most its cap,
+// max_useful_rank(m, n) = the largest multiple of 32 ≤ min(m, n) (32 when
+// min(m, n) < 32): the Dual-SVID initialisation takes the rank's leading
+// singular pairs, and past min(m, n) there are none (their scales start at
+// 0), so those ranks cost bits and give the factorisation nothing. The
+// reachable targets of a set of matrices therefore run from rank 32
+// everywhere (the smallest rank the format has) to every rank at its cap: a
+// target outside is an Error naming that end's bpw and why (for SmolLM2-135M
+// with 2 paths and f16 scales, 0.2781 to 3.1007 bpw), rather than a model
+// that silently misses it. Within, every projection first gets
+// min(rank_for_bpw for its own shape, its cap), or 32 when even 32 exceeds
+// the target (small matrices such as SmolLM2's 192×576 k/v at 0.55 bpw
+// with 2 paths). When that leaves the projections' honest total above
+// target·Σ m·n, ranks are lowered 32 at a time, always at the matrix with
+// the highest bpw (ties: the larger matrix, then the earlier name), until
+// the total fits; then the bits left over are handed back 32 ranks at a time
+// to the lowest-bpw matrix whose next step still fits and stays within its
+// cap, until none does. The result's bpw is what the report states, never
+// the target.
 //
 // The whole-model figure adds every tensor that is not compressed
 // (embeddings, head, norms, …) at its stored width: bits = Σ BLR bits +
@@ -67,9 +76,13 @@ struct RankPlan {
   index_t rank = 0;
 };
 
+// The largest rank plan_ranks gives an m×n matrix (see above).
+index_t max_useful_rank(index_t m, index_t n);
+
 // Ranks for every matrix of `matrices` (their rank fields are ignored) at a
-// whole-projection target (see above). Error for an empty list or a bad
-// target, paths or scale width.
+// whole-projection target (see above). Error for an empty list, a bad
+// target, paths or scale width, or a target outside the reachable range
+// (naming the smallest reachable or the largest useful bpw).
 std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, int paths, int scale_bits);
 
 // A per-projection target: the matrices whose name contains `pattern`
@@ -84,7 +97,9 @@ struct BpwOverride {
 // pattern its name contains; the matrices of each override are planned
 // together at its bpw (plan_ranks), the others together at `bpw`. The
 // result keeps the input's order. Error (naming it) for an empty pattern, a
-// pattern no matrix matches, or a bad target.
+// pattern no matrix matches, or a bad or unreachable target (naming the
+// group: "the matrices matching 'attn_v'" or "the matrices no per-projection
+// pattern matches").
 std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std::span<const BpwOverride> overrides,
                                  int paths, int scale_bits);
 

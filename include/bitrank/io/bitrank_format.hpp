@@ -12,6 +12,43 @@
 //   N.p{p}.l    F16|F32  [r]         rank scale ℓ
 //   N.p{p}.g    F16|F32  [n]         column scale
 //
+// Row order. Every projection, BLR or dense, is the matrix W of y = x·Wᵀ
+// (rows = outputs, columns = inputs) with its rows and columns in Hugging
+// Face transformers' order, whatever checkpoint the model came from: the
+// reconstruction Ŵ of a BLR matrix N approximates the teacher's N.weight as
+// the loaders (model/load.hpp) hand it over, and those put every layout in
+// transformers' order first. With d the hidden size, H / Hkv the query / kv
+// heads of hd dims each:
+//
+//   dense Llama family (llama, qwen2, qwen3)
+//     blk.N.attn_q       [H·hd][d]    head-major (head h: rows h·hd … h·hd + hd − 1);
+//                                     within a head RoPE's half-split order: rows
+//                                     i and i + hd/2 are one rotation pair
+//     blk.N.attn_k       [Hkv·hd][d]  the same, per kv head
+//     blk.N.attn_v       [Hkv·hd][d]  head-major
+//     blk.N.attn_output  [d][H·hd]    columns head-major, as attention's output
+//   llama.cpp's converter stores attn_q and attn_k of a "llama" GGUF in its
+//   adjacent-pair RoPE order instead: within each head, GGUF row 2i + j is
+//   row j·hd/2 + i above (j ∈ {0, 1}, i < hd/2; convert_hf_to_gguf.py's
+//   LlamaModel.permute). The GGUF loader undoes that (model/model.hpp), so a
+//   bitrank file made from a GGUF holds the order above, not the GGUF's: a
+//   reader that compares with the GGUF's tensors, or writes a GGUF back, must
+//   apply the permutation again. attn_v and attn_output are not permuted.
+//
+//   Qwen3.5 / Qwen3-Next hybrids (model/hybrid.hpp), full-attention blocks
+//     blk.N.attn_q       [2·H·hd][d]  per head h, rows [q_h (hd) | gate_h (hd)]; q in
+//                                     half-split RoPE order over its first rotary
+//                                     dims (pairs i, i + rotary_dim/2), as both
+//                                     transformers and the "qwen35" GGUF store it
+//     blk.N.attn_k, attn_v [Hkv·hd][d], attn_output [d][H·hd]  head-major
+//   GDN blocks
+//     blk.N.attn_qkv     [C][d]       rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]
+//     blk.N.attn_gate    [Hv·dv][d]   (z)
+//     blk.N.ssm_out      [d][Hv·dv]   columns by v-head
+//   with v-heads in transformers' grouped order (v-head h belongs to k-head
+//   h / (Hv/Hk)); the loader undoes the GGUF's tiled v-head order and
+//   Qwen3-Next's interleaved in_proj_qkvz.
+//
 // Every other tensor is dense (embeddings, norms, biases, the head, any
 // projection left uncompressed), stored under its own name as F32 or F16
 // with its shape. A dense tensor may not be named N.weight or N.p{k}.{su,
@@ -115,7 +152,12 @@ std::vector<std::byte> bitrank_image(const CompressedModel& model);
 
 // Reads and checks a bitrank file (or an image held by the caller; `name`
 // stands for it in errors).
+// A file that is not safetensors at all is an Error saying "not a bitrank
+// model file (no safetensors header: …)".
 CompressedModel load_bitrank(const std::filesystem::path& path);
+// The format and version checks and the architecture (bitrank.config) only:
+// no tensor is read.
+ModelConfig bitrank_config(const std::filesystem::path& path);
 CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name);
 
 // `bitrank info`: the file's description,
@@ -126,5 +168,11 @@ CompressedModel load_bitrank(std::span<const std::byte> image, const std::string
 // m×n, rank, paths and bpw, the totals, the summary).
 nlohmann::ordered_json describe_bitrank(const std::filesystem::path& path);
 std::string describe_bitrank_text(const nlohmann::ordered_json& description);
+// Its pieces, for descriptions of other model files (`bitrank info` on a
+// GGUF or a Hugging Face directory): the architecture line of a config.json
+// object (hf_config_to_json), the tokenizer object and its line ("none" for null).
+std::string architecture_text(const nlohmann::ordered_json& config_json);
+nlohmann::ordered_json tokenizer_description(const TokenizerSpec& tokenizer);
+std::string tokenizer_text(const nlohmann::ordered_json& tokenizer_description);
 
 }  // namespace bitrank::io

@@ -31,7 +31,8 @@ constexpr int kEvalEvery = 10;  // file i is evaluation when i % kEvalEvery == k
 std::vector<std::filesystem::path> corpus_files(const CorpusRoots& roots = {});
 // The split of a sorted file list (see above).
 CorpusSplit split_corpus(const std::vector<std::filesystem::path>& sorted_files);
-// The files' contents joined by "\n\n" (Error naming an unreadable file).
+// The files' contents joined by "\n\n" (Error naming an unreadable file
+// and why, or a directory).
 std::string read_corpus_text(const std::vector<std::filesystem::path>& files);
 
 }  // namespace bitrank::io

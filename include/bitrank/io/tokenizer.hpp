@@ -143,8 +143,9 @@ class Tokenizer {
 // tokenizer.json (Hugging Face layout), else a .gguf file's tokenizer.ggml.*
 // keys (only the header is read, no tensor data). `bitrank eval` and the
 // trainer turn text into ids with it, as plain text: encode(text).
-// A bitrank model file (not a directory, no GGUF magic) gives the tokenizer
-// kept in its metadata.
+// A bitrank model file (a safetensors file) gives the tokenizer kept in its
+// metadata. The kind is told by content (io/model_file.hpp): anything else is
+// an Error saying what it is not ("not a GGUF file (bad magic …)").
 Tokenizer load_model_tokenizer(const std::filesystem::path& model);
 // Whether the file starts with the GGUF magic (false when unreadable).
 bool is_gguf_file(const std::filesystem::path& path);

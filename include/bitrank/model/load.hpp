@@ -1,11 +1,14 @@
 // Any checkpoint bitrank reads, as host weights and the model that runs them.
 //
+// told by content (io/model_file.hpp: a file that is none of these is an
+// Error saying so, e.g. "not a GGUF file (bad magic …)" for a text file
+// named x.gguf, before any reader sees it):
 //   a directory (or a config.json in one)  Hugging Face: config.json's model_type
 //                                          picks the family (llama → dense,
 //                                          qwen3_5 / qwen3_next → hybrid)
 //   a file starting with "GGUF"            GGUF: general.architecture picks it
 //                                          (llama → dense, qwen35 → hybrid)
-//   any other file                         a bitrank model (io/bitrank_format.hpp):
+//   a safetensors file                     a bitrank model (io/bitrank_format.hpp):
 //                                          its dense tensors and BLR projections
 #pragma once
 
@@ -25,6 +28,10 @@ struct LoadedWeights {
 LoadedWeights load_any(const std::filesystem::path& path);
 // load_any for uncompressed checkpoints only (Error naming a bitrank file).
 HostWeights load_weights(const std::filesystem::path& path);
+// The architecture of the model at `path`, of any kind above, without
+// reading its tensors (a GGUF's header, config.json, a bitrank file's
+// metadata): e.g. its context length before anything is loaded.
+io::ModelConfig read_model_config(const std::filesystem::path& path);
 
 // The model class of w.config's family (LlamaModel or HybridModel) over
 // `be`, with the projections named in `blr` as BLR layers (a compressed
