@@ -1272,5 +1272,43 @@ TEST(Compress, SequentialTrainsFromTheStudentsInputs) {
   });
 }
 
+// compress_recipe: the block-wise stage, then e2e_steps end-to-end steps
+// from its result; stopped inside the end-to-end stage and resumed, the
+// result equals the uninterrupted run's bit for bit; the intermediate file
+// is gone at the end.
+TEST(Compress, RecipeBlockwiseThenEndToEndResumes) {
+  on_every_backend([](Backend<float>& be, const fs::path& dir) {
+    fs::create_directories(dir);
+    train::CompressOptions a = tiny_options(dir, "a.bitrank");
+    a.objective = "sequential";
+    a.steps = 6;
+    a.e2e_steps = 6;
+    a.checkpoint_every = 2;
+    const auto sa = train::compress_recipe(a, be);
+    EXPECT_EQ(sa.at("objective"), "e2e");
+    ASSERT_EQ(sa.at("stages").size(), 1u);
+    EXPECT_EQ(sa.at("stages")[0].at("objective"), "sequential");
+    EXPECT_TRUE(sa.at("perplexity").contains("blockwise"));
+    EXPECT_FALSE(fs::exists(a.out.string() + ".blockwise.bitrank"));
+    EXPECT_EQ(step_log(a.out).size(), 6u);
+
+    train::CompressOptions b = a;
+    b.out = dir / "b.bitrank";
+    int steps = 0;
+    b.hooks.on_step = [&](const train::StepRecord&) {
+      if (++steps == 2 * 6 + 3) throw Stop{};  // the end-to-end stage's step 3
+    };
+    EXPECT_THROW(train::compress_recipe(b, be), Stop);
+    EXPECT_TRUE(fs::exists(b.out.string() + ".blockwise.bitrank"));
+    b.hooks = {};
+    b.resume = true;
+    const auto sb = train::compress_recipe(b, be);
+    EXPECT_EQ(sb.at("resumed_at_step").get<std::int64_t>(), 2);
+    expect_same_steps(step_log(a.out), step_log(b.out));
+    expect_same_tensors(a.out, b.out);
+    EXPECT_EQ(sa.at("perplexity").at("blockwise").at("ppl"), sb.at("perplexity").at("blockwise").at("ppl"));
+  });
+}
+
 }  // namespace
 }  // namespace bitrank

@@ -115,13 +115,14 @@ int main(int argc, char** argv) {
                            "and gains) instead of Dual-SVID; e.g. --objective e2e after a layer-wise run")
       ->check(CLI::ExistingFile);
   compress_cmd->add_option("--method", compress.method,
-                           "train (default: training on the text) or ptq (post-training: sequential block "
-                           "reconstruction on a calibration set of at most 262144 tokens, cpu 32768)")
+                           "train (default: the sequential objective over the training text, then on cuda --e2e-steps) "
+                           "or ptq (post-training: the same over a calibration set of at most 262144 tokens, cpu "
+                           "32768, no e2e stage)")
       ->check(CLI::IsMember({"train", "ptq"}));
   auto* objective_opt = compress_cmd->add_option("--objective", compress.job.objective,
                            "layer (block-wise MSE to the teacher, teacher inputs), sequential (the same from the "
                            "student's own inputs) or e2e (KL on the logits + 10 × hidden MSE, all blocks at once); "
-                           "default: layer (ptq: sequential)")
+                           "default: sequential")
       ->check(CLI::IsMember({"layer", "sequential", "e2e"}));
   compress_cmd->add_flag("--diagnose", compress.job.diagnose,
                          "train nothing: the perplexity with one block, then one projection kind, replaced by its "
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
                            "peak learning rate of the sign latents in the --e2e-steps stage (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
-                           "svid (plain Dual-SVID, default) or act (Dual-SVID of the activation-weighted weights)")
+                           "act (Dual-SVID of the activation-weighted weights, default) or svid (plain Dual-SVID)")
       ->check(CLI::IsMember({"act", "svid"}));
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics run over (default: cpu 16, cuda 64)")

@@ -36,8 +36,8 @@ nlohmann::ordered_json compress(const CompressOptions& o, Backend<float>& be) {
 void apply_recipe_defaults(CompressOptions& o, std::string_view method, const GivenOptions& given) {
   if (method != "train" && method != "ptq") fail("compress: method '{}' is not one of train, ptq", method);
   const bool cuda = o.device == "cuda", ptq = method == "ptq";
-  if (!given.init_method) o.init_method = "svid";
-  if (!given.objective) o.objective = ptq ? "sequential" : "layer";
+  if (!given.init_method) o.init_method = "act";
+  if (!given.objective) o.objective = "sequential";
   if (!given.seq_len) o.seq_len = cuda ? 512 : 256;
   if (!given.windows) o.windows_per_step = cuda ? 8 : 4;
   if (!given.steps) o.steps = cuda ? 100 : 16;
