@@ -42,6 +42,7 @@
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
+#include "support/model_files.hpp"
 #include "support/backends.hpp"
 #include "support/command.hpp"
 #include "support/expect.hpp"
@@ -72,26 +73,6 @@ double top2_margin(std::span<const double> z) {
   std::vector<double> v(z.begin(), z.end());
   std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<>());
   return v[0] - v[1];
-}
-
-// A byte-level tokenizer of `vocab` ids: the 256 byte tokens, "<|eos|>"
-// (control, id 256, the EOS) and user-defined fillers "<xN>" up to vocab.
-io::TokenizerSpec byte_tokenizer(index_t vocab, bool add_bos = false) {
-  io::TokenizerSpec s;
-  for (int b = 0; b < 256; ++b) {
-    s.tokens.push_back(io::byte_to_unicode(static_cast<std::uint8_t>(b)));
-    s.types.push_back(io::TokenType::normal);
-  }
-  s.tokens.push_back("<|eos|>");
-  s.types.push_back(io::TokenType::control);
-  for (index_t i = 257; i < vocab; ++i) {
-    s.tokens.push_back(fmt::format("<x{}>", i));
-    s.types.push_back(io::TokenType::user_defined);
-  }
-  s.eos_id = 256;
-  s.bos_id = add_bos ? 256 : -1;
-  s.add_bos = add_bos;
-  return s;
 }
 
 // Text for one line of test output: newlines as \n.
@@ -354,7 +335,7 @@ TEST(Generate, BadOptionsAndPromptsAreErrors) {
 // ---- prompts and streamed text -----------------------------------------------------
 
 TEST(Generate, TextStreamEmitsCompleteUtf8Only) {
-  const io::Tokenizer tok(byte_tokenizer(300));
+  const io::Tokenizer tok(test::byte_tokenizer(300));
   const auto byte_ids = [](std::string_view s) {
     std::vector<std::int32_t> ids;
     for (const char ch : s) ids.push_back(static_cast<unsigned char>(ch));
@@ -386,7 +367,7 @@ TEST(Generate, TextStreamEmitsCompleteUtf8Only) {
 
   // Prompts: control tokens matched, no BOS unless the tokenizer adds one, never an EOS.
   EXPECT_EQ(model::encode_prompt(tok, "hi<|eos|>"), (std::vector<std::int32_t>{'h', 'i', 256}));
-  const io::Tokenizer with_bos(byte_tokenizer(300, /*add_bos=*/true));
+  const io::Tokenizer with_bos(test::byte_tokenizer(300, /*add_bos=*/true));
   EXPECT_EQ(model::encode_prompt(with_bos, "hi"), (std::vector<std::int32_t>{256, 'h', 'i'}));
   EXPECT_TRUE(model::encode_prompt(tok, "").empty());
 }
@@ -412,7 +393,7 @@ model::BlrProjections compress_randomly(model::HostWeights& w, const std::vector
 
 TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
   const test::TempDir dir;
-  const io::TokenizerSpec spec = byte_tokenizer(300);
+  const io::TokenizerSpec spec = test::byte_tokenizer(300);
   const io::Tokenizer tok(spec);
 
   // A 2-block Llama (vocab 300) with every projection of block 0 in BLR

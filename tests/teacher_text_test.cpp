@@ -29,6 +29,7 @@
 #include "bitrank/model/load.hpp"
 #include "bitrank/rng.hpp"
 #include "bitrank/train/data.hpp"
+#include "support/model_files.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
 #include "support/host_values.hpp"
@@ -46,24 +47,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_error;
 
-// 256 byte tokens (normal), "<|eos|>" (control, id 256), fillers "<xN>"
-// (user-defined) up to `vocab`; BOS = the EOS token when add_bos.
 io::Tokenizer byte_tokenizer(index_t vocab, bool add_bos = false) {
-  io::TokenizerSpec s;
-  for (int b = 0; b < 256; ++b) {
-    s.tokens.push_back(io::byte_to_unicode(static_cast<std::uint8_t>(b)));
-    s.types.push_back(io::TokenType::normal);
-  }
-  s.tokens.push_back("<|eos|>");
-  s.types.push_back(io::TokenType::control);
-  for (index_t i = 257; i < vocab; ++i) {
-    s.tokens.push_back(fmt::format("<x{}>", i));
-    s.types.push_back(io::TokenType::user_defined);
-  }
-  s.eos_id = 256;
-  s.bos_id = add_bos ? 256 : -1;
-  s.add_bos = add_bos;
-  return io::Tokenizer(std::move(s));
+  return io::Tokenizer(test::byte_tokenizer(vocab, add_bos));
 }
 
 const model::HostWeights& hybrid_weights() {

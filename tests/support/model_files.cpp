@@ -1,5 +1,7 @@
 #include "support/model_files.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -10,6 +12,25 @@
 #include "bitrank/model/model.hpp"
 
 namespace bitrank::test {
+
+io::TokenizerSpec byte_tokenizer(index_t vocab, bool add_bos) {
+  io::TokenizerSpec s;
+  for (int b = 0; b < 256; ++b) {
+    s.tokens.push_back(io::byte_to_unicode(static_cast<std::uint8_t>(b)));
+    s.types.push_back(io::TokenType::normal);
+  }
+  s.tokens.push_back("<|eos|>");
+  s.types.push_back(io::TokenType::control);
+  for (index_t i = 257; i < vocab; ++i) {
+    s.tokens.push_back(fmt::format("<x{}>", i));
+    s.types.push_back(io::TokenType::user_defined);
+  }
+  s.eos_id = 256;
+  s.bos_id = add_bos ? 256 : -1;
+  s.add_bos = add_bos;
+  return s;
+}
+
 namespace {
 
 template <class T>

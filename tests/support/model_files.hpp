@@ -9,11 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/decoder.hpp"
 
 #include "bitrank/tensor.hpp"
 
 namespace bitrank::test {
+
+// A byte-level tokenizer of `vocab` ids: the 256 byte tokens (normal),
+// "<|eos|>" (control, id 256, the EOS) and user-defined fillers "<xN>" up to
+// vocab; BOS = the EOS token when add_bos.
+io::TokenizerSpec byte_tokenizer(index_t vocab, bool add_bos = false);
 
 struct NamedTensor {
   std::string name;
