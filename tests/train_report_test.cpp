@@ -187,7 +187,12 @@ TEST(TrainReport, ProgressText) {
             "step 120/2000  31.2k tok/s  loss 0.01235  flips 1834/step  ETA 1h02m");
   EXPECT_EQ(train_progress_text({.step = 3, .total_steps = 10, .tokens_per_s = 1.5e6, .loss = 2.5,
                                  .flips_per_step = 0, .skipped = 2, .eta_s = std::numeric_limits<double>::quiet_NaN()}),
-            "step 3/10  1.5M tok/s  loss 2.5  flips 0/step  skipped 2  ETA ?");
+            "step 3/10  1.5M tok/s  loss 2.5  flips 0/step  skipped 2 (non-finite gradients)  ETA ?");
+  // A block-wise run: the block and the step within it, the loss named.
+  EXPECT_EQ(train_progress_text({.step = 37, .total_steps = 480, .tokens_per_s = 3500, .loss = 0.52,
+                                 .flips_per_step = 12, .skipped = 0, .eta_s = 60, .steps_per_block = 16,
+                                 .loss_name = "block MSE"}),
+            "block 3/30 step 5/16  3.5k tok/s  block MSE 0.52  flips 12/step  ETA 1m00s");
 }
 
 // Rates from this process's steps; loss and flips as means since the last line shown.
@@ -209,7 +214,7 @@ TEST(TrainReport, TrainProgressFigures) {
   // This process: 1000 tokens per 2 s = 500 tok/s; 2 s per step.
   EXPECT_EQ(c.text(),
             "step 11/100  500 tok/s  loss 4  flips 10/step  ETA 2m58s\n"
-            "step 14/100  500 tok/s  loss 1.5  flips 50/step  skipped 1  ETA 2m52s\n");
+            "step 14/100  500 tok/s  loss 1.5  flips 50/step  skipped 1 (non-finite gradients)  ETA 2m52s\n");
   // On a terminal the last line is redrawn and ended; steps after the last line shown are summed into it.
   Captured t;
   TrainProgress q(4, nullptr, t.options(1));

@@ -78,9 +78,16 @@ void read_checkpoint(CompressRun& run) {
   const CompressOptions& o = run.o;
   run.ckpt_path = compress_checkpoint_path(o.out);
   const nlohmann::ordered_json resume_options = compress_resume_options(o);
-  if (o.resume) {
-    if (!std::filesystem::exists(run.ckpt_path))
-      fail("compress --resume: there is no checkpoint {} to resume from", run.ckpt_path.string());
+  const bool checkpoint = std::filesystem::exists(run.ckpt_path);
+  if (o.resume && !checkpoint) {
+    // A run stopped before its first checkpoint starts afresh; a finished run deleted its checkpoint.
+    if (std::filesystem::exists(o.out))
+      fail("compress --resume: {} is complete (no checkpoint {}): nothing to resume; run without --resume to "
+           "compress it again",
+           o.out.string(), run.ckpt_path.string());
+    BR_LOG_INFO("compress --resume: no checkpoint {} yet (the run stopped before its first): starting afresh",
+                run.ckpt_path.string());
+  } else if (o.resume) {
     run.ckpt = read_compress_checkpoint(run.ckpt_path);
     if (run.ckpt.objective != o.objective)
       fail("compress --resume: {} is the checkpoint of a run with the {} objective, this run's is {}",
@@ -93,7 +100,7 @@ void read_checkpoint(CompressRun& run) {
   }
   run.ckpt.options = resume_options;
   run.ckpt.objective = o.objective;
-  run.resumed = o.resume;
+  run.resumed = o.resume && checkpoint;
   run.first_block = run.ckpt.block;
   run.first_step = run.ckpt.trainer.step;
 }
@@ -369,6 +376,8 @@ void start_training(CompressRun& run, index_t units) {
   run.log.emplace(run.log_path, run.resumed ? resume_step : -1);
   run.rec = StepRecord{.step = resume_step - 1, .tokens = run.ckpt.trainer.tokens, .seconds = run.ckpt.trainer.seconds};
   run.progress.emplace(units * o.steps, run.resumed ? &run.rec : nullptr);
+  if (units > 1) run.progress->describe(o.steps, "block MSE");
+  else if (o.objective == "e2e") run.progress->describe(0, "KL + MSE");
   run.train_seconds = run.ckpt.trainer.seconds;
   run.schedule = LrScheduleOptions{
       .peak = 1.0,

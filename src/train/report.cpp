@@ -126,9 +126,15 @@ void StepLog::write(const StepRecord& record) {
 }
 
 std::string train_progress_text(const ProgressFigures& f) {
-  std::string s = fmt::format("step {}/{}  {} tok/s  loss {:.4g}  flips {:.0f}/step", f.step, f.total_steps,
-                              si(f.tokens_per_s), f.loss, f.flips_per_step);
-  if (f.skipped > 0) s += fmt::format("  skipped {}", f.skipped);
+  std::string s =
+      f.steps_per_block > 0
+          ? fmt::format("block {}/{} step {}/{}", (f.step - 1) / f.steps_per_block + 1,
+                        (f.total_steps + f.steps_per_block - 1) / f.steps_per_block,
+                        (f.step - 1) % f.steps_per_block + 1, f.steps_per_block)
+          : fmt::format("step {}/{}", f.step, f.total_steps);
+  s += fmt::format("  {} tok/s  {} {:.4g}  flips {:.0f}/step", si(f.tokens_per_s), f.loss_name, f.loss,
+                   f.flips_per_step);
+  if (f.skipped > 0) s += fmt::format("  skipped {} (non-finite gradients)", f.skipped);
   s += fmt::format("  ETA {}", format_duration(f.eta_s));
   return s;
 }
@@ -142,8 +148,15 @@ TrainProgress::TrainProgress(std::int64_t total_steps, const StepRecord* start, 
   }
 }
 
+void TrainProgress::describe(std::int64_t steps_per_block, const char* loss_name) {
+  steps_per_block_ = steps_per_block;
+  loss_name_ = loss_name;
+}
+
 ProgressFigures TrainProgress::figures(const StepRecord& r) const {
   ProgressFigures f;
+  f.steps_per_block = steps_per_block_;
+  f.loss_name = loss_name_;
   f.step = r.step + 1;
   f.total_steps = total_;
   const double run_s = r.seconds - start_seconds_;

@@ -74,8 +74,10 @@ struct ProgressFigures {
   double tokens_per_s = 0;
   double loss = 0;
   double flips_per_step = 0;
-  std::int64_t skipped = 0;     // steps skipped by this process
+  std::int64_t skipped = 0;     // steps skipped by this process (non-finite gradients)
   double eta_s = 0;
+  std::int64_t steps_per_block = 0;  // > 0: a block-wise run, shown as "block b/B step s/S"
+  const char* loss_name = "loss";    // what the loss is ("block MSE", "KL + MSE")
 };
 std::string train_progress_text(const ProgressFigures& figures);
 
@@ -84,6 +86,8 @@ class TrainProgress {
   // `start` is the record of the last step before this process started (resume), or
   // none: a fresh run starts at step 0 with 0 tokens and 0 seconds.
   TrainProgress(std::int64_t total_steps, const StepRecord* start = nullptr, ProgressLine::Options line = {});
+  // A block-wise run: `steps_per_block` steps a block; the loss is named `loss_name`.
+  void describe(std::int64_t steps_per_block, const char* loss_name);
   void step(const StepRecord& record);  // after every step
   void finish();                        // the last figures on their own line
 
@@ -92,6 +96,8 @@ class TrainProgress {
 
   ProgressLine line_;
   std::int64_t total_;
+  std::int64_t steps_per_block_ = 0;
+  const char* loss_name_ = "loss";
   std::int64_t start_step_ = 0, start_tokens_ = 0;
   double start_seconds_ = 0;
   std::int64_t skipped_ = 0;
