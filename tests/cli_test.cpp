@@ -124,6 +124,25 @@ TEST_F(Cli, CompressRefusesUnreachableBpw) {
   EXPECT_FALSE(fs::exists(path("m.bitrank")));
 }
 
+// ---- the main job's output -----------------------------------------------------------
+
+// A CPU run says nothing about devices, names what each progress figure is
+// (the block, the block MSE), and ends with one line comparing the student
+// with the teacher in words.
+TEST_F(Cli, CompressOutputSaysWhatItMeans) {
+  const std::string eval = path("eval.txt").string();
+  write_file(eval, test::word_text(2, 10));
+  const Result r = cli({"compress", "--model", model_, "--text", text_, "--eval-text", eval, "--eval-windows", "1",
+                        "--eval-seq-len", "64", "--seq-len", "32", "--windows", "1", "--steps", "2", "--bpw", "4",
+                        "-o", path("m.bitrank").string()});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("resident on the device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block 2/2 step 2/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block MSE"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("teacher [0-9.]+, compressed [0-9.]+ — [0-9.]+× the teacher's")))
+      << r.out;
+}
+
 // The numbers: SmolLM2-135M reaches 0.2781 to 3.1007 bpw with 2 paths.
 TEST(CliSmolLM2, CompressRefusesUnreachableBpw) {
   REQUIRE_SMOLLM2();
