@@ -11,7 +11,7 @@
 // on these products hold 2e-4). The two paths are held to the same 2e-5
 // against each other, not to bitwise equality, since neither instruction
 // specifies its order of accumulation within a k step (on the H200 they
-// came out bitwise equal: docs/gpu_tile_h200.txt). The rate kernels'
+// came out bitwise equal: docs/runs/gpu_tile_h200.txt). The rate kernels'
 // sums of 512 repeated products agree to 1e-4 (f32 accumulation of 512
 // equal terms: ≤ 512·2⁻²⁴ = 3e-5 each way).
 #include <gtest/gtest.h>
