@@ -1313,5 +1313,61 @@ TEST(Compress, RecipeBlockwiseThenEndToEndResumes) {
   });
 }
 
+// The recipe defaults (train::apply_recipe_defaults), the one place they are
+// set: by device and method, and never over an option the user gave.
+TEST(Compress, RecipeDefaults) {
+  train::CompressOptions cpu;
+  train::apply_recipe_defaults(cpu, "train", {});
+  EXPECT_EQ(cpu.objective, "sequential");
+  EXPECT_EQ(cpu.init_method, "act");
+  EXPECT_EQ(cpu.seq_len, 256);
+  EXPECT_EQ(cpu.windows_per_step, 4);
+  EXPECT_EQ(cpu.steps, 16);
+  EXPECT_EQ(cpu.e2e_steps, 0);
+  EXPECT_EQ(cpu.max_text_tokens, 0);
+  EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);
+  EXPECT_FLOAT_EQ(cpu.train.signs.lr, 1e-2f);
+
+  train::CompressOptions cuda;
+  cuda.device = "cuda";
+  train::apply_recipe_defaults(cuda, "train", {});
+  EXPECT_EQ(cuda.seq_len, 512);
+  EXPECT_EQ(cuda.windows_per_step, 8);
+  EXPECT_EQ(cuda.steps, 100);
+  EXPECT_EQ(cuda.e2e_steps, 600);
+  EXPECT_EQ(cuda.calib_windows, 64);
+
+  train::CompressOptions ptq;
+  ptq.device = "cuda";
+  train::apply_recipe_defaults(ptq, "ptq", {});
+  EXPECT_EQ(ptq.objective, "sequential");
+  EXPECT_EQ(ptq.max_text_tokens, 262144);
+  EXPECT_EQ(ptq.e2e_steps, 0);
+
+  train::CompressOptions e2e;
+  e2e.objective = "e2e";
+  train::apply_recipe_defaults(e2e, "train", {.objective = true});
+  EXPECT_EQ(e2e.objective, "e2e");
+  EXPECT_FLOAT_EQ(e2e.train.signs.lr, 1e-4f);
+  EXPECT_EQ(e2e.e2e_steps, 0);
+
+  train::CompressOptions given;
+  given.device = "cuda";
+  given.seq_len = 64;
+  given.steps = 3;
+  given.train.signs.lr = 5e-3f;
+  given.init_method = "svid";
+  train::apply_recipe_defaults(
+      given, "train", {.init_method = true, .seq_len = true, .steps = true, .sign_lr = true});
+  EXPECT_EQ(given.seq_len, 64);
+  EXPECT_EQ(given.steps, 3);
+  EXPECT_FLOAT_EQ(given.train.signs.lr, 5e-3f);
+  EXPECT_EQ(given.init_method, "svid");
+  EXPECT_EQ(given.windows_per_step, 8);
+
+  train::CompressOptions bad;
+  test::expect_error([&] { train::apply_recipe_defaults(bad, "qat", {}); }, "method 'qat' is not one of train, ptq");
+}
+
 }  // namespace
 }  // namespace bitrank
