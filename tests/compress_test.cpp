@@ -1322,7 +1322,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.init_method, "act");
   EXPECT_EQ(cpu.seq_len, 256);
   EXPECT_EQ(cpu.windows_per_step, 4);
-  EXPECT_EQ(cpu.steps, 16);
+  EXPECT_EQ(cpu.steps, 40);
   EXPECT_EQ(cpu.e2e_steps, 0);
   EXPECT_EQ(cpu.max_text_tokens, 0);
   EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
                            "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")
       ->check(kNonNegative);
   auto* tokens_opt =
-      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 16384, cuda 409600)");
+      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 40960, cuda 409600)");
   auto* steps_opt = compress_cmd->add_option("--steps", compress.steps,
                                              "instead of --tokens: training steps per block (layer) or in all (e2e)");
   auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")

@@ -40,7 +40,7 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.objective) o.objective = "sequential";
   if (!given.seq_len) o.seq_len = cuda ? 512 : 256;
   if (!given.windows) o.windows_per_step = cuda ? 8 : 4;
-  if (!given.steps) o.steps = cuda ? 100 : 16;
+  if (!given.steps) o.steps = cuda ? 100 : 40;
   if (!given.calib_windows) o.calib_windows = cuda ? 64 : 16;
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;

@@ -193,7 +193,8 @@ struct GivenOptions {
 //     activation-weighted init 357.4 — hence those two defaults;
 //   device cuda: windows of 512, 8 a step, 100 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
-//     windows of 256, 4 a step, 16 steps, no e2e stage, 16 calibration windows;
+//     windows of 256, 4 a step, 40 steps (the README's main job: 7.4 min on
+//     the 2-core machine), no e2e stage, 16 calibration windows;
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
 //     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there).
 // Error for a method other than train or ptq.
