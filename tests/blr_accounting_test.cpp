@@ -16,6 +16,23 @@
 namespace bitrank::blr {
 namespace {
 
+// SmolLM2-135M: hidden 576, 30 blocks, 9 heads / 3 kv heads of 64, MLP 1536.
+io::ModelConfig smollm2_config() {
+  io::ModelConfig c;
+  c.hidden_size = 576;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.intermediate_size = 1536;
+  c.vocab_size = 49152;
+  c.tie_word_embeddings = true;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 100000;
+  c.max_position_embeddings = 8192;
+  return c;
+}
+
 // bits = P·((m + n)·r + (m + n + r)·b), by hand.
 TEST(BlrAccounting, HandExamples) {
   // 576×576, r = 256, f16 scales: 1152·256 = 294912 sign bits + (1152 + 256)·16 = 22528 scale bits.
@@ -79,15 +96,7 @@ TEST(BlrAccounting, RankForBpwSmolLM2Shapes) {
 // 3362816 bits over 3538944 weights. Dense: embeddings 49152·576 =
 // 28311552, norms 2·576 per block + 576.
 TEST(BlrAccounting, SmolLM2WholeModel) {
-  io::ModelConfig c;
-  c.hidden_size = 576;
-  c.num_layers = 30;
-  c.num_heads = 9;
-  c.num_kv_heads = 3;
-  c.head_dim = 64;
-  c.intermediate_size = 1536;
-  c.vocab_size = 49152;
-  c.tie_word_embeddings = true;
+  const io::ModelConfig c = smollm2_config();
   const ModelBits mb = llama_model_bits(c, 1.0, 1, 16, 16);
   // Per-matrix ranks alone (q, k, v, o, gate, up, down = 256, 96, 96, 256,
   // 384, 384, 384) use 3362816 bits a block; plan_ranks hands the rest of the
@@ -207,22 +216,6 @@ TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
 namespace bitrank::blr {
 namespace {
 
-// SmolLM2-135M: hidden 576, 30 blocks, 9 heads / 3 kv heads of 64, MLP 1536.
-io::ModelConfig smollm2_config() {
-  io::ModelConfig c;
-  c.hidden_size = 576;
-  c.num_layers = 30;
-  c.num_heads = 9;
-  c.num_kv_heads = 3;
-  c.head_dim = 64;
-  c.intermediate_size = 1536;
-  c.vocab_size = 49152;
-  c.tie_word_embeddings = true;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 100000;
-  c.max_position_embeddings = 8192;
-  return c;
-}
 
 std::int64_t plan_bits(const std::vector<RankPlan>& plan, int paths) {
   std::int64_t bits = 0;
