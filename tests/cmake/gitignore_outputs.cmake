@@ -7,7 +7,7 @@ if(NOT GIT OR NOT EXISTS "${SOURCE_DIR}/.git")
   message("SKIP: not a git checkout")
   return()
 endif()
-foreach(path m.1bpw.bitrank m.1bpw.bitrank.ckpt m.1bpw.bitrank.steps.jsonl m.1bpw.bitrank.loss.svg
+foreach(path m.1bpw.bitrank m.1bpw.bitrank.ckpt m.1bpw.bitrank.steps.jsonl m.1bpw.bitrank.loss.svg m.1bpw.bitrank.teacher.ids
              runs/m.e2e.bitrank runs/m.e2e.bitrank.loss.svg)
   execute_process(COMMAND ${GIT} -C "${SOURCE_DIR}" check-ignore -q --no-index "${path}" RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
