@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
+#include <set>
 
 #include "bitrank/model/load.hpp"
 #include "train/compress_run.hpp"

@@ -337,13 +337,13 @@ void prepare_run(CompressRun& run) {
   run.teacher = model::make_model(run.be, run.weights, {}, run.streaming.stream);
   run.llama_teacher = dynamic_cast<const model::LlamaModel<float>*>(run.teacher.get());
   run.hybrid_teacher = dynamic_cast<const model::HybridModel<float>*>(run.teacher.get());
+  BR_ASSERT((run.llama_teacher != nullptr) != run.hybrid() && (run.hybrid_teacher != nullptr) == run.hybrid(),
+            "make_model gave no model of the {} family", cfg.model_type);
   std::vector<std::int32_t> train_ids = training_ids(run);
   BR_LOG_INFO("compress: {} ({} blocks, hidden {}), training text: {} ({} tokens), eval: {} windows of {}",
               run.weights.source, cfg.num_layers, cfg.hidden_size, run.train_text.name, train_ids.size(),
               run.eval_windows, o.eval_seq_len);
   draw_windows(run, std::move(train_ids));
-  BR_ASSERT((run.llama_teacher != nullptr) != run.hybrid() && (run.hybrid_teacher != nullptr) == run.hybrid(),
-            "make_model gave no model of the {} family", cfg.model_type);
 }
 
 void plan_and_initialise(CompressRun& run, index_t units) {
