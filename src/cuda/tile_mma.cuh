@@ -88,7 +88,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 //   element (r, c) XORed with r mod 8 (at()). Its rows start on 128-byte
 //   lines, so a 16-byte copy into it fills whole 32-byte sectors, where a
 //   padded row 16 bytes off a sector boundary costs each sector twice
-//   (docs/perf.md, "Thirteenth round").
+//   (docs/perf.md at 3b6e4be, "Thirteenth round").
 // Every access stays within one 16-byte chunk (8 columns from a multiple
 // of 8, or fewer), so both layouts serve all of them through at().
 // Split once where the operand is produced, its fragments load with

@@ -85,7 +85,7 @@ __device__ __forceinline__ uint64_t descriptor(const __nv_bfloat16* p, int kc) {
 // readings: K-major (stored rows are M or N, columns K) and MN-major
 // (stored rows are K, columns M or N); a copy of a row-major tile into it
 // keeps each 32-byte sector whole (its two chunks stay an aligned pair),
-// which the core layout above does not (docs/perf.md, "Thirteenth round").
+// which the core layout above does not (docs/perf.md at 3b6e4be, "Thirteenth round").
 struct Sw128Split {
   __nv_bfloat16* hi;
   __nv_bfloat16* lo;
