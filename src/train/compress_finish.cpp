@@ -1,8 +1,8 @@
 // The last stage of `bitrank compress` (compress_run.hpp): the loss plot,
-// the compressed model assembled (scales f16, dense tensors f16) and saved,
-// read back and its perplexity measured from the file as a user gets it,
-// then the summary (stored in the file's metadata and returned) and the
-// checkpoint removed.
+// the compressed model assembled (scales f16, dense tensors f16), its file
+// image read back and its perplexity measured as a user gets it, then the
+// file written once with the summary in its metadata (also returned), and
+// the checkpoint removed.
 #include <fmt/format.h>
 
 #include <set>
@@ -106,7 +106,6 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
   write_loss_plot(run, objective, blocks, flips, skipped);
   io::CompressedModel cm = assemble(run);
   cm.summary = run_summary(run, std::move(blocks));
-  save_bitrank(o.out, cm);
 
   // Training is over: the teacher gives its device memory back before the
   // student is read (under a cap both would not fit).
@@ -115,7 +114,11 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
   run.hybrid_teacher = nullptr;
   Perplexity student;
   {
-    const io::CompressedModel saved = io::load_bitrank(o.out);
+    // The student measured is the file's image read back (f16 scales and
+    // dense tensors, as a user loads it); the file is written once, below,
+    // with the same tensors and the finished summary.
+    const std::vector<std::byte> image = io::bitrank_image(cm);
+    const io::CompressedModel saved = io::load_bitrank(image, o.out.string());
     model::HostWeights dense{saved.config, o.out.string(), saved.dense};
     const std::unique_ptr<model::DecoderModel<float>> m =
         model::make_model(run.be, dense, saved.blr, run.streaming.stream);
@@ -140,7 +143,7 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
   cm.summary["streaming"] = run.streaming.stream;
   cm.summary["streaming_reason"] = run.streaming.reason;
   cm.summary["seconds"] = seconds_since(run.t_start);
-  save_bitrank(o.out, cm);  // the same tensors; the summary now holds the student's figures
+  save_bitrank(o.out, cm);
   // The model is complete: the checkpoint has served (a kill before this line resumes into the save).
   std::filesystem::remove(run.ckpt_path);
   cm.summary["accounting"] = io::bitrank_accounting(cm);
