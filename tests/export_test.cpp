@@ -380,6 +380,27 @@ TEST(Export, TheCommandWritesADirectoryEvalScoresAsTheFile) {
     EXPECT_FALSE(f.path().filename().string().starts_with(".bitrank-export")) << f.path();
 }
 
+// A model without a tokenizer: a warning and no tokenizer files, unless
+// --tokenizer names a model to take one from.
+TEST(Export, TheTokenizerComesFromTheModelOrFromTokenizer) {
+  const test::TempDir dir;
+  Case c = cases().front();
+  const fs::path with = dir.path() / "with.bitrank", without = dir.path() / "without.bitrank";
+  io::save_bitrank(with, c.model);
+  c.model.tokenizer.reset();
+  io::save_bitrank(without, c.model);
+  const auto bare = cli({"export", "--model", without.string(), "-o", (dir.path() / "bare").string()});
+  ASSERT_EQ(bare.first, 0) << bare.second;
+  EXPECT_NE(bare.second.find("holds no tokenizer; tokenizer.json is not written"), std::string::npos) << bare.second;
+  EXPECT_FALSE(fs::exists(dir.path() / "bare" / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(dir.path() / "bare" / "config.json"));
+  const fs::path taken = dir.path() / "taken";
+  const auto r = cli({"export", "--model", without.string(), "-o", taken.string(), "--tokenizer", with.string()});
+  ASSERT_EQ(r.first, 0) << r.second;
+  EXPECT_EQ(io::load_model_tokenizer(taken).encode("Once upon a time"),
+            io::Tokenizer(test::byte_tokenizer(c.model.config.vocab_size)).encode("Once upon a time"));
+}
+
 TEST(Export, BadInputsAreRefusedWithOneLine) {
   const test::TempDir dir;
   const Case c = cases().front();
