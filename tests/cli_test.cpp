@@ -322,7 +322,7 @@ TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
 
 TEST(CliCommands, UnknownCommandIsNamed) {
   const Result r = cli({"frobnicate"});
-  EXPECT_REFUSED(r, "bitrank: unknown command 'frobnicate'; the commands are bench, compress, eval, generate, info, "
+  EXPECT_REFUSED(r, "bitrank: unknown command 'frobnicate'; the commands are bench, compress, eval, generate, export, info, "
                     "tokenize (bitrank --help)");
   EXPECT_EQ(r.out.find("A subcommand is required"), std::string::npos) << r.out;
   EXPECT_REFUSED(cli({}), "bitrank: no command given; the commands are bench, compress");

@@ -13,6 +13,7 @@
 #include "cli/bench.hpp"
 #include "cli/compress.hpp"
 #include "cli/eval.hpp"
+#include "cli/export.hpp"
 #include "cli/generate.hpp"
 #include "cli/info.hpp"
 #include "cli/tokenize.hpp"
@@ -222,6 +223,19 @@ int main(int argc, char** argv) {
   gen_cmd->add_flag("--stop-at-eos", stop_at_eos, "stop after the tokenizer's end-of-sequence token (the default)");
   gen_cmd->add_flag("--no-stop-at-eos", no_stop_at_eos, "go on past the end-of-sequence token");
 
+  bitrank::cli::ExportOptions exp;
+  auto* export_cmd = app.add_subcommand(
+      "export", "a compressed model as a dense Hugging Face directory (model.safetensors, config.json, tokenizer)");
+  export_cmd->add_option("model,--model", exp.model, "the .bitrank file to expand")->required();
+  export_cmd->add_option("-o,--out", exp.out, "the directory to write: new or empty (see --force)")->required();
+  export_cmd->add_option("--dtype", exp.dtype, "f32 (default: the BLR reconstruction exactly as f32), bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  export_cmd->add_option("--tokenizer", exp.tokenizer,
+                         "take the tokenizer from this model (.gguf, Hugging Face directory or .bitrank) instead of "
+                         "the model's own");
+  export_cmd->add_flag("--force", exp.force,
+                       "write into a non-empty directory, over the files the export writes (others are left)");
+
   bitrank::cli::InfoOptions info;
   auto* info_cmd = app.add_subcommand(
       "info", "what a model holds: architecture, tensors, tokenizer; for a bitrank file its BLR matrices and bits per weight");
@@ -282,6 +296,7 @@ int main(int argc, char** argv) {
       gen.stop_at_eos = !no_stop_at_eos;
       return bitrank::cli::run_generate(gen);
     }
+    if (export_cmd->parsed()) return bitrank::cli::run_export(exp);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
   } catch (const bitrank::Error& e) {

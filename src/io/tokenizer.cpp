@@ -649,4 +649,124 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
   return parse_tokenizer_json(text.str(), path.string());
 }
 
+// --- tokenizer.json and tokenizer_config.json, written ------------------------
+// The inverse of parse_tokenizer_json above, with every field `tokenizers`
+// requires present. Keys come out sorted (nlohmann::json is a std::map);
+// neither reader cares.
+
+namespace {
+
+bool is_added(TokenType t) { return t == TokenType::control || t == TokenType::user_defined; }
+
+json byte_level_json(bool add_prefix_space, bool trim_offsets, bool use_regex) {
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", add_prefix_space},
+          {"trim_offsets", trim_offsets},
+          {"use_regex", use_regex}};
+}
+
+json pre_tokenizer_json(const TokenizerSpec& s) {
+  switch (s.pre) {
+    case PreTokenizer::gpt2: return byte_level_json(s.add_prefix_space, true, true);
+    case PreTokenizer::smollm:
+      return {{"type", "Sequence"},
+              {"pretokenizers",
+               {{{"type", "Digits"}, {"individual_digits", true}}, byte_level_json(s.add_prefix_space, true, true)}}};
+    case PreTokenizer::qwen2:
+    case PreTokenizer::llama3: {
+      const std::string_view regex = s.pre == PreTokenizer::qwen2 ? kQwen2Pattern : kLlama3Pattern;
+      const json split = {{"type", "Split"},
+                          {"pattern", {{"Regex", std::string(regex)}}},
+                          {"behavior", "Isolated"},
+                          {"invert", false}};
+      return {{"type", "Sequence"}, {"pretokenizers", {split, byte_level_json(s.add_prefix_space, false, false)}}};
+    }
+  }
+  fail("tokenizer: unknown pre-tokenizer kind {}", static_cast<int>(s.pre));
+}
+
+// TemplateProcessing: [bos] $A [eos] for one sequence, the same around $B for pairs.
+json post_processor_json(const TokenizerSpec& s) {
+  if (!s.add_bos && !s.add_eos) return nullptr;
+  json special = json::object();
+  auto piece = [&](std::int32_t id) {
+    const std::string& text = s.tokens[static_cast<std::size_t>(id)];
+    special[text] = {{"id", text}, {"ids", json::array({id})}, {"tokens", json::array({text})}};
+    return json{{"SpecialToken", {{"id", text}, {"type_id", 0}}}};
+  };
+  auto around = [&](const char* seq, int type_id) {
+    json out = json::array();
+    if (s.add_bos) out.push_back(piece(s.bos_id));
+    out.push_back({{"Sequence", {{"id", seq}, {"type_id", type_id}}}});
+    if (s.add_eos) out.push_back(piece(s.eos_id));
+    return out;
+  };
+  json single = around("A", 0), pair = around("A", 0);
+  for (json& p : around("B", 1)) pair.push_back(std::move(p));
+  return {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", special}};
+}
+
+std::string dump_tokenizer_json(const json& j, std::string_view what) {
+  try {
+    return j.dump(2);
+  } catch (const json::exception& e) {
+    fail("tokenizer: a token or merge is not valid UTF-8 and cannot be written to {}: {}", what, e.what());
+  }
+}
+
+}  // namespace
+
+std::string tokenizer_spec_to_hf_json(const TokenizerSpec& s) {
+  (void)Tokenizer(s);  // a consistent spec: types, merges and ids checked
+  json vocab = json::object(), added = json::array();
+  StringMap<std::size_t> first;
+  for (std::size_t i = 0; i < s.tokens.size(); ++i) {
+    const std::string& t = s.tokens[i];
+    if (const auto [it, fresh] = first.emplace(t, i); !fresh)
+      fail("tokenizer: token {} (\"{}\") repeats token {}; tokenizer.json cannot hold two tokens of one string", i, t,
+           it->second);
+    if (!is_added(s.types[i])) {
+      vocab[t] = i;
+      continue;
+    }
+    const bool special = s.types[i] == TokenType::control;
+    added.push_back({{"id", i},
+                     {"content", t},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", !special},
+                     {"special", special}});
+  }
+  json merges = json::array();
+  for (const auto& [a, b] : s.merges) merges.push_back({a, b});
+  const json model = {{"type", "BPE"},          {"dropout", nullptr},      {"unk_token", nullptr},
+                      {"continuing_subword_prefix", nullptr},             {"end_of_word_suffix", nullptr},
+                      {"fuse_unk", false},      {"byte_fallback", false},  {"ignore_merges", s.ignore_merges},
+                      {"vocab", std::move(vocab)}, {"merges", std::move(merges)}};
+  const json root = {{"version", "1.0"},
+                     {"truncation", nullptr},
+                     {"padding", nullptr},
+                     {"added_tokens", std::move(added)},
+                     {"normalizer", s.normalizer == Normalizer::nfc ? json{{"type", "NFC"}} : json(nullptr)},
+                     {"pre_tokenizer", pre_tokenizer_json(s)},
+                     {"post_processor", post_processor_json(s)},
+                     {"decoder", byte_level_json(true, true, true)},
+                     {"model", model}};
+  return dump_tokenizer_json(root, "tokenizer.json");
+}
+
+std::string hf_tokenizer_config_json(const TokenizerSpec& s, std::int64_t model_max_length) {
+  (void)Tokenizer(s);
+  auto token = [&](std::int32_t id) { return id < 0 ? json(nullptr) : json(s.tokens[static_cast<std::size_t>(id)]); };
+  json j = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+            {"bos_token", token(s.bos_id)},
+            {"eos_token", token(s.eos_id)},
+            {"add_bos_token", s.add_bos},
+            {"add_eos_token", s.add_eos},
+            {"clean_up_tokenization_spaces", false}};
+  if (model_max_length > 0) j["model_max_length"] = model_max_length;
+  return dump_tokenizer_json(j, "tokenizer_config.json");
+}
+
 }  // namespace bitrank::io

@@ -10,6 +10,7 @@
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
+#include "bitrank/model/hf_export.hpp"
 #include "bitrank/model/model.hpp"
 #include "model/gguf_util.hpp"
 
@@ -132,28 +133,6 @@ HostWeights load_gguf_weights(const std::filesystem::path& path) {
   return load_gguf_weights(g);
 }
 
-namespace {
-
-// The HF name of a GGUF-named tensor (the inverse of the table in model.hpp).
-std::string hf_name(const std::string& gguf) {
-  static const std::pair<const char*, const char*> per_block[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},       {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},         {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},          {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"}};
-  if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
-  if (gguf == "output_norm.weight") return "model.norm.weight";
-  if (gguf == "output.weight") return "lm_head.weight";
-  const std::size_t dot = gguf.find('.', 4);  // "blk.N.<rest>"
-  const std::string block = gguf.substr(4, dot - 4), rest = gguf.substr(dot + 1);
-  for (const auto& [g, h] : per_block)
-    if (rest == g) return "model.layers." + block + "." + h;
-  fail("model: no Hugging Face name for tensor {}", gguf);
-}
-
-}  // namespace
-
 HostWeights load_hf_weights(const io::Safetensors& st, const ModelConfig& config, const std::string& source) {
   if (config.family != io::ModelFamily::llama || config.attention_bias)
     fail("model '{}': model_type '{}'{} is not a dense llama model without biases", source, config.model_type,
@@ -164,7 +143,7 @@ HostWeights load_hf_weights(const io::Safetensors& st, const ModelConfig& config
   w.source = source;
   w.config = config;
   for (const auto& [name, shape] : expected_tensors(config)) {
-    const std::string hf = hf_name(name);
+    const std::string hf = hf_tensor_name(config, name);
     if (!st.contains(hf)) fail("model '{}': tensor {} is missing", source, hf);
     const io::TensorInfo& info = st.info(hf);
     if (info.shape != shape)

@@ -91,6 +91,22 @@ struct TokenizerSpec {
 TokenizerSpec load_tokenizer_json(const std::filesystem::path& path);
 TokenizerSpec parse_tokenizer_json(std::string_view json_text, std::string_view source);
 
+// The spec as a Hugging Face tokenizer.json that `tokenizers` and the reader
+// above accept: model BPE (vocab: every token but the added ones, in id
+// order; merges as ["a", "b"] pairs), added_tokens (control tokens special,
+// user-defined ones not), the pre-tokenizer and normalizer of the spec's
+// kinds, a ByteLevel decoder, and a TemplateProcessing post-processor when
+// add_bos / add_eos. parse_tokenizer_json reads it back equal to the spec
+// but for bos_id / eos_id, which tokenizer.json holds only when added (a
+// tokenizer_config.json names them: hf_tokenizer_config_json). Error on a
+// token that is not valid UTF-8 or a token string that repeats another's
+// (tokenizer.json's vocabulary is a map from strings).
+std::string tokenizer_spec_to_hf_json(const TokenizerSpec& spec);
+// tokenizer_config.json for transformers' PreTrainedTokenizerFast: its
+// class, bos / eos tokens (null when the spec has none), add_bos_token /
+// add_eos_token, model_max_length (the context; 0: not given).
+std::string hf_tokenizer_config_json(const TokenizerSpec& spec, std::int64_t model_max_length);
+
 // TokenizerSpec <-> JSON text, one-to-one (the bitrank format keeps the
 // spec in its metadata). Every key is present:
 //   {"tokens": ["<s>", "Ġthe", ...], "types": [3, 1, ...] (TokenType numbers),
