@@ -336,8 +336,8 @@ TEST(Compress, InitFromACompressedModel) {
 
   const train::CompressOptions b = continued(a, "layer", 6, tmp.path() / "b.bitrank");
   const auto sb = expect_continues(sa, b, 2e-3, 0.05, "e2e run, then layer-wise from it");
-  EXPECT_EQ(sb.at("init").get<std::string>(), a.out.string());
-  EXPECT_FALSE(sb.contains("target_bpw"));
+  EXPECT_EQ(sb.at("options").at("init").get<std::string>(), std::filesystem::absolute(a.out).lexically_normal().string());
+  EXPECT_EQ(sb.at("init_method"), "file");
   for (const auto& [name, m] : sa.at("matrices").items())
     EXPECT_EQ(sb.at("matrices").at(name).at("rank"), m.at("rank")) << name;
   const io::CompressedModel ma = io::load_bitrank(a.out), mb = io::load_bitrank(b.out);
@@ -416,7 +416,7 @@ TEST(Compress, PerProjectionTargets) {
   EXPECT_LE(q_bits / q_weights, 5.5);
   EXPECT_GT(q_bits / q_weights, 4.0);
   EXPECT_LE(rest_bits / rest_weights, 4.0);
-  EXPECT_EQ(summary.at("bpw_overrides").at(0).at("pattern").get<std::string>(), "attn_q");
+  EXPECT_EQ(summary.at("options").at("bpw_overrides").at(0).at("pattern").get<std::string>(), "attn_q");
   EXPECT_GE(io::load_bitrank(o.out).blr.at("blk.1.attn_q").r, 64);
 
   o.out = tmp.path() / "other.bitrank";

@@ -30,10 +30,11 @@ python3 - "$1" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 p, a, t = s["perplexity"], s["accounting"], s["training"]
-target = f"target {s['target_bpw']} bpw" if "target_bpw" in s else f"--init {s['init']}"
+o = s["options"]
+target = f"--init {o['init']}" if "init" in o else f"target {o['bpw']} bpw"
 print(f"\n== bitrank compress ({s['device']}, {s['objective']}, {s['paths']} paths, {target}) ==")
 print(f"bpw projections {a['blr']['bpw']:.4f}  whole model {a['model']['bpw']:.4f}  file {s['file_bytes']/2**20:.1f} MiB")
-print(f"steps/block {s['steps_per_block']} x {s['windows_per_step']} x {s['seq_len']}  block-tokens/s {t['tokens_per_s']:.0f}  model tokens/s {t['model_tokens_per_s']:.0f}  flips {t['sign_flips']}  skipped {t['skipped_steps']}")
+print(f"steps/block {o['steps']} x {o['windows_per_step']} x {o['seq_len']}  block-tokens/s {t['tokens_per_s']:.0f}  model tokens/s {t['model_tokens_per_s']:.0f}  flips {t['sign_flips']}  skipped {t['skipped_steps']}")
 print(f"peak device memory {(s['peak_device_memory_bytes'] or 0)/2**30:.2f} GiB  time {s['seconds']:.1f} s (train {t['seconds']:.1f} s)")
 print(f"ppl ({p['teacher']['windows']} windows of 512): teacher {p['teacher']['ppl']:.3f}  init {p['init']['ppl']:.3f}  trained {p['student']['ppl']:.3f}  (trained/init {p['student']['ppl']/p['init']['ppl']:.3g})")
 PY

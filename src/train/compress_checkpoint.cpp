@@ -77,7 +77,7 @@ const io::TensorInfo& need_tensor(const io::Safetensors& st, const std::string& 
 
 fs::path compress_checkpoint_path(const fs::path& out) { return fs::path(out.string() + ".ckpt"); }
 
-ordered_json compress_resume_options(const CompressOptions& o) {
+ordered_json compress_options_json(const CompressOptions& o) {
   ordered_json j;
   j["model"] = abs_path(o.model);
   if (o.texts.size() <= 1) {  // one source: the key checkpoints had before several existed

@@ -37,7 +37,8 @@ io::CompressedModel assemble(CompressRun& run) {
   return cm;
 }
 
-// What the run was: options, ranks and per-matrix init errors, block logs, starting perplexities.
+// What the run was: its options (the checkpoint's record of them), what it
+// started from, ranks and per-matrix init errors, block logs, starting perplexities.
 nlohmann::ordered_json run_summary(const CompressRun& run, nlohmann::ordered_json blocks) {
   const CompressOptions& o = run.o;
   nlohmann::ordered_json s;
@@ -45,25 +46,9 @@ nlohmann::ordered_json run_summary(const CompressRun& run, nlohmann::ordered_jso
   s["family"] = std::string(io::model_family_name(run.cfg().family));
   s["device"] = o.device;
   s["objective"] = o.objective;
-  if (run.from)
-    s["init"] = o.init.string();  // the ranks are the file's: no target
-  else
-    s["target_bpw"] = o.bpw;
-  s["init_method"] = run.from ? std::string("file") : o.init_method;
-  if (!o.bpw_overrides.empty()) {
-    nlohmann::ordered_json ov = nlohmann::ordered_json::array();
-    for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});
-    s["bpw_overrides"] = ov;
-  }
-  s["paths"] = o.paths;
+  s["init_method"] = run.from ? std::string("file") : o.init_method;  // "file": the ranks are --init's, no bpw target
   s["training_text"] = run.train_text.name;
-  s["steps_per_block"] = o.steps;
-  s["seq_len"] = o.seq_len;
-  s["windows_per_step"] = o.windows_per_step;
-  s["calib_windows"] = o.calib_windows;
-  s["lr"] = o.train.scales.lr;
-  s["sign_lr"] = o.train.signs.lr;
-  s["seed"] = o.seed;
+  s["options"] = compress_options_json(o);
   nlohmann::ordered_json ranks;
   for (std::size_t i = 0; i < run.plan.size(); ++i) {
     ranks[run.plan[i].name] = {{"rank", run.plan[i].rank}, {"init_rel_error", run.init_error[i]}};

@@ -77,7 +77,7 @@ InitModel load_init(const std::filesystem::path& path, const model::HostWeights&
 void read_checkpoint(CompressRun& run) {
   const CompressOptions& o = run.o;
   run.ckpt_path = compress_checkpoint_path(o.out);
-  const nlohmann::ordered_json resume_options = compress_resume_options(o);
+  const nlohmann::ordered_json resume_options = compress_options_json(o);
   const bool checkpoint = std::filesystem::exists(run.ckpt_path);
   if (o.resume && !checkpoint) {
     // A run stopped before its first checkpoint starts afresh; a finished run deleted its checkpoint.

@@ -45,7 +45,7 @@
 // state) and 1 once it is done (trainer.step 0, every matrix and gain
 // stored as trained).
 //
-// `options` holds every option that shapes the training (compress_resume_options);
+// `options` holds every option that shapes the training (compress_options_json);
 // check_resume_options compares them with a resumed run's and names the first
 // that differs. The Dual-SVID initialisation is not stored: it is recomputed
 // (deterministic for a seed) and compared by its fingerprint, FNV-1a-64 over
@@ -91,7 +91,7 @@ struct CompressCheckpoint {
   std::string objective = "layer";       // CompressOptions::objective of the run
   std::int64_t block = 0;                // the block being trained; the number of blocks when training is done (e2e: 0, 1)
   TrainerState trainer;                  // of block `block` (see above)
-  nlohmann::ordered_json options;        // compress_resume_options of the run
+  nlohmann::ordered_json options;        // compress_options_json of the run
   std::vector<CompressBlockLog> blocks;  // blocks 0..block (block `block` partial), at most
   std::map<std::string, CompressMatrixInit> matrices;  // every projection of the plan
   double init_seconds = 0;
@@ -104,11 +104,12 @@ struct CompressCheckpoint {
 // `<out>.ckpt`
 std::filesystem::path compress_checkpoint_path(const std::filesystem::path& out);
 
-// The options a resumed run must share with the checkpoint's run, as JSON
-// keyed by CompressOptions field ("seq_len", "train.signs.lr", ...; paths
-// made absolute). Not included: out (it names the checkpoint), device,
-// checkpoint_every, resume and the test hooks.
-nlohmann::ordered_json compress_resume_options(const CompressOptions& options);
+// Every option that shapes the run, as JSON keyed by CompressOptions field
+// ("seq_len", "train.signs.lr", ...; paths made absolute): the one record of
+// the options, stored in the checkpoint (a resumed run must share it) and
+// in the summary ("options"). Not included: out (it names the checkpoint),
+// device, checkpoint_every, resume and the test hooks.
+nlohmann::ordered_json compress_options_json(const CompressOptions& options);
 
 // Error naming the checkpoint and the first option whose value differs
 // ("... was written with seq_len = 32, this run has seq_len = 64 ...").
