@@ -130,7 +130,7 @@ bool bit_equal(const std::vector<float>& x, const std::vector<float>& y) {
 // With BITRANK_GDN_DUMP=PREFIX, BothDesignsMatchReference writes design 3's
 // results for shape i (raw f32) to PREFIX.i and the shapes' names, a line
 // each, to PREFIX.shapes, so that two builds of the kernels can be compared
-// bit for bit shape by shape (tools/gpu_gdn_variants.sh: each variant's
+// bit for bit shape by shape (tools/gpu/gpu_gdn_variants.sh: each variant's
 // against the tree's).
 class ResultDump {
  public:

@@ -2,8 +2,8 @@
 // tests/data/golden/{qwen3_5,qwen3_next} against Hugging Face transformers,
 // an independent implementation.
 //
-// `tools/make_golden.py hybrid OUT` (on the GPU machine) built both with
-// transformers' own classes — 4 blocks (3 GDN, 1 gated attention), hidden
+// `tools/fixtures/make_golden.py hybrid OUT` (on the GPU machine) built both
+// with transformers' own classes — 4 blocks (3 GDN, 1 gated attention), hidden
 // 128, attention 2 heads / 1 kv head of 128, GDN 1 k-head / 2 v-heads of
 // 128, MLP 192, vocabulary 256, bf16-representable random weights — saved
 // them with save_pretrained (the Qwen3-Next one holds the same weights in

@@ -2,11 +2,12 @@
 // Hugging Face transformers, an independent implementation.
 //
 // tests/data/golden/smollm2/golden.json was written by
-// `tools/make_golden.py smollm2 GGUF OUT` on the GPU machine: transformers
-// loads the same GGUF through its own reader (its own dequantisation and q/k
-// un-permutation) and evaluates three fixed prompts in f32 on the CPU. For
-// every position it keeps the log-sum-exp over the whole vocabulary and the
-// logits at a fixed sample of 256 ids plus that position's top 8.
+// `tools/fixtures/make_golden.py smollm2 GGUF OUT` on the GPU machine:
+// transformers loads the same GGUF through its own reader (its own
+// dequantisation and q/k un-permutation) and evaluates three fixed prompts
+// in f32 on the CPU. For every position it keeps the log-sum-exp over the
+// whole vocabulary and the logits at a fixed sample of 256 ids plus that
+// position's top 8.
 //
 // Checked on every f32 backend available: the token ids of our tokenizer
 // equal transformers' (exact), and per prompt the relative L2 error of the

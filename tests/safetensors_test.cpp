@@ -1,6 +1,7 @@
-// safetensors reader: values against numpy's (tools/make_safetensors_fixtures.py
-// wrote the fixtures and expected.json), sharded checkpoints, and corrupted or
-// lying files — each must be a bitrank::Error naming the file, never a crash.
+// safetensors reader: values against numpy's
+// (tools/fixtures/make_safetensors_fixtures.py wrote the fixtures and
+// expected.json), sharded checkpoints, and corrupted or lying files — each
+// must be a bitrank::Error naming the file, never a crash.
 #include "bitrank/io/safetensors.hpp"
 
 #include <gtest/gtest.h>

@@ -4,7 +4,8 @@
 // tensor aligned to its element size, bad input refused before anything is
 // created, and the atomic write: a failing write leaves neither a partial
 // file nor a temporary one, and an existing target unchanged.
-// (tools/check_safetensors.py reads such a file with python's safetensors.)
+// (tools/analysis/check_safetensors.py reads such a file with python's
+// safetensors.)
 #include "bitrank/io/safetensors_writer.hpp"
 
 #include <gtest/gtest.h>

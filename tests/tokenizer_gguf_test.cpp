@@ -1,8 +1,8 @@
 // Tokenizer from GGUF metadata: the real SmolLM2-135M-Instruct GGUF against
 // `transformers`' own GGUF tokenizer conversion (ids of the tokenizer test
 // texts, the evaluation corpus by per-file digest; made by
-// tools/make_smollm2_tokenizer_reference.py), round trips, and every metadata
-// error on small files built in memory.
+// tools/fixtures/make_smollm2_tokenizer_reference.py), round trips, and
+// every metadata error on small files built in memory.
 #include <gtest/gtest.h>
 
 #include "support/corpus_digest.hpp"

@@ -1,8 +1,8 @@
 // Byte-level BPE tokenizer against the `tokenizers` library: ids of the
 // committed test texts for tokenizers trained by
-// tools/make_tokenizer_fixtures.py (SmolLM2-style, Qwen2-style, plain GPT-2
-// pre-tokenizer), round trips, the evaluation corpus by per-file digest,
-// loader errors.
+// tools/fixtures/make_tokenizer_fixtures.py (SmolLM2-style, Qwen2-style,
+// plain GPT-2 pre-tokenizer), round trips, the evaluation corpus by per-file
+// digest, loader errors.
 #include <gtest/gtest.h>
 
 #include "support/corpus_digest.hpp"

@@ -45,7 +45,7 @@ projections, and over the whole model (embedding and norms at 16 bits). The
 file their save would write (sign rows padded to 32 bits, u2 and v1 kept
 apart) is a little larger: "as saved".
 
-Run on the GPU machine (tools/gpu_littlebit.sh); --device cpu only as a
+Run on the GPU machine (tools/gpu/gpu_littlebit.sh); --device cpu only as a
 smoke test of the script (its timings mean nothing)."""
 import argparse
 import copy

@@ -38,7 +38,7 @@
 //
 // Numerics: the products in 3xBF16 with f32 accumulation; decays e^{c_r−c_s}
 // from differences of log sums, never a quotient of underflowed products.
-// Measured against the f64 reference (tools/gpu_gdn.sh, the gdn parity
+// Measured against the f64 reference (tools/gpu/gpu_gdn.sh, the gdn parity
 // cases; unchanged when T's blocks below the diagonal moved onto the tensor
 // cores): ≤ 1.9e-5 relative (tolerance 2e-4), but d_b of the one-token case,
 // a two-value sum that nearly cancels: 1.6e-4 (2.3e-4 before the WY grads

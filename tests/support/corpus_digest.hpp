@@ -1,7 +1,7 @@
 // The corpus digest tables of the tokenizer tests: one row per corpus file,
 // `path bytes count_a hash_a count_b hash_b` (two tokenizers' token counts
 // and FNV-1a-64 hashes of their ids, made by a reference tokenizer in
-// tools/), so the whole corpus is checked without committing its ids.
+// tools/fixtures/), so the whole corpus is checked without committing its ids.
 #pragma once
 
 #include <cstdint>

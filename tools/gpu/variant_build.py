@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Build a patched variant of the two executables next to a finished build,
 recompiling only what the patch touches, so that several variants build at
-once (tools/gpu_gdn_variants.sh starts one of these per patch).
+once (tools/gpu/gpu_gdn_variants.sh starts one of these per patch).
 
-  tools/variant_build.py BUILD PATCH OUT
+  tools/gpu/variant_build.py BUILD PATCH OUT
 
 BUILD is a configured and built CMake/Ninja build directory of this tree;
 PATCH a `git diff` of the tree (patch -p1); OUT a new directory. The tree
@@ -74,7 +74,7 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     build, patch, out = (os.path.abspath(a) for a in sys.argv[1:])
-    tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     changed = patched_paths(patch)
     if os.path.exists(out):
         shutil.rmtree(out)

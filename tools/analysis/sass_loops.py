@@ -2,12 +2,12 @@
 """The loops of one kernel in a SASS listing, with their instruction mix.
 
   cuobjdump -sass gdn_chunk.cubin > F      (nvcc ... -cubin -arch=sm_90a)
-  tools/sass_loops.py F state_fwd_kernel
-  tools/sass_loops.py F --pairs            every kernel's global and shared accesses by
-                                           width, and the 4-byte ones that come in pairs
-  tools/sass_loops.py F --wgmma            every kernel's HGMMA, WARPGROUP.ARRIVE and .DEPBAR,
-                                           and R2UR (a wgmma descriptor built in ordinary
-                                           registers, moved to a uniform one before each use)
+  tools/analysis/sass_loops.py F state_fwd_kernel
+  tools/analysis/sass_loops.py F --pairs            every kernel's global and shared accesses by
+                                                    width, and the 4-byte ones that come in pairs
+  tools/analysis/sass_loops.py F --wgmma            every kernel's HGMMA, WARPGROUP.ARRIVE and .DEPBAR,
+                                                    and R2UR (a wgmma descriptor built in ordinary
+                                                    registers, moved to a uniform one before each use)
 
 Prints the kernel's static instruction count and, for every backward branch
 (a loop), its address range, its length and how many HMMA, LDSM, LDGSTS,

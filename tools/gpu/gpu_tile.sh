@@ -3,11 +3,11 @@
 # their own (tests/tile_cuda_test.cpp: one 3xBF16 product on mma.sync and on
 # wgmma against the host, the two against each other) and time them side
 # by side. Prints the [tile] lines and the test summary last.
-#   tools/gpu_tile.sh
+#   tools/gpu/gpu_tile.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
-tools/gpu_build.sh || exit 1
+tools/gpu/gpu_build.sh || exit 1
 log=${OUT:-/tmp}/gpu_tile.log
 ./build-gpu/bitrank_tests --gtest_filter='TileCuda.*' > "$log" 2>&1
 rc=$?

@@ -5,23 +5,23 @@
 # fwd+bwd for designs 2 and 3, and (with --kernels) each kernel of design 3
 # at 8×512 and at 1×32768 under ncu (time, DRAM bytes, active warps, the
 # three largest stall reasons). Prints a short table last.
-#   tools/gpu_gdn.sh [--kernels]
-#   FLA_SRC=<flash-linear-attention checkout> tools/gpu_gdn.sh …   also times FLA's
-#                                      chunk_gated_delta_rule in the same run (its
-#                                      backward's version guard bypassed: see
-#                                      bench/anchors/fla_gdn.py)
-#   tools/gpu_gdn.sh --detail K[,K…]   ncu's stall reasons, pipe and memory use and
-#                                      occupancy for one launch of each kernel K at
-#                                      8x512 (e.g. state_fwd,state_bwd; SHAPE=1x32768 for
-#                                      the long window); builds and profiles only (no tests,
-#                                      no timing)
-#   tools/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
-#                                      racecheck over two small cases (no other runs;
-#                                      SANITIZE=memcheck or racecheck runs only that one)
+#   tools/gpu/gpu_gdn.sh [--kernels]
+#   FLA_SRC=<flash-linear-attention checkout> tools/gpu/gpu_gdn.sh …   also times FLA's
+#                                          chunk_gated_delta_rule in the same run (its
+#                                          backward's version guard bypassed: see
+#                                          bench/anchors/fla_gdn.py)
+#   tools/gpu/gpu_gdn.sh --detail K[,K…]   ncu's stall reasons, pipe and memory use and
+#                                          occupancy for one launch of each kernel K at
+#                                          8x512 (e.g. state_fwd,state_bwd; SHAPE=1x32768 for
+#                                          the long window); builds and profiles only (no tests,
+#                                          no timing)
+#   tools/gpu/gpu_gdn.sh --sanitize         compute-sanitizer memcheck over the GDN tests,
+#                                          racecheck over two small cases (no other runs;
+#                                          SANITIZE=memcheck or racecheck runs only that one)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
-tools/gpu_build.sh || exit 1
+tools/gpu/gpu_build.sh || exit 1
 mode=${1:-}
 rc=0
 # Tests and timings (not for --detail or --sanitize, which only build and run their tool).
@@ -41,7 +41,7 @@ if [ "$mode" = "" ] || [ "$mode" = "--kernels" ]; then
     echo "== FLA chunk_gated_delta_rule, bf16 (guard bypassed), median ms =="
     python3 bench/anchors/fla_gdn.py --bypass-guard > "${OUT:-/tmp}/gdn_fla.txt" 2>&1
     tail -9 "${OUT:-/tmp}/gdn_fla.txt"
-    python3 tools/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
+    python3 tools/analysis/bench_ratios.py "${OUT:-/tmp}/gdn_design3.txt" "${OUT:-/tmp}/gdn_fla.txt"
   fi
 fi
 if [ "$mode" = "--detail" ]; then
@@ -73,9 +73,9 @@ if [ "$mode" = "--kernels" ]; then
     echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: its 16 launches, the conv, norm and gate kernels included) =="
     BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 16 --csv \
       --log-file /tmp/gdn_ncu.csv \
-      --metrics "gpu__time_duration.sum,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
+      --metrics "gpu__time_duration.sum,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/analysis/ncu_table.py --stall-metrics)" \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1
-    python3 tools/ncu_table.py /tmp/gdn_ncu.csv
+    python3 tools/analysis/ncu_table.py /tmp/gdn_ncu.csv
   done
 fi
 exit $rc

@@ -8,7 +8,7 @@ warp receives are exactly the 16x16 block of A and the 16x8 block of B the
 mma expects (B's matrices 2 and 3, the lo plane, at the same places as 0
 and 1 of the hi plane). Mirrors the formulas of the C++ by hand: change one,
 change the other.
-    python3 tools/check_ldmatrix_mapping.py
+    python3 tools/analysis/check_ldmatrix_mapping.py
 """
 import numpy as np
 

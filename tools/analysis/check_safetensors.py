@@ -3,7 +3,7 @@
 (an implementation independent of ours) and checks it.
 
     pip install safetensors numpy
-    python3 tools/check_safetensors.py FILE [FILE ...]
+    python3 tools/analysis/check_safetensors.py FILE [FILE ...]
 
 For every file: python's safetensors loads every tensor (its parser checks
 the header, the offsets and that the tensors tile the data); the header

@@ -6,10 +6,10 @@
 # alter no kernel (a refactor, a comment, a shared helper): "identical" for
 # every file proves it without a GPU; a file that differs needs the GPU
 # machine's tests like any kernel change. Needs nvcc, not a GPU.
-#   tools/cubin_same.sh [BASE]     BASE: a revision (default HEAD)
+#   tools/analysis/cubin_same.sh [BASE]     BASE: a revision (default HEAD)
 # Prints one line a file and exits non-zero when any differs or fails.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 base=${1:-HEAD}
 command -v nvcc >/dev/null || { echo "cubin_same: no nvcc on this machine"; exit 2; }

@@ -3,23 +3,23 @@
 # after another on the same model, text and evaluation windows, then one
 # table: bpw, budget, time, perplexity of the teacher, the initialisation
 # and the student, the student's ratio to the teacher.
-#   tools/gpu_quality.sh 'NAME: OPTIONS' ['NAME: OPTIONS' ...]
-#   e.g. tools/gpu_quality.sh 'svid-layer: --init-method svid' 'act-seq: --objective sequential'
+#   tools/gpu/gpu_quality.sh 'NAME: OPTIONS' ['NAME: OPTIONS' ...]
+#   e.g. tools/gpu/gpu_quality.sh 'svid-layer: --init-method svid' 'act-seq: --objective sequential'
 # A recipe whose options hold {NAME} reads the model another recipe wrote
 # (e.g. 'e2e: --objective e2e --init {act-seq} --steps 600'); recipes run in
 # the order given.
 # Environment: BITRANK_MODEL (default: the SmolLM2 GGUF found at configure
 # time), EVAL_WINDOWS (64), BUDGET_S (540: no recipe starts after it),
-# NO_BUILD=1 (skip tools/gpu_build.sh). Output in $OUT (else /tmp):
+# NO_BUILD=1 (skip tools/gpu/gpu_build.sh). Output in $OUT (else /tmp):
 # NAME.json (summary), NAME.log (stderr); NAME.bitrank stays in /tmp/quality.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 models=/tmp/quality
 mkdir -p "$out" "$models"
 start=$(date +%s)
-[ -n "${NO_BUILD:-}" ] || tools/gpu_build.sh || exit 1
+[ -n "${NO_BUILD:-}" ] || tools/gpu/gpu_build.sh || exit 1
 nvidia-smi --query-gpu=name --format=csv,noheader || true
 rows=()
 for recipe in "$@"; do

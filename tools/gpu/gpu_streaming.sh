@@ -2,18 +2,18 @@
 # On the GPU machine: the streamed runs against the resident ones — the
 # same losses bit for bit, what streaming costs in tokens/s, and the peak
 # device memory under a cap below the model's weights. Prints a table last.
-#   BITRANK_MODEL=<gguf> TRAIN_TEXT=<training part> EVAL_TEXT=<evaluation part> tools/gpu_streaming.sh
+#   BITRANK_MODEL=<gguf> TRAIN_TEXT=<training part> EVAL_TEXT=<evaluation part> tools/gpu/gpu_streaming.sh
 # Budget: STEPS (20) steps per block (layer-wise) or in all (e2e), 2
 # evaluation windows; CAP (480MiB: under SmolLM2-135M's 513 MiB of f32
 # weights), the capped runs with 2 (layer-wise) / 1 (e2e) windows of 256
 # tokens per step so that a step's activations fit beside the head and the
 # block slots.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}/streaming
 mkdir -p "$out"
-tools/gpu_build.sh || exit 1
+tools/gpu/gpu_build.sh || exit 1
 bin=build-gpu/bitrank
 common=(--device cuda --steps "${STEPS:-20}" --eval-windows 2 --checkpoint-every 0)
 [ -n "${BITRANK_MODEL:-}" ] && common+=(--model "$BITRANK_MODEL")

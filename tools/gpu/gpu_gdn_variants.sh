@@ -3,7 +3,7 @@
 # tree as it is and then for each patch applied on top of it, so that
 # several candidate kernels are checked and timed in one call. The tree is
 # built once; the variants' binaries are then built all at once, each
-# recompiling only what its patch touches (tools/variant_build.py: a copy
+# recompiling only what its patch touches (tools/gpu/variant_build.py: a copy
 # of the tree, the base build's own commands), and are tested and timed in
 # turn; each variant's design-3 results are compared with the tree's bit for
 # bit, shape by shape of the test's shapes (BITRANK_GDN_DUMP,
@@ -11,35 +11,35 @@
 # and names the shapes where one meant to change some does; and with each
 # earlier variant, so that one built on another can be checked against it.
 # Prints a table last.
-#   tools/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
-#   KERNELS=1 tools/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
-#                                            fwd+bwd, ≈ 20 s more a variant), a line under its row
-#   STALLS=REGEX [STALLS_COUNT=N] …         also every stall reason of the first N (default 1)
-#                                            launches of the kernels matching REGEX at 8x512
-#   TILE=1 tools/gpu_gdn_variants.sh …      also each build's TileCuda.SplitProducts* tests (a
-#                                            variant that changes the tile primitives), a line under its row
-#   BUDGET_S=N tools/gpu_gdn_variants.sh …  start no variant after N seconds (default 470: a
-#                                            variant with KERNELS=1 takes ≈ 100 s, and a command on
-#                                            the GPU machine is stopped at 600 s); the rest are listed as skipped
+#   tools/gpu/gpu_gdn_variants.sh [PATCH ...]   PATCH: a `git diff` of the tree (patch -p1)
+#   KERNELS=1 tools/gpu/gpu_gdn_variants.sh …   also each kernel's time at 8x512 under ncu (one
+#                                                fwd+bwd, ≈ 20 s more a variant), a line under its row
+#   STALLS=REGEX [STALLS_COUNT=N] …             also every stall reason of the first N (default 1)
+#                                                launches of the kernels matching REGEX at 8x512
+#   TILE=1 tools/gpu/gpu_gdn_variants.sh …      also each build's TileCuda.SplitProducts* tests (a
+#                                                variant that changes the tile primitives), a line under its row
+#   BUDGET_S=N tools/gpu/gpu_gdn_variants.sh …  start no variant after N seconds (default 470: a
+#                                                variant with KERNELS=1 takes ≈ 100 s, and a command on
+#                                                the GPU machine is stopped at 600 s); the rest are listed as skipped
 # Each variant's rows are printed as soon as it is done (and appended to
 # $OUT/gdn_variants_table.txt), so a call stopped at its time limit still
 # returns what it measured; the whole table is printed again last.
 # e.g. on the development machine, inside the repository:
 #   git diff main...gdn-state3 > variants/state3.patch; git diff main...gdn-split > variants/split.patch
-#   then run `tools/gpu_gdn_variants.sh variants/*.patch` through the device tool.
+#   then run `tools/gpu/gpu_gdn_variants.sh variants/*.patch` through the device tool.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 work=${TMPDIR:-/tmp}/gdn_variants
-if ! tools/gpu_build.sh > "$out/gdn_variant_build.log" 2>&1; then
+if ! tools/gpu/gpu_build.sh > "$out/gdn_variant_build.log" 2>&1; then
   echo "the tree does not build: see gdn_variant_build.log"; tail -20 "$out/gdn_variant_build.log"; exit 1
 fi
 rm -rf "$work" && mkdir -p "$work"
 n=0
 for p in "$@"; do
   n=$((n + 1))
-  python3 tools/variant_build.py build-gpu "$p" "$work/$n" > "$work/$n.log" 2>&1 &
+  python3 tools/gpu/variant_build.py build-gpu "$p" "$work/$n" > "$work/$n.log" 2>&1 &
 done
 wait
 rows=()
@@ -90,14 +90,14 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
     BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv --log-file "$csv" \
       --metrics gpu__time_duration.sum "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 \
       >/dev/null 2>&1
-    rows+=("    8x512 kernels (ncu): $(python3 tools/ncu_table.py "$csv" --line 2>&1 | tail -1)")
+    rows+=("    8x512 kernels (ncu): $(python3 tools/analysis/ncu_table.py "$csv" --line 2>&1 | tail -1)")
   fi
   if [ -n "${STALLS:-}" ]; then
     local csv="$out/gdn_variant_stalls.csv"
     BITRANK_GDN_KERNEL=3 ncu -k regex:"$STALLS" -c "${STALLS_COUNT:-1}" --csv --log-file "$csv" \
-      --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/ncu_table.py --stall-metrics)" \
+      --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/analysis/ncu_table.py --stall-metrics)" \
       "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 >/dev/null 2>&1
-    while IFS= read -r line; do rows+=("    stalls (cycles an issue):$line"); done < <(python3 tools/ncu_table.py "$csv" --all-stalls 2>&1 | grep -v "^  total")
+    while IFS= read -r line; do rows+=("    stalls (cycles an issue):$line"); done < <(python3 tools/analysis/ncu_table.py "$csv" --all-stalls 2>&1 | grep -v "^  total")
   fi
 }
 table="$out/gdn_variants_table.txt"

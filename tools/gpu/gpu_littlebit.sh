@@ -3,7 +3,7 @@
 # LittleBit's own code compresses SmolLM2-135M-Instruct to 1.0 and 0.55 bpw
 # (2 paths) and distils it on bitrank's training split; perplexity on
 # bitrank's evaluation split, tokens/s and peak memory; each run's table last.
-#   tools/gpu_littlebit.sh
+#   tools/gpu/gpu_littlebit.sh
 # Inputs (relative to the repository root; each path can be overridden):
 #   LITTLEBIT_SRC  a checkout of SamsungLabs/LittleBit           .anchors/LittleBit
 #   GGUF           SmolLM2-135M-Instruct.Q4_1.gguf (the file of
@@ -21,7 +21,7 @@
 #   flags for the script, e.g. "--tokens 10000000").
 # Output: $OUT (default /tmp)/littlebit_<eff_bit>.{log,json}.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 anchors=.anchors
 src=${LITTLEBIT_SRC:-$anchors/LittleBit}
 gguf=${GGUF:-$anchors/SmolLM2-135M-Instruct.Q4_1.gguf}

@@ -5,7 +5,7 @@
 // line per combination: algorithms found (heuristic, up to 8) and, for the
 // first, the largest relative error against the same GEMM with a host
 // alpha followed by the column scale on the host.
-//   nvcc -O2 -arch=sm_90a tools/probe_lt_alpha_vector.cu -lcublasLt -o /tmp/probe && /tmp/probe
+//   nvcc -O2 -arch=sm_90a tools/analysis/probe_lt_alpha_vector.cu -lcublasLt -o /tmp/probe && /tmp/probe
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SASS instructions that hold a kernel's stall samples, from ncu's
 source page exported as CSV (`ncu -i REP --page source --print-source sass
---csv`; tools/gpu_source_profile.sh writes it).
+--csv`; tools/gpu/gpu_source_profile.sh writes it).
 
 Prints the samples by opcode, and the instructions
 holding the most samples with every per-reason stall column that is not
@@ -13,7 +13,7 @@ With --memory, prints instead each memory instruction kind's L2 sectors
 and shared wavefronts per execution against ncu's ideal (rows grouped by
 opcode and by those ratios; e.g. a 16-byte copy at 24 sectors where 16
 are ideal).
-  tools/ncu_source_table.py PAGE.csv [--top N] [--memory]
+  tools/analysis/ncu_source_table.py PAGE.csv [--top N] [--memory]
 """
 import csv
 import re

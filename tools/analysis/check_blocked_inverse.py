@@ -15,7 +15,7 @@ Two checks:
     (A_rs = β_r e^{c_r − c_s} k̂_r·k̂_s, s < r < L, unit keys of 128 values,
     independent or strongly correlated): the relative L2 error of T and of
     W = T diag(βe^c) K against f64, next to the same with f32 products.
-    python3 tools/check_blocked_inverse.py
+    python3 tools/analysis/check_blocked_inverse.py
 """
 import numpy as np
 

@@ -4,12 +4,12 @@ sm__warps_active.avg.pct_of_peak_sustained_active][,smsp__average_warps_issue_st
 <reason>_per_issue_active.ratio, ...][,dram__bytes.sum] ...) as a short table. With stall metrics, each
 launch also lists its three largest stall reasons (warps stalled per issued instruction).
 
-  tools/ncu_table.py F            one line per launch, in launch order, and the total
-  tools/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
-                                  largest total first
-  tools/ncu_table.py F --line     one pass on one line (the launches up to the first kernel's next
-                                  launch): name (without _kernel) and µs
-  tools/ncu_table.py --stall-metrics   the stall metrics' names, comma-separated
+  tools/analysis/ncu_table.py F            one line per launch, in launch order, and the total
+  tools/analysis/ncu_table.py F --group    one line per kernel name: launches, total, mean, share,
+                                           largest total first
+  tools/analysis/ncu_table.py F --line     one pass on one line (the launches up to the first kernel's next
+                                           launch): name (without _kernel) and µs
+  tools/analysis/ncu_table.py --stall-metrics   the stall metrics' names, comma-separated
 """
 import csv
 import re
@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 
 STALL = "smsp__average_warps_issue_stalled_"
-# The stall reasons asked for by tools/gpu_gdn.sh --kernels.
+# The stall reasons asked for by tools/gpu/gpu_gdn.sh --kernels.
 STALL_METRICS = ",".join(STALL + r + "_per_issue_active.ratio" for r in (
     "barrier", "long_scoreboard", "short_scoreboard", "mio_throttle", "math_pipe_throttle", "wait",
     "not_selected", "lg_throttle", "dispatch_stall", "no_instruction", "branch_resolving", "membar"))

@@ -3,7 +3,7 @@
 # and on the cuda backend over the same windows, and print a table last:
 # device, windows, tokens, NLL (nats per predicted token), perplexity,
 # tokens/s, peak device memory, and the relative difference of the NLLs.
-#   tools/gpu_eval.sh [more bitrank eval options]      e.g. --seq-len 256
+#   tools/gpu/gpu_eval.sh [more bitrank eval options]      e.g. --seq-len 256
 # Environment:
 #   MAX_WINDOWS    windows of T tokens to evaluate (default 40; 0 = all)
 #   BITRANK_MODEL  the model .gguf. Without it, eval uses the SmolLM2-135M
@@ -16,7 +16,7 @@
 # Output: the JSON summaries and logs go to $OUT (else /tmp): eval_cpu.json,
 # eval_cuda.json, eval_cpu.log, eval_cuda.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 args=(--max-windows "${MAX_WINDOWS:-40}")
@@ -25,7 +25,7 @@ args=(--max-windows "${MAX_WINDOWS:-40}")
 [ -n "${BITRANK_IDS:-}" ] && args+=(--ids "$BITRANK_IDS")
 args+=("$@")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-tools/gpu_build.sh || exit 1
+tools/gpu/gpu_build.sh || exit 1
 for dev in cpu cuda; do
   echo "bitrank eval --device $dev ${args[*]}"
   if ! ./build-gpu/bitrank eval --device "$dev" "${args[@]}" > "$out/eval_$dev.json" 2> "$out/eval_$dev.log"; then

@@ -2,7 +2,7 @@
 """The CUDA backend's ratios against its anchors, with the targets of the
 CUDA-backend issue, from the outputs of one GPU run:
 
-  tools/bench_ratios.py BENCH [ANCHORS ...]
+  tools/analysis/bench_ratios.py BENCH [ANCHORS ...]
 
 BENCH: the output of `bitrank bench --device cuda` (its table: op, shape,
 ms, ...). ANCHORS: files of `name<TAB>shape<TAB>ms` lines, as printed by

