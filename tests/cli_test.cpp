@@ -259,6 +259,7 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
       {{"generate", "--prompt", "x", "--seed", "-5"}, "--seed: must be >= 0, got -5"},
       {{"bench", "--min-time", "-1"}, "--min-time: must be a positive number, got -1"},
       {{"bench", "--min-time", "nan"}, "--min-time: must be a positive number, got nan"},
+      {{"bench", "--gdn-design", "2"}, "--gdn-design and --attention choose CUDA kernels: they apply with --device cuda only"},
       {{"compress", "--eval-windows", "-1", "-o", out}, "--eval-windows: must be 0 or more, got -1"},
       {{"compress", "--checkpoint-every", "-1", "-o", out}, "--checkpoint-every: must be 0 or more, got -1"},
       {{"compress", "--lr", "0", "-o", out}, "--lr: must be a positive number, got 0"},

@@ -1,5 +1,5 @@
 // Gated DeltaNet core on the CUDA backend (skipped where no GPU is visible):
-// the three recurrence designs (BITRANK_GDN_KERNEL=1, 2, 3) against the f64
+// the three recurrence designs (CudaOptions::gdn_design 1, 2, 3) against the f64
 // reference, results bit-identical for every checkpoint interval, the
 // forward without the record part, and a repeated backward. The parity
 // cases (tests/parity/gdn_cases.cpp) cover the default design (3).
@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,29 +31,18 @@ GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_
   return c;
 }
 
-// Sets BITRANK_GDN_KERNEL (the recurrence design) for the lifetime of the guard.
-class DesignGuard {
- public:
-  explicit DesignGuard(int design) : DesignGuard(std::to_string(design)) {}
-  explicit DesignGuard(const std::string& value) {
-    const char* old = std::getenv("BITRANK_GDN_KERNEL");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("BITRANK_GDN_KERNEL", value.c_str(), 1);
-  }
-  ~DesignGuard() {
-    if (had_)
-      setenv("BITRANK_GDN_KERNEL", old_.c_str(), 1);
-    else
-      unsetenv("BITRANK_GDN_KERNEL");
-  }
-  DesignGuard(const DesignGuard&) = delete;
-  DesignGuard& operator=(const DesignGuard&) = delete;
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
+// The CUDA backend running recurrence design `design` (CudaOptions::gdn_design), one made per design.
+// (The tests skip before calling it in builds without the backend.)
+Backend<float>& design_backend(int design) {
+#ifdef BITRANK_HAS_CUDA
+  static std::map<int, std::unique_ptr<Backend<float>>> made;
+  std::unique_ptr<Backend<float>>& b = made[design];
+  if (!b) b = make_cuda_backend(0, CudaOptions{.gdn_design = design});
+  return *b;
+#else
+  fail("design {}: this build has no CUDA backend", design);
+#endif
+}
 
 // One layer call's host data at the scales of the parity cases.
 struct Inputs {
@@ -170,7 +161,6 @@ class ResultDump {
 // subtracts nearly equal terms).
 TEST(GdnCuda, BothDesignsMatchReference) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  auto& cu = test::backend("cuda");
   const std::vector<std::pair<GdnConfig, index_t>> shapes{
       {config(2, 6, 128, 4, 45, 8), 2},  // the seed's shape: clusters of 4 blocks
       {config(2, 4, 20, 4, 13, 1), 2},   // d 20: padded rows and columns, a checkpoint every step
@@ -189,8 +179,7 @@ TEST(GdnCuda, BothDesignsMatchReference) {
     const Inputs in(cfg, windows, 7);
     const auto want = run(test::ref_backend(), in);
     for (int design : {1, 2, 3}) {
-      DesignGuard guard(design);
-      const auto got = run(cu, in);
+      const auto got = run(design_backend(design), in);
       const std::string shape = "d " + std::to_string(cfg.head_dim) + " T " + std::to_string(cfg.window) +
                                 " ckpt " + std::to_string(cfg.ckpt_every);
       if (design == 3) dump.add(shape, got);
@@ -213,9 +202,8 @@ TEST(GdnCuda, BothDesignsMatchReference) {
 // each design's results are bit-identical for every checkpoint interval.
 TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  auto& cu = test::backend("cuda");
   for (int design : {1, 2, 3}) {
-    DesignGuard guard(design);
+    Backend<float>& cu = design_backend(design);
     const auto shape = [](index_t cs) { return config(2, 6, 128, 4, 45, cs); };
     const auto base = run(cu, Inputs(shape(8), 2, 31));
     for (index_t cs : {1, 2, 7, 16, 17, 45, 64}) {
@@ -232,10 +220,9 @@ TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
 // Without the record part the output is the same, from the forward part of the tape alone.
 TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  auto& cu = test::backend("cuda");
   const Inputs in(config(2, 4, 128, 4, 19, 4), 2, 41);
   for (int design : {1, 2, 3}) {
-    DesignGuard guard(design);
+    Backend<float>& cu = design_backend(design);
     const auto rec = run(cu, in, true, 0), plain = run(cu, in, false, 0);
     EXPECT_TRUE(bit_equal(rec.out, plain.out)) << "design " << design;
   }
@@ -245,10 +232,9 @@ TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
 // order: a second backward on the same tape gives the same bits.
 TEST(GdnCuda, BackwardRepeatable) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  auto& cu = test::backend("cuda");
   const Inputs in(config(1, 3, 128, 4, 21, 5), 2, 51);
   for (int design : {1, 2, 3}) {
-    DesignGuard guard(design);
+    Backend<float>& cu = design_backend(design);
     const auto once = run(cu, in, true, 1), twice = run(cu, in, true, 2);
     EXPECT_TRUE(bit_equal(once.d_qkv, twice.d_qkv)) << "design " << design;
     EXPECT_TRUE(bit_equal(once.d_z, twice.d_z)) << "design " << design;
@@ -257,15 +243,12 @@ TEST(GdnCuda, BackwardRepeatable) {
   }
 }
 
-// A bad BITRANK_GDN_KERNEL, a head_dim beyond the kernels' limit and (in the
+// A design other than 1, 2, 3, a head_dim beyond the kernels' limit and (in the
 // backward) a conv kernel beyond its register window are errors.
 TEST(GdnCuda, UnsupportedIsAnError) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   auto& cu = test::backend("cuda");
-  {
-    DesignGuard guard(std::string("4"));
-    EXPECT_THROW(run(cu, Inputs(config(1, 1, 8, 4, 4, 2), 1, 61)), Error);
-  }
+  EXPECT_THROW(design_backend(4), Error);
   try {
     run(cu, Inputs(config(1, 1, 160, 4, 2, 2), 1, 62));
     FAIL() << "no error";

@@ -86,7 +86,10 @@ TEST(TeacherText, BatchedLastLogitsEqualEachWindows) {
   for (const std::string& be : test::available_backends()) {
     SCOPED_TRACE(be);
     const model::HybridModel<float> m(test::backend(be), hybrid_weights());
-    check(nullptr, &m, 1e-5);  // f32: a GEMM of 4 rows may sum in another order than one of 1
+    // f32: a GEMM of 4 rows may sum in another order than one of 1; cuda's
+    // chunkwise GDN on the tensor cores (3xBF16 tile products) holds 2e-4,
+    // its parity tolerance (measured 2.6e-5 on an H200).
+    check(nullptr, &m, be == "cuda" ? 2e-4 : 1e-5);
   }
   expect_error([&] { ref.last_logits(std::span(ids).first(10), 9); }, "10 tokens are not a whole number of windows of 9");
 }

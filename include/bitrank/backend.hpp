@@ -81,8 +81,27 @@ struct Backend {
 std::unique_ptr<Backend<double>> make_ref_backend();
 std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool = ThreadPool::global());
 
+// The CUDA backend's kernel choices, fixed when it is made. The defaults are
+// the kernels bitrank runs; the others stay for the tests that hold them to
+// the same contract and for benchmarks (`bitrank bench --gdn-design`,
+// `--attention`).
+struct CudaOptions {
+  // Gated DeltaNet recurrence: 3 chunkwise on the tensor cores (default),
+  // 2 token by token with the state in registers, 1 token by token with the
+  // state in shared memory (src/cuda/gdn.cu).
+  int gdn_design = 3;
+  // Attention: "auto" (the tiled kernels where the head width and shared
+  // memory allow, the backward's dQ from kept dS tiles where they fit),
+  // "generic" (the generic kernels at every shape), "recompute" (dQ by
+  // attn_dq, never the dS tiles) (src/cuda/attention.cu).
+  std::string attention = "auto";
+};
+
+// Error naming the option and the values it takes.
+void check_cuda_options(const CudaOptions& options);
+
 // The CUDA backend (defined only in builds with BITRANK_HAS_CUDA).
 int cuda_device_count();  // GPUs visible to this process, 0 without a driver
-std::unique_ptr<Backend<float>> make_cuda_backend(int device = 0);
+std::unique_ptr<Backend<float>> make_cuda_backend(int device = 0, const CudaOptions& options = {});
 
 }  // namespace bitrank

@@ -51,7 +51,7 @@ std::string human_rate(double per_s, const char* unit) {
 
 int run_bench(const BenchOptions& opt) {
   if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
-  const std::unique_ptr<Backend<float>> be = make_device_backend("bench", opt.device);
+  const std::unique_ptr<Backend<float>> be = make_device_backend("bench", opt.device, opt.cuda);
   std::vector<BenchCase> cases;
   std::string device_line;
   if (opt.device == "cpu") {

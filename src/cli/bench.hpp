@@ -38,6 +38,7 @@ struct BenchOptions {
   std::string shape_filter;  // substring of the case's shape; empty = all
   double min_time_s = 0.3;
   bool no_anchors = false;  // time the matching cases alone (e.g. under a profiler)
+  CudaOptions cuda{};       // --gdn-design, --attention: the CUDA kernels timed
 };
 
 // The CPU cases (src/cli/bench_cpu.cpp) and the CUDA cases (bench_cuda.cpp,

@@ -14,7 +14,10 @@
 
 namespace bitrank::cli {
 
-std::unique_ptr<Backend<float>> make_device_backend(std::string_view command, const std::string& device);
+// `cuda` holds the CUDA backend's kernel choices; other than the defaults
+// with --device cpu, an Error (they do not apply).
+std::unique_ptr<Backend<float>> make_device_backend(std::string_view command, const std::string& device,
+                                                    const CudaOptions& cuda = {});
 
 // The streaming mode of --stream / --no-stream ("on", "off", or "auto" for
 // neither; both: an Error naming the command) and the bytes of

@@ -93,6 +93,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--shape", bench.shape_filter, "only cases whose shape contains this (e.g. 1x32768)");
   bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case (default 0.3)")->check(kPositive);
   bench_cmd->add_flag("--no-anchors", bench.no_anchors, "time the matching cases alone, not the anchors they name (for profilers)");
+  bench_cmd->add_option("--gdn-design", bench.cuda.gdn_design,
+                        "cuda: the Gated DeltaNet recurrence timed: 3 chunkwise on tensor cores (default), 2 or 1 token by token")
+      ->check(CLI::IsMember({1, 2, 3}));
+  bench_cmd->add_option("--attention", bench.cuda.attention,
+                        "cuda: the attention kernels timed: auto (default: by shape), generic, recompute (dQ without the dS tiles)")
+      ->check(CLI::IsMember({"auto", "generic", "recompute"}));
 
   bitrank::cli::CompressCliOptions compress;
   auto* compress_cmd =

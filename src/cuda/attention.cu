@@ -46,7 +46,7 @@
 //              split as attn_dkv, then dQ += dS·K. Shared: Q, dO
 //              [64][HDP+4], K, V [32][HDP+4], dSᵀ [32][68] — 204 KB.
 //
-// BITRANK_CUDA_ATTENTION=recompute makes the backward use attn_dq (for
+// CudaOptions::attention "recompute" makes the backward use attn_dq (for
 // testing).
 //
 // Measured on one H200 (2026-11-29, wall clock over 10 calls, 24 heads / 4
@@ -59,7 +59,7 @@
 // second stage at hd 256): the first place to look for more speed.
 //
 // Generic kernels (hd > 256, or a device with less shared memory per block;
-// BITRANK_CUDA_ATTENTION=generic forces them, for testing): one warp per
+// CudaOptions::attention "generic" forces them, for testing): one warp per
 // query row (forward, dq) or key row (dk, dv), accumulating in the output
 // row itself (each lane its own columns), warp-shuffle dot products.
 #include <cuda_runtime.h>
@@ -784,9 +784,8 @@ class CudaAttentionOps final : public AttentionOps<float> {
     int optin = 0;
     BR_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_.device));
     max_shared_ = static_cast<std::size_t>(optin);
-    const char* force = std::getenv("BITRANK_CUDA_ATTENTION");
-    force_generic_ = force != nullptr && std::strcmp(force, "generic") == 0;
-    force_recompute_ = force != nullptr && std::strcmp(force, "recompute") == 0;
+    force_generic_ = ctx_.options.attention == "generic";
+    force_recompute_ = ctx_.options.attention == "recompute";
   }
 
  protected:
@@ -927,8 +926,8 @@ class CudaAttentionOps final : public AttentionOps<float> {
 
   Context& ctx_;
   std::size_t max_shared_ = 0;
-  bool force_generic_ = false;    // BITRANK_CUDA_ATTENTION=generic
-  bool force_recompute_ = false;  // BITRANK_CUDA_ATTENTION=recompute: attn_dq, never the dS tiles
+  bool force_generic_ = false;    // CudaOptions::attention "generic"
+  bool force_recompute_ = false;  // CudaOptions::attention "recompute": attn_dq, never the dS tiles
 };
 
 }  // namespace

@@ -5,10 +5,11 @@ namespace bitrank {
 
 int cuda_device_count() { return cuda::visible_device_count(); }
 
-std::unique_ptr<Backend<float>> make_cuda_backend(int device) {
+std::unique_ptr<Backend<float>> make_cuda_backend(int device, const CudaOptions& options) {
+  check_cuda_options(options);
   const int n = cuda::visible_device_count();
   if (device < 0 || device >= n) fail("cuda: device {} requested, {} visible", device, n);
-  auto ctx = std::make_shared<cuda::Context>(device);
+  auto ctx = std::make_shared<cuda::Context>(device, options);
   auto b = std::make_unique<Backend<float>>();
   b->resources = ctx;
   b->name = "cuda";

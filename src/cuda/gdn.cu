@@ -14,8 +14,8 @@
 // in ascending tokens (token t's gradient reads rows t..t+K−1; the first K−1
 // rows of the next tile are saved beforehand as the halo).
 //
-// Three designs of the core, chosen per call by the environment variable
-// BITRANK_GDN_KERNEL: 3 (the default; gdn_chunk.cu) is the chunkwise form
+// Three designs of the core, chosen when the backend is made
+// (CudaOptions::gdn_design, backend.hpp): 3 (the default; gdn_chunk.cu) is the chunkwise form
 // on the tensor cores, its per-chunk matrices in the tape's record part
 // where they fit and otherwise in the device pool; 2 (gdn_rec2.cu) and 1
 // (gdn_rec1.cu) run the recurrence token by token — 2 splits the state's
@@ -602,15 +602,6 @@ Tape make_tape(float* base, const GdnConfig& cfg, const Dims& g) {
   return tp;
 }
 
-// BITRANK_GDN_KERNEL: 1, 2 or 3 (default 3); a backward must run the design
-// of the forward that recorded its tape.
-int recurrence_design(std::string_view op) {
-  const char* env = std::getenv("BITRANK_GDN_KERNEL");
-  if (!env || !*env || std::strcmp(env, "3") == 0) return 3;
-  if (std::strcmp(env, "1") == 0) return 1;
-  if (std::strcmp(env, "2") == 0) return 2;
-  fail("{}: BITRANK_GDN_KERNEL must be 1, 2 or 3, got '{}'", op, env);
-}
 
 // Design 3's forward part (W, U, S₀, T of every chunk, q̂ and k̂ split) in
 // the tape's record part (kv and ckpt, which design 3 does not otherwise
@@ -650,7 +641,7 @@ class CudaGdnOps final : public GdnOps<float> {
                         CView<float> a, CView<float> b, View<float> out, View<float> tape,
                         bool record_tape) override {
     check_supported("gdn_forward", cfg, qkv.dim(0));
-    const int design = recurrence_design("gdn_forward");
+    const int design = ctx_.options.gdn_design;  // a backward runs its forward's design: one per backend
     const Dims g = make_dims(cfg, qkv.dim(0));
     const Tape tp = make_tape(tape.data, cfg, g);
     const cudaStream_t s = ctx_.stream.get();
@@ -696,7 +687,7 @@ class CudaGdnOps final : public GdnOps<float> {
                          View<float> tape, CView<float> d_out, View<float> d_qkv, View<float> d_z, View<float> d_a,
                          View<float> d_b) override {
     check_supported("gdn_backward", cfg, qkv.dim(0));
-    const int design = recurrence_design("gdn_backward");
+    const int design = ctx_.options.gdn_design;
     const Dims g = make_dims(cfg, qkv.dim(0));
     const Tape tp = make_tape(tape.data, cfg, g);
     const cudaStream_t s = ctx_.stream.get();

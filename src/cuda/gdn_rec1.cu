@@ -1,5 +1,5 @@
 // Design 1 of the GDN recurrence: one block of 256 threads per (window,
-// v-head), the state in shared memory (BITRANK_GDN_KERNEL=1; see gdn.cu).
+// v-head), the state in shared memory (CudaOptions::gdn_design 1; see gdn.cu).
 //
 // With G = 256 / d row groups, thread (gi, j) = (tid / d, tid % d) owns the
 // elements (i, j), i ≡ gi mod G, of column j ("column map"); sums over rows

@@ -166,7 +166,8 @@ int select_device(int dev) {
 }
 }  // namespace
 
-Context::Context(int dev) : device(select_device(dev)), memory(stream.get()) {
+Context::Context(int dev, CudaOptions opts)
+    : device(select_device(dev)), options(std::move(opts)), memory(stream.get()) {
   workspace = memory.allocate(workspace_bytes);
 }
 Context::~Context() { memory.release(workspace); }

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bitrank/backend.hpp"
 #include "bitrank/memory.hpp"
 #include "cuda/check.hpp"
 
@@ -160,8 +161,9 @@ class PinnedBuffer {
 
 // Everything one CUDA backend needs: device, stream, cuBLASLt, memory.
 struct Context {
-  explicit Context(int device);
+  Context(int device, CudaOptions options);
   int device;
+  CudaOptions options;  // the kernel choices (backend.hpp)
   Stream stream{Stream::Priority::high};
   BlasLtHandle blas;
   DeviceMemory memory;

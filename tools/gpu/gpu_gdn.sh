@@ -28,13 +28,13 @@ rc=0
 if [ "$mode" = "" ] || [ "$mode" = "--kernels" ]; then
   log=${OUT:-/tmp}/gpu_gdn.log
   ./build-gpu/bitrank_tests --gtest_filter='GdnCuda.*:*Hybrid*:*hybrid*' > "$log" 2>&1; rc=$?
-  BITRANK_GDN_KERNEL=3 ./build-gpu/bitrank_tests --gtest_filter='Parity/gdn*' >> "$log" 2>&1 || rc=1
+  ./build-gpu/bitrank_tests --gtest_filter='Parity/gdn*' >> "$log" 2>&1 || rc=1
   echo "== design 3 against the f64 reference (largest relative L2 error per output) =="
   grep -E "design 3|\[parity\] gdn.* cuda " "$log" | awk '{for(i=1;i<=NF;i++) if($i=="rel") {v=$(i+1); n=$(i-1)} ; if (v+0 > m[n]+0) m[n]=v} END {for (k in m) printf "  %-6s %s\n", k, m[k]}'
   echo "== tests =="; grep -E "^\[  PASSED  \]|^\[  FAILED  \]" "$log" | sort -u
   for k in 2 3; do
     echo "== design $k =="
-    BITRANK_GDN_KERNEL=$k ./build-gpu/bitrank bench --device cuda --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" |
+    ./build-gpu/bitrank bench --device cuda --gdn-design "$k" --op gdn --min-time 0.3 2>&1 | grep -E "^gdn fwd" |
       head -2 | tee "${OUT:-/tmp}/gdn_design$k.txt"
   done
   if [ -n "${FLA_SRC:-}" ]; then
@@ -47,7 +47,7 @@ fi
 if [ "$mode" = "--detail" ]; then
   for kernel in $(echo "${2:?kernel names, e.g. state_fwd,state_bwd}" | tr ',' ' '); do
     echo "== ${kernel} under ncu (one launch at ${SHAPE:-8x512}) =="
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"${kernel}" -c 1 --section WarpStateStats --section SchedulerStats \
+    ncu -k regex:"${kernel}" -c 1 --section WarpStateStats --section SchedulerStats \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
       --section LaunchStats --section SourceCounters \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${SHAPE:-8x512}" --min-time 0.01 2>&1 |
@@ -63,7 +63,7 @@ if [ "$mode" = "--sanitize" ]; then
     read -r tool limit filter <<< "$run"
     [ -n "${SANITIZE:-}" ] && [ "$tool" != "$SANITIZE" ] && continue
     echo "== compute-sanitizer --tool ${tool} over ${filter} =="
-    BITRANK_GDN_KERNEL=3 timeout "${limit}" compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
+    timeout "${limit}" compute-sanitizer --tool "${tool}" ./build-gpu/bitrank_tests \
       --gtest_filter="${filter}" > "${OUT:-/tmp}/gdn_${tool}.log" 2>&1
     echo "rc=$? (124: the timeout)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "${OUT:-/tmp}/gdn_${tool}.log" | sort -u
   done
@@ -71,7 +71,7 @@ fi
 if [ "$mode" = "--kernels" ]; then
   for shape in 8x512 1x32768; do
     echo "== design 3 kernels at ${shape} (ncu, one fwd+bwd: its 16 launches, the conv, norm and gate kernels included) =="
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 16 --csv \
+    ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 16 --csv \
       --log-file /tmp/gdn_ncu.csv \
       --metrics "gpu__time_duration.sum,dram__bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/analysis/ncu_table.py --stall-metrics)" \
       ./build-gpu/bitrank bench --device cuda --op gdn --shape "${shape}" --min-time 0.01 >/dev/null 2>&1

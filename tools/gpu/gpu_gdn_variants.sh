@@ -76,8 +76,8 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
     done_dumps+=("$dump")
   fi
   local t8 t32
-  t8=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
-  t32=$(BITRANK_GDN_KERNEL=3 "$bin/bitrank" bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
+  t8=$("$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
+  t32=$("$bin/bitrank" bench --device cuda --op gdn --shape 1x32768 --min-time 0.3 2>&1 | awk '/^gdn fwd/ {print $(NF-2); exit}')
   rows+=("$(printf '%-28s 8x512 %8s ms   1x32768 %8s ms   %s  %s' "$label" "${t8:-?}" "${t32:-?}" "$tests" "$bits")")
   if [ -n "${TILE:-}" ]; then
     local tile_log="${log%.log}_tile.log" tile
@@ -87,14 +87,14 @@ run_one() {  # $1: label, $2: the directory holding its bitrank and bitrank_test
   fi
   if [ -n "${KERNELS:-}" ]; then
     local csv="$out/gdn_variant_ncu.csv"
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv --log-file "$csv" \
+    ncu -k regex:"conv_|qk_|gate_|prep_|state_|out_kernel|norm_|du_local|grads_|finish_" -c 17 --csv --log-file "$csv" \
       --metrics gpu__time_duration.sum "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 \
       >/dev/null 2>&1
     rows+=("    8x512 kernels (ncu): $(python3 tools/analysis/ncu_table.py "$csv" --line 2>&1 | tail -1)")
   fi
   if [ -n "${STALLS:-}" ]; then
     local csv="$out/gdn_variant_stalls.csv"
-    BITRANK_GDN_KERNEL=3 ncu -k regex:"$STALLS" -c "${STALLS_COUNT:-1}" --csv --log-file "$csv" \
+    ncu -k regex:"$STALLS" -c "${STALLS_COUNT:-1}" --csv --log-file "$csv" \
       --metrics "gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,$(python3 tools/analysis/ncu_table.py --stall-metrics)" \
       "$bin/bitrank" bench --device cuda --op gdn --shape 8x512 --min-time 0.01 >/dev/null 2>&1
     while IFS= read -r line; do rows+=("    stalls (cycles an issue):$line"); done < <(python3 tools/analysis/ncu_table.py "$csv" --all-stalls 2>&1 | grep -v "^  total")

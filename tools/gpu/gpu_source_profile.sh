@@ -16,7 +16,7 @@ bin=${1:?BIN_DIR}; label=${2:?LABEL}; kernels=${3:?KERNEL[,KERNEL…]}
 out=${OUT:-/tmp}
 for kernel in $(echo "$kernels" | tr ',' ' '); do
   rep="$out/source_${label}_${kernel}"
-  BITRANK_GDN_KERNEL=3 ncu -k regex:"${kernel}" -c 1 --section SourceCounters --section WarpStateStats \
+  ncu -k regex:"${kernel}" -c 1 --section SourceCounters --section WarpStateStats \
     --import-source no -f -o "$rep" \
     "$bin/bitrank" bench --device cuda --op gdn --shape "${SHAPE:-8x512}" --min-time 0.01 > "$rep.log" 2>&1
   ncu -i "$rep.ncu-rep" --page source --print-source sass --csv > "$rep.csv" 2>> "$rep.log"
