@@ -673,7 +673,8 @@ struct DecodeArgs {
 // Σ v over the block (blockDim.x a multiple of 32), every thread gets it;
 // red is 32 floats of shared memory. Fixed order.
 __device__ float decode_block_sum(float v, float* red) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
   v = warp_sum(v);
   if (lane == 0) red[warp] = v;
   __syncthreads();
@@ -689,7 +690,7 @@ __device__ float decode_block_sum(float v, float* red) {
 __global__ void decode_rec_kernel(DecodeArgs p) {
   extern __shared__ float qk_s[];  // [2][d]
   __shared__ float red[32];
-  const int h = blockIdx.x, j = threadIdx.x, d = p.d, kh = h / p.group;
+  const int h = static_cast<int>(blockIdx.x), j = static_cast<int>(threadIdx.x), d = p.d, kh = h / p.group;
   const bool own = j < d;
   float* S = p.state + static_cast<index_t>(h) * d * d;
   const float decay_rate = expf(p.a_log[h]), q_scale = 1.0f / sqrtf(static_cast<float>(d));
