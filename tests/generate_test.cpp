@@ -20,7 +20,9 @@
 // - Bad options and prompts: errors naming the option.
 // - Streamed text: complete UTF-8 only, however the bytes split over tokens.
 // - A compressed model (bitrank file, Llama and hybrid) generates what the
-//   same model in memory generates; the CLI on it prints that text.
+//   same model in memory generates, with and without the KV cache; the CLI
+//   on it prints that text, with and without --no-cache, and its stderr
+//   line the prefill and decode rates.
 #include "bitrank/model/generate.hpp"
 
 #include <fmt/format.h>
@@ -438,6 +440,9 @@ TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
     const auto got = model::generate(*from_file, prompt, o);
     EXPECT_EQ(got.tokens, model::generate(*in_memory, prompt, o).tokens);
     ASSERT_FALSE(got.tokens.empty());
+    GenerateOptions no_cache = o;
+    no_cache.use_cache = false;
+    EXPECT_EQ(got.tokens, model::generate(*from_file, prompt, no_cache).tokens);  // the KV cache changes nothing
 
     // The CLI: stdout is the generated text (EOS not printed) and a newline.
     std::string want_text;
@@ -455,7 +460,14 @@ TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
     EXPECT_NE(log.find(fmt::format("{} prompt tokens, {} generated tokens", prompt.size(), got.tokens.size())),
               std::string::npos)
         << log;
-    EXPECT_NE(log.find("tokens/s"), std::string::npos) << log;
+    EXPECT_NE(log.find("prefill "), std::string::npos) << log;
+    EXPECT_NE(log.find("tokens/s, decode "), std::string::npos) << log;
+    EXPECT_NE(log.find("KV cache"), std::string::npos) << log;
+    // --no-cache: a whole forward per token, the same text.
+    const auto [status_nc, out_nc] = test::run_command(cmd + " --no-cache 2>'" + err.string() + "'");
+    ASSERT_EQ(status_nc, 0) << read_text(err);
+    EXPECT_EQ(out_nc, want_text);
+    EXPECT_NE(read_text(err).find("no cache"), std::string::npos) << read_text(err);
 
     // Seeded sampling through the CLI: the same seed, the same text.
     const std::string sampled = cmd + " --temperature 0.9 --top-k 50 --top-p 0.95 --seed 7 2>/dev/null";

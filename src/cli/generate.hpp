@@ -16,6 +16,7 @@ struct GenerateCliOptions {
   std::uint64_t seed = 0;
   std::string device = "cpu";
   bool stop_at_eos = true;   // stop after the tokenizer's EOS (not printed)
+  bool no_cache = false;     // a whole forward per new token instead of the KV cache
 };
 
 int run_generate(const GenerateCliOptions& options);

@@ -228,6 +228,7 @@ int main(int argc, char** argv) {
   bool stop_at_eos = false, no_stop_at_eos = false;  // two plain flags: CLI11 renders "A,!B" as "A,B{false}"
   gen_cmd->add_flag("--stop-at-eos", stop_at_eos, "stop after the tokenizer's end-of-sequence token (the default)");
   gen_cmd->add_flag("--no-stop-at-eos", no_stop_at_eos, "go on past the end-of-sequence token");
+  gen_cmd->add_flag("--no-cache", gen.no_cache, "no KV cache: the whole sequence through the model for every token");
 
   bitrank::cli::ExportOptions exp;
   auto* export_cmd = app.add_subcommand(

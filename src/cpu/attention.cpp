@@ -22,6 +22,10 @@
 //             up to the diagonal, dQ += dS·K.
 // Every output element has one writer and a fixed order of summation, so
 // results do not depend on the number of threads.
+//   decode    (attention_decode) task (query row, head): the row's scores
+//             over the keys it sees (dot_lanes), softmax, out = Σ P·v in
+//             key order — no blocks: one row of queries reads the cache once.
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -260,6 +264,36 @@ class CpuAttentionOps final : public AttentionOps<float> {
           for (index_t c = 0; c < d.hd; ++c) o[c] = obuf[i * d.hd + c] * inv_sum;
           lse[d.stat_at(b, q0 + i, h)] = run_max[i] + std::log(run_sum[i]);
         }
+      }
+    });
+  }
+
+  void attention_decode_impl(CView<float> q, CView<float> k, CView<float> v, const AttentionGeometry& geo,
+                             View<float> out, View<float> lse) override {
+    const index_t n = q.dim(0), past = geo.window - n, H = geo.heads, hd = geo.head_dim;
+    const index_t group = H / geo.kv_heads, kv_stride = geo.kv_heads * hd;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    pool_.parallel_for(n * H, [&](index_t t0, index_t t1) {
+      std::vector<float> s(static_cast<std::size_t>(geo.window));
+      for (index_t t = t0; t < t1; ++t) {
+        const index_t i = t / H, h = t % H, keys = past + i + 1, kv_col = h / group * hd;
+        const float* qi = q.data + t * hd;
+        float mx = -INFINITY;
+        for (index_t j = 0; j < keys; ++j) {
+          s[j] = dot_lanes(qi, k.data + j * kv_stride + kv_col, hd) * scale;
+          mx = std::max(mx, s[j]);
+        }
+        float sum = 0.0f;
+        for (index_t j = 0; j < keys; ++j) sum += s[j] = std::exp(s[j] - mx);
+        float* oi = out.data + t * hd;
+        std::fill(oi, oi + hd, 0.0f);
+        for (index_t j = 0; j < keys; ++j) {
+          const float* vj = v.data + j * kv_stride + kv_col;
+          for (index_t c = 0; c < hd; ++c) oi[c] += s[j] * vj[c];
+        }
+        const float inv = 1.0f / sum;
+        for (index_t c = 0; c < hd; ++c) oi[c] *= inv;
+        lse[t] = mx + std::log(sum);
       }
     });
   }

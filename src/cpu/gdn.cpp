@@ -6,6 +6,11 @@
 // per-task buffer stored [k-dim][v-dim] so every inner loop runs along
 // contiguous v-columns.
 //
+// Decoding (gdn_decode): the conv over conv_state ++ qkv (parallel over
+// tokens), then one task per v-head that runs its tokens in order from the
+// carried state with the forward's loops (l2 norms of its k-head, gates,
+// the delta rule, the gated RMSNorm).
+//
 // Backward, per (window, v-head): the segments are walked last to first;
 // each is rebuilt from its checkpoint into the tape's replay slots using the
 // recorded kv (u = β(v − kv) is then the forward's u bit for bit, and the
@@ -211,6 +216,33 @@ class CpuGdnOps final : public GdnOps<float> {
     });
   }
 
+  void gdn_decode_impl(const GdnConfig& cfg, const GdnParams<float>& prm, CView<float> qkv, CView<float> z,
+                       CView<float> a, CView<float> b, View<float> conv_state, View<float> state,
+                       View<float> out) override {
+    const index_t n = qkv.dim(0);
+    GdnConfig one = cfg;
+    one.window = n;
+    const Geometry g(one, n);
+    const index_t K1 = g.K - 1;
+    // ext = conv_state ++ qkv: token t's raw row is ext row t + K − 1.
+    std::vector<float> ext(static_cast<std::size_t>((K1 + n) * g.C)), cq(static_cast<std::size_t>(n * g.C));
+    std::copy(conv_state.data, conv_state.data + K1 * g.C, ext.begin());
+    std::copy(qkv.data, qkv.data + n * g.C, ext.begin() + K1 * g.C);
+    const std::vector<float> w_t = tap_major(prm.conv_weight.data, g);
+    pool_.parallel_for(n, [&](index_t t0, index_t t1) {
+      for (index_t t = t0; t < t1; ++t) {
+        float* y = cq.data() + t * g.C;
+        conv_pre_row(ext.data(), w_t.data(), g, t + K1, t + K1, 0, g.C, y);
+        for (index_t c = 0; c < g.C; ++c) y[c] = silu(y[c]);
+      }
+    });
+    pool_.parallel_for(g.hv, [&](index_t h0, index_t h1) {
+      for (index_t h = h0; h < h1; ++h)
+        decode_head(g, cfg, prm, cq.data(), z, a, b, h, state.data + h * g.d * g.d, out);
+    });
+    std::copy(ext.begin() + n * g.C, ext.begin() + (n + K1) * g.C, conv_state.data);
+  }
+
   void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<float>& prm, CView<float> qkv, CView<float> z,
                          View<float> tape, CView<float> d_out, View<float> d_qkv, View<float> d_z, View<float> d_a,
                          View<float> d_b) override {
@@ -397,6 +429,48 @@ class CpuGdnOps final : public GdnOps<float> {
   }
 
  private:
+  // v-head h over every token of a decoding call: cq [n][C] the conv
+  // outputs, S [d][d] its state (updated), out [n][Hv·d].
+  static void decode_head(const Geometry& g, const GdnConfig& cfg, const GdnParams<float>& prm, const float* cq,
+                          CView<float> z, CView<float> a, CView<float> b, index_t h, float* S, View<float> out) {
+    const index_t d = g.d, kh = h / g.group;
+    const float q_scale = 1.0f / std::sqrt(static_cast<float>(d)), decay_rate = std::exp(prm.a_log[h]);
+    std::vector<float> qh(d), kh_(d), kv(d), u(d), o(d);
+    for (index_t t = 0; t < g.n; ++t) {
+      const float* q = cq + t * g.C + kh * d;
+      const float* k = q + g.hk * d;
+      const float* v = cq + t * g.C + g.v_off() + h * d;
+      const float iq = q_scale / std::sqrt(dot(q, q, d) + cfg.l2_eps), ik = 1.0f / std::sqrt(dot(k, k, d) + cfg.l2_eps);
+      for (index_t i = 0; i < d; ++i) {
+        qh[i] = q[i] * iq;
+        kh_[i] = k[i] * ik;
+      }
+      const index_t th = t * g.hv + h;
+      const float gam = std::exp(-decay_rate * softplus(a[th] + prm.dt_bias[h])), bet = sigmoid(b[th]);
+      std::fill(kv.begin(), kv.end(), 0.0f);
+      for (index_t i = 0; i < d; ++i) {
+        float* s = S + i * d;
+        for (index_t j = 0; j < d; ++j) {
+          s[j] = s[j] * gam;
+          kv[j] += s[j] * kh_[i];
+        }
+      }
+      for (index_t j = 0; j < d; ++j) u[j] = bet * (v[j] - kv[j]);
+      std::fill(o.begin(), o.end(), 0.0f);
+      for (index_t i = 0; i < d; ++i) {
+        float* s = S + i * d;
+        for (index_t j = 0; j < d; ++j) {
+          s[j] += kh_[i] * u[j];
+          o[j] += s[j] * qh[i];
+        }
+      }
+      const float inv = 1.0f / std::sqrt(dot(o.data(), o.data(), d) / static_cast<float>(d) + cfg.norm_eps);
+      const float* zz = z.data + th * d;
+      float* y = out.data + th * d;
+      for (index_t j = 0; j < d; ++j) y[j] = o[j] * inv * prm.norm_gain[j] * silu(zz[j]);
+    }
+  }
+
   ThreadPool& pool_;
 };
 

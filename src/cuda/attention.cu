@@ -46,6 +46,10 @@
 //              split as attn_dkv, then dQ += dS·K. Shared: Q, dO
 //              [64][HDP+4], K, V [32][HDP+4], dSᵀ [32][68] — 204 KB.
 //
+//   attn_decode (attention_decode) one warp per (query row, head): the
+//              generic forward's loop over the keys the row sees; a
+//              decoding step is one row, so no tiles.
+//
 // CudaOptions::attention "recompute" makes the backward use attn_dq (for
 // testing).
 //
@@ -699,6 +703,37 @@ __global__ void attn_fwd_generic_kernel(const float* __restrict__ q, const float
   if (lane == 0) lse[unit] = (m + log2f(l)) * kLn2;
 }
 
+// attention_decode: one warp per (query row, head) of n queries at positions
+// past .. past + n − 1 of one window of g.window keys (k, v [T][kv_stride]);
+// the generic forward's online softmax, the output row accumulating in place.
+__global__ void attn_decode_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                   const float* __restrict__ v, Geo g, index_t units, int past,
+                                   float* __restrict__ out, float* __restrict__ lse) {
+  const index_t unit = static_cast<index_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (unit >= units) return;
+  const index_t row = unit / g.heads;
+  const int h = static_cast<int>(unit % g.heads), kvh = h / g.group;
+  const int last = past + static_cast<int>(row);
+  const float* qi = q + row * g.q_stride + static_cast<index_t>(h) * g.hd;
+  float* oi = out + row * g.q_stride + static_cast<index_t>(h) * g.hd;
+  for (int c = lane; c < g.hd; c += 32) oi[c] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int j = 0; j <= last; ++j) {
+    const index_t kv_at = static_cast<index_t>(j) * g.kv_stride + static_cast<index_t>(kvh) * g.hd;
+    const float s = warp_dot(qi, k + kv_at, g.hd, lane) * g.scale_log2;
+    const float m_new = fmaxf(m, s);
+    const float corr = exp2f(m - m_new), p = exp2f(s - m_new);
+    l = l * corr + p;
+    m = m_new;
+    const float* vj = v + kv_at;
+    for (int c = lane; c < g.hd; c += 32) oi[c] = fmaf(p, vj[c], oi[c] * corr);
+  }
+  const float inv_l = 1.0f / l;
+  for (int c = lane; c < g.hd; c += 32) oi[c] *= inv_l;
+  if (lane == 0) lse[unit] = (m + log2f(l)) * kLn2;
+}
+
 // One warp per (row, head): dq of the row.
 __global__ void attn_dq_generic_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                        const float* __restrict__ v, const float* __restrict__ dout,
@@ -807,6 +842,17 @@ class CudaAttentionOps final : public AttentionOps<float> {
     const index_t units = n * geo.heads;
     attn_fwd_generic_kernel<<<grid_of((units + kWarps - 1) / kWarps, op), kThreads, 0, st>>>(
         q.data, k.data, v.data, g, units, out.data, lse.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+  void attention_decode_impl(CView<float> q, CView<float> k, CView<float> v, const AttentionGeometry& geo,
+                             View<float> out, View<float> lse) override {
+    constexpr const char* op = "attention_decode";
+    const index_t n = q.dim(0);
+    const Geo g = make_geo(op, geo, false);
+    const index_t units = n * geo.heads;
+    attn_decode_kernel<<<grid_of((units + kWarps - 1) / kWarps, op), kThreads, 0, ctx_.stream.get()>>>(
+        q.data, k.data, v.data, g, units, static_cast<int>(geo.window - n), out.data, lse.data);
     BR_CUDA_LAUNCHED();
   }
 

@@ -14,6 +14,13 @@
 // in ascending tokens (token t's gradient reads rows t..t+K−1; the first K−1
 // rows of the next tile are saved beforehand as the halo).
 //
+// Decoding (gdn_decode, few tokens continuing a carried state): plain
+// kernels — the conv + SiLU over conv_state ++ qkv (a thread per element)
+// into a scratch buffer, the conv state's shift (a thread per channel),
+// then a block per v-head that walks the tokens in order, thread j owning
+// column j of the state [k-dim][v-dim] in global memory (coalesced over j),
+// q̂ and k̂ in shared memory, block sums for the norms.
+//
 // Three designs of the core, chosen when the backend is made
 // (CudaOptions::gdn_design, backend.hpp): 3 (the default; gdn_chunk.cu) is the chunkwise form
 // on the tensor cores, its per-chunk matrices in the tape's record part
@@ -616,6 +623,104 @@ float* chunk_record_area(View<float> tape, const GdnConfig& cfg, const Dims& g) 
   return at + need <= tape.data + L.replay ? at : nullptr;
 }
 
+// ---- decoding (gdn_decode) ----------------------------------------------------
+
+// Thread e = t·C + c: cq[t][c] = silu(Σ_j w[c][j]·x[t − K + 1 + j][c]), x the
+// rows conv_state [K−1][C] ++ qkv [n][C] (taps ascending, as the cpu's).
+__global__ void decode_conv_kernel(const float* __restrict__ qkv, const float* __restrict__ conv_state,
+                                   const float* __restrict__ w, index_t n, int C, int K, float* __restrict__ cq) {
+  const index_t e = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n * C) return;
+  const index_t t = e / C;
+  const int c = static_cast<int>(e % C);
+  float acc = 0.0f;
+  for (int j = 0; j < K; ++j) {
+    const index_t r = t - (K - 1) + j;  // row of the token the tap reads, relative to the first new one
+    const float x = r < 0 ? conv_state[(K - 1 + r) * C + c] : qkv[r * C + c];
+    acc += x * w[static_cast<index_t>(c) * K + j];
+  }
+  cq[e] = gdn::siluf_(acc);
+}
+
+// Thread c: conv_state rows i = 0..K−2 become rows n + i of conv_state ++ qkv.
+// In place: row i reads row n + i > i, which ascending i has not yet written.
+__global__ void decode_conv_state_kernel(const float* __restrict__ qkv, float* conv_state, index_t n, int C, int K) {
+  const int c = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  for (int i = 0; i < K - 1; ++i) {
+    const index_t m = n + i;
+    conv_state[static_cast<index_t>(i) * C + c] = m < K - 1 ? conv_state[m * C + c] : qkv[(m - (K - 1)) * C + c];
+  }
+}
+
+struct DecodeArgs {
+  const float *cq, *z, *a, *b, *a_log, *dt_bias, *gain;  // cq [n][C]: the conv outputs
+  float *state, *out;                                    // state [Hv][d][d], out [n][Hv·d]
+  index_t n;
+  int hk, hv, group, d, C;
+  float l2_eps, norm_eps;
+};
+
+// Σ v over the block (blockDim.x a multiple of 32), every thread gets it;
+// red is 32 floats of shared memory. Fixed order.
+__device__ float decode_block_sum(float v, float* red) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  v = warp_sum(v);
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w) total += red[w];
+  __syncthreads();  // red is reused by the next call
+  return total;
+}
+
+// Block h = v-head h; thread j < d owns column j of the state. Per token:
+// l2 norms (q̂ with 1/√d), gates, S ← γS, kv = Sᵀk̂, u = β(v − kv),
+// S += k̂uᵀ, o = Sᵀq̂, then the gated RMSNorm. Shared: q̂, k̂ [2][d].
+__global__ void decode_rec_kernel(DecodeArgs p) {
+  extern __shared__ float qk_s[];  // [2][d]
+  __shared__ float red[32];
+  const int h = static_cast<int>(blockIdx.x), j = static_cast<int>(threadIdx.x), d = p.d, kh = h / p.group;
+  const bool own = j < d;
+  float* S = p.state + static_cast<index_t>(h) * d * d;
+  const float decay_rate = expf(p.a_log[h]), q_scale = 1.0f / sqrtf(static_cast<float>(d));
+  for (index_t t = 0; t < p.n; ++t) {
+    const float* row = p.cq + t * p.C;
+    const float qj = own ? row[kh * d + j] : 0.0f, kj = own ? row[(p.hk + kh) * d + j] : 0.0f;
+    const float sq = decode_block_sum(qj * qj, red) + p.l2_eps, sk = decode_block_sum(kj * kj, red) + p.l2_eps;
+    if (own) {
+      qk_s[j] = qj * (q_scale / sqrtf(sq));
+      qk_s[d + j] = kj * (1.0f / sqrtf(sk));
+    }
+    __syncthreads();
+    const index_t th = t * p.hv + h;
+    const float x = p.a[th] + p.dt_bias[h];
+    const float gam = expf(-decay_rate * (fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))))), bet = gdn::sigmoidf_(p.b[th]);
+    float o = 0.0f;
+    if (own) {
+      float kv = 0.0f;
+      for (int i = 0; i < d; ++i) {
+        const float s = S[static_cast<index_t>(i) * d + j] * gam;
+        S[static_cast<index_t>(i) * d + j] = s;
+        kv += s * qk_s[d + i];
+      }
+      const float u = bet * (row[2 * p.hk * d + h * d + j] - kv);
+      for (int i = 0; i < d; ++i) {
+        const float s = S[static_cast<index_t>(i) * d + j] + qk_s[d + i] * u;
+        S[static_cast<index_t>(i) * d + j] = s;
+        o += s * qk_s[i];
+      }
+    }
+    const float inv = 1.0f / sqrtf(decode_block_sum(o * o, red) / static_cast<float>(d) + p.norm_eps);
+    if (own) {
+      const index_t e = th * d + j;
+      p.out[e] = o * inv * p.gain[j] * gdn::siluf_(p.z[e]);
+    }
+    // The block sum above synchronised after every thread's last read of qk_s.
+  }
+}
+
 // The sizes every kernel indexes with 32-bit ints, and the head_dim limit.
 void check_supported(std::string_view op, const GdnConfig& cfg, index_t rows) {
   check::require(cfg.head_dim <= gdn::kMaxHeadDim, op, "the cuda backend takes head_dim ≤ {}, got {}",
@@ -681,6 +786,47 @@ class CudaGdnOps final : public GdnOps<float> {
           g, tp, z.data, prm.norm_gain.data, out.data);
       BR_CUDA_LAUNCHED();
     });
+  }
+
+  void gdn_decode_impl(const GdnConfig& cfg, const GdnParams<float>& prm, CView<float> qkv, CView<float> z,
+                       CView<float> a, CView<float> b, View<float> conv_state, View<float> state,
+                       View<float> out) override {
+    constexpr std::string_view op = "gdn_decode";
+    const index_t n = qkv.dim(0), C = cfg.channels();
+    check::require(cfg.head_dim <= 1024, op, "the cuda backend takes head_dim ≤ 1024, got {}", cfg.head_dim);
+    check::require(C <= 0x7fffffff && n * C <= 0x7fffffffLL * 256, op,
+                   "sizes beyond one launch ({} tokens of {} channels)", n, C);
+    const cudaStream_t s = ctx_.stream.get();
+    const int Ci = static_cast<int>(C), K = static_cast<int>(cfg.conv_kernel);
+    Buffer<float> cq(ctx_.memory, static_cast<std::size_t>(n * C));
+    decode_conv_kernel<<<blocks_for(static_cast<std::size_t>(n * C), 256), 256, 0, s>>>(
+        qkv.data, conv_state.data, prm.conv_weight.data, n, Ci, K, cq.data());
+    BR_CUDA_LAUNCHED();
+    decode_conv_state_kernel<<<blocks_for(static_cast<std::size_t>(C), 256), 256, 0, s>>>(qkv.data, conv_state.data,
+                                                                                           n, Ci, K);
+    BR_CUDA_LAUNCHED();
+    DecodeArgs p{};
+    p.cq = cq.data();
+    p.z = z.data;
+    p.a = a.data;
+    p.b = b.data;
+    p.a_log = prm.a_log.data;
+    p.dt_bias = prm.dt_bias.data;
+    p.gain = prm.norm_gain.data;
+    p.state = state.data;
+    p.out = out.data;
+    p.n = n;
+    p.hk = static_cast<int>(cfg.k_heads);
+    p.hv = static_cast<int>(cfg.v_heads);
+    p.group = static_cast<int>(cfg.v_heads / cfg.k_heads);
+    p.d = static_cast<int>(cfg.head_dim);
+    p.C = Ci;
+    p.l2_eps = cfg.l2_eps;
+    p.norm_eps = cfg.norm_eps;
+    const unsigned threads = static_cast<unsigned>((cfg.head_dim + 31) / 32 * 32);
+    const std::size_t shared = 2 * static_cast<std::size_t>(cfg.head_dim) * sizeof(float);
+    decode_rec_kernel<<<static_cast<unsigned>(cfg.v_heads), threads, shared, s>>>(p);
+    BR_CUDA_LAUNCHED();
   }
 
   void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<float>& prm, CView<float> qkv, CView<float> z,

@@ -129,6 +129,17 @@ std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> t
 }
 
 template <class T>
+std::vector<double> DecoderModel<T>::next_logits(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
+  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size;
+  const Buffer<T> h = hidden_cached(tokens, cache);
+  std::vector<double> last(static_cast<std::size_t>(config_.vocab_size));
+  for_each_head_slice(CView<T>(h.data() + (n - 1) * d, Shape{1, d}), [&](index_t v0, index_t vs, const T* z) {
+    for (index_t j = 0; j < vs; ++j) last[static_cast<std::size_t>(v0 + j)] = static_cast<double>(z[j]);
+  });
+  return last;
+}
+
+template <class T>
 std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> tokens, index_t window) const {
   check_tokens(tokens, window, config_.vocab_size, "last_logits");
   const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size, V = config_.vocab_size;

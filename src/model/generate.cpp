@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "bitrank/error.hpp"
@@ -89,11 +90,22 @@ GenerateResult generate(const DecoderModel<T>& model, std::span<const std::int32
          prompt.size(), o.max_tokens, c.max_position_embeddings);
 
   GenerateResult r;
+  r.prompt_tokens = static_cast<index_t>(prompt.size());
   std::vector<std::int32_t> seq(prompt.begin(), prompt.end());
   seq.reserve(static_cast<std::size_t>(total));
   const auto t0 = std::chrono::steady_clock::now();
+  const auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // The last drawn token is never run through the model: total − 1 positions.
+  const std::unique_ptr<KvCache<T>> cache = o.use_cache ? model.make_cache(total - 1) : nullptr;
+  // Logits after seq: with the cache, only the tokens it has not seen yet go through the model.
+  const auto next_logits = [&] {
+    if (!cache) return model.last_logits(seq);
+    return model.next_logits(std::span<const std::int32_t>(seq).subspan(static_cast<std::size_t>(cache->length)),
+                             *cache);
+  };
   for (index_t i = 0; i < o.max_tokens; ++i) {
-    const std::int32_t id = sample_token(model.last_logits(seq), o.sampling, static_cast<std::uint64_t>(i));
+    const std::int32_t id = sample_token(next_logits(), o.sampling, static_cast<std::uint64_t>(i));
+    if (i == 0) r.prefill_seconds = since_start();
     seq.push_back(id);
     r.tokens.push_back(id);
     if (on_token) on_token(id);
@@ -102,7 +114,7 @@ GenerateResult generate(const DecoderModel<T>& model, std::span<const std::int32
       break;
     }
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = since_start();
   return r;
 }
 

@@ -1,5 +1,6 @@
 // Qwen3.5 / Qwen3-Next hybrid forward over a backend, built from the op
-// catalogue only (contract and formulas: include/bitrank/model/hybrid.hpp).
+// catalogue only, and its cached form for generation (contracts and
+// formulas: include/bitrank/model/hybrid.hpp, kv_cache.hpp).
 #include "bitrank/model/hybrid.hpp"
 
 #include <string>
@@ -87,34 +88,46 @@ GdnConfig HybridModel<T>::gdn_config(index_t window) const {
 }
 
 template <class T>
-void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, HybridBlockActivations<T>& a, View<T> y,
-                                   bool record_tape) const {
-  const bool full = is_full_attention(b);
-  const HybridBlockDims dims = block_dims();
-  Backend<T>& be = this->be_;
+const typename HybridModel<T>::Block& HybridModel<T>::block_weights(index_t b, Block& moved) const {
   const Block& resident = blocks_[static_cast<std::size_t>(b)];
+  if (!slots_) return resident;
   const index_t L = this->config_.num_layers;
-  const Block moved = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
-  const Block& w = slots_ ? moved : resident;
-  const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
-    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
-  };
+  moved = resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L));
+  return moved;
+}
+
+template <class T>
+HybridBlockParams<T> HybridModel<T>::block_params(const Block& w) const {
   HybridBlockParams<T> prm;
   prm.attn_norm = w.attn_norm;
   prm.post_norm = w.post_norm;
-  CView<T> table;
-  if (full) {
+  if (w.full) {
     prm.q_norm = w.q_norm;
     prm.k_norm = w.k_norm;
-    if (window > 0) table = ropes_.get(*be.memory, dims.rotary_dim / 2, dims.rope_theta, window);
   } else {
-    const GdnConfig g = dims.gdn_config(window);
+    const GdnConfig g = block_dims().gdn_config(1);
     prm.gdn = GdnParams<T>{.conv_weight = CView<T>(w.conv.data, Shape{g.channels(), g.conv_kernel}),
                            .a_log = w.a_log,
                            .dt_bias = w.dt_bias,
                            .norm_gain = w.gdn_norm};
   }
-  hybrid_block_forward(be, dims, full, x, window, table, prm, project, a, y, record_tape);
+  return prm;
+}
+
+template <class T>
+void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, HybridBlockActivations<T>& a, View<T> y,
+                                   bool record_tape) const {
+  const bool full = is_full_attention(b);
+  const HybridBlockDims dims = block_dims();
+  Backend<T>& be = this->be_;
+  Block moved;
+  const Block& w = block_weights(b, moved);
+  const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
+  };
+  CView<T> table;
+  if (full && window > 0) table = ropes_.get(*be.memory, dims.rotary_dim / 2, dims.rope_theta, window);
+  hybrid_block_forward(be, dims, full, x, window, table, block_params(w), project, a, y, record_tape);
 }
 
 template <class T>
@@ -129,6 +142,85 @@ Buffer<T> HybridModel<T>::hidden(std::span<const std::int32_t> tokens, index_t w
     block_forward(b, x.view({n, d}), window, acts, y.view({n, d}), /*record_tape=*/false);
     std::swap(x, y);
   }
+  return x;
+}
+
+template <class T>
+struct HybridModel<T>::Cache final : KvCache<T> {
+  HybridBlockActivations<T> acts;
+};
+
+template <class T>
+std::unique_ptr<KvCache<T>> HybridModel<T>::make_cache(index_t capacity) const {
+  if (capacity < 1) fail("make_cache: capacity must be at least 1 position, got {}", capacity);
+  const HybridBlockDims dims = block_dims();
+  const GdnConfig g = dims.gdn_config(1);
+  Memory& mem = *this->be_.memory;
+  auto c = std::make_unique<Cache>();
+  c->capacity = capacity;
+  const auto zeros = [&](index_t size) {
+    Buffer<T> buf(mem, static_cast<std::size_t>(size));
+    if (size > 0) mem.zero(buf.data(), buf.size() * sizeof(T));
+    return buf;
+  };
+  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+    const bool full = is_full_attention(b);
+    c->keys.emplace_back(mem, static_cast<std::size_t>(full ? capacity * dims.kv_width() : 0));
+    c->values.emplace_back(mem, static_cast<std::size_t>(full ? capacity * dims.kv_width() : 0));
+    c->conv_state.push_back(zeros(full ? 0 : (g.conv_kernel - 1) * g.channels()));
+    c->gdn_state.push_back(zeros(full ? 0 : g.v_heads * g.head_dim * g.head_dim));
+  }
+  const std::vector<T> table = rope_table<T>(capacity, dims.rotary_dim / 2, dims.rope_theta);
+  c->rope = Buffer<T>(mem, table.size());
+  c->rope.upload(table);
+  return c;
+}
+
+template <class T>
+void HybridModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T> y) const {
+  const bool full = is_full_attention(b);
+  const HybridBlockDims dims = block_dims();
+  const index_t n = x.dim(0), first = c.length, kw = dims.kv_width(), half = dims.rotary_dim / 2;
+  Backend<T>& be = this->be_;
+  Block moved;
+  const Block& w = block_weights(b, moved);
+  const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
+  };
+  const HybridBlockParams<T> prm = block_params(w);
+  const auto i = static_cast<std::size_t>(b);
+  const AttentionGeometry geo{.heads = dims.heads, .kv_heads = dims.kv_heads, .head_dim = dims.head_dim};
+  const auto attend = [&](CView<T> qr, View<T> att, View<T> lse) {
+    cached_attention(be, geo, c.keys[i], c.values[i], first, qr, att, lse);
+  };
+  const GdnConfig g = dims.gdn_config(n);
+  const auto gdn_core = [&](CView<T> qkv, CView<T> z, CView<T> ga, CView<T> gb, View<T> o) {
+    const View<T> conv_state = c.conv_state[i].view({g.conv_kernel - 1, g.channels()});
+    const View<T> state = c.gdn_state[i].view({g.v_heads, g.head_dim, g.head_dim});
+    be.gdn().gdn_decode(g, prm.gdn, qkv, z, ga, gb, conv_state, state, o);
+  };
+  c.acts.reserve(*be.memory, dims, full, n, n, /*record_tape=*/false);
+  const View<T> k_out = full ? KvCache<T>::rows(c.keys[i], first, n, kw) : View<T>{};
+  const View<T> v_out = full ? KvCache<T>::rows(c.values[i], first, n, kw) : View<T>{};
+  const CView<T> table = full ? c.rope_rows(first, n, half) : CView<T>{};
+  hybrid_block_forward_with(be, dims, full, x, table, prm, project, k_out, v_out, attend, gdn_core, c.acts, y);
+}
+
+template <class T>
+Buffer<T> HybridModel<T>::hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
+  auto* c = dynamic_cast<Cache*>(&cache);
+  if (!c || static_cast<index_t>(c->gdn_state.size()) != this->config_.num_layers)
+    fail("hidden_cached: the cache was not made by this hybrid model");
+  const index_t n = static_cast<index_t>(tokens.size()), d = this->config_.hidden_size;
+  check_cache_room(c->length, c->capacity, n);
+  Memory& mem = *this->be_.memory;
+  Buffer<T> x(mem, static_cast<std::size_t>(n * d)), y(mem, static_cast<std::size_t>(n * d));
+  this->embed(tokens, x.view({n, d}));
+  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+    block_forward_cached(b, x.view({n, d}), *c, y.view({n, d}));
+    std::swap(x, y);
+  }
+  c->length += n;
   return x;
 }
 

@@ -1,10 +1,12 @@
-// Dense Llama-style forward over a backend (contract: include/bitrank/model/model.hpp).
+// Dense Llama-style forward over a backend, and its cached form for generation
+// (contracts: include/bitrank/model/model.hpp, kv_cache.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "bitrank/error.hpp"
+#include "bitrank/model/kv_cache.hpp"
 #include "bitrank/model/model.hpp"
 
 namespace bitrank::model {
@@ -51,15 +53,22 @@ LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProject
 }
 
 template <class T>
+const typename LlamaModel<T>::Block& LlamaModel<T>::block_weights(index_t b, Block& moved) const {
+  const Block& resident = blocks_[static_cast<std::size_t>(b)];
+  if (!slots_) return resident;
+  const index_t L = this->config_.num_layers;
+  moved = resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L));
+  return moved;
+}
+
+template <class T>
 void LlamaModel<T>::block_forward(index_t b, CView<T> x, index_t window, BlockActivations<T>& a, View<T> y) const {
   if (b < 0 || b >= this->config_.num_layers) fail("block_forward: block {} of {}", b, this->config_.num_layers);
   if (window <= 0 || x.dim(0) % window != 0)
     fail("block_forward: {} rows are not a whole number of windows of {}", x.dim(0), window);
   const LlamaBlockDims dims = LlamaBlockDims::of(this->config_);
-  const Block& resident = blocks_[static_cast<std::size_t>(b)];
-  const index_t L = this->config_.num_layers;
-  const Block w = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
-  const Block& use = slots_ ? w : resident;
+  Block moved;
+  const Block& use = block_weights(b, moved);
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
     use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
   };
@@ -79,6 +88,67 @@ Buffer<T> LlamaModel<T>::hidden(std::span<const std::int32_t> tokens, index_t wi
     block_forward(b, x.view({n, d}), window, acts, y.view({n, d}));
     std::swap(x, y);
   }
+  return x;
+}
+
+template <class T>
+struct LlamaModel<T>::Cache final : KvCache<T> {
+  BlockActivations<T> acts;
+};
+
+template <class T>
+std::unique_ptr<KvCache<T>> LlamaModel<T>::make_cache(index_t capacity) const {
+  if (capacity < 1) fail("make_cache: capacity must be at least 1 position, got {}", capacity);
+  const LlamaBlockDims dims = LlamaBlockDims::of(this->config_);
+  Memory& mem = *this->be_.memory;
+  auto c = std::make_unique<Cache>();
+  c->capacity = capacity;
+  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+    c->keys.emplace_back(mem, static_cast<std::size_t>(capacity * dims.kv_width()));
+    c->values.emplace_back(mem, static_cast<std::size_t>(capacity * dims.kv_width()));
+  }
+  const std::vector<T> table = rope_table<T>(capacity, dims.head_dim / 2, dims.rope_theta);
+  c->rope = Buffer<T>(mem, table.size());
+  c->rope.upload(table);
+  return c;
+}
+
+template <class T>
+void LlamaModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T> y) const {
+  const LlamaBlockDims dims = LlamaBlockDims::of(this->config_);
+  const index_t n = x.dim(0), first = c.length, kw = dims.kv_width();
+  Block moved;
+  const Block& use = block_weights(b, moved);
+  const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
+    use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
+  };
+  const Buffer<T>& keys = c.keys[static_cast<std::size_t>(b)];
+  const Buffer<T>& values = c.values[static_cast<std::size_t>(b)];
+  const AttentionGeometry geo{.heads = dims.heads, .kv_heads = dims.kv_heads, .head_dim = dims.head_dim};
+  const auto attend = [&](CView<T> qr, View<T> att, View<T> lse) {
+    cached_attention(this->be_, geo, keys, values, first, qr, att, lse);
+  };
+  c.acts.reserve(*this->be_.memory, dims, n);
+  llama_block_forward_with(this->be_, dims, x, c.rope_rows(first, n, dims.head_dim / 2), use.attn_norm, use.ffn_norm,
+                           project, KvCache<T>::rows(keys, first, n, kw), KvCache<T>::rows(values, first, n, kw),
+                           attend, c.acts, y);
+}
+
+template <class T>
+Buffer<T> LlamaModel<T>::hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
+  auto* c = dynamic_cast<Cache*>(&cache);
+  if (!c || static_cast<index_t>(c->keys.size()) != this->config_.num_layers)
+    fail("hidden_cached: the cache was not made by this Llama model");
+  const index_t n = static_cast<index_t>(tokens.size()), d = this->config_.hidden_size;
+  check_cache_room(c->length, c->capacity, n);
+  Memory& mem = *this->be_.memory;
+  Buffer<T> x(mem, static_cast<std::size_t>(n * d)), y(mem, static_cast<std::size_t>(n * d));
+  this->embed(tokens, x.view({n, d}));
+  for (index_t b = 0; b < this->config_.num_layers; ++b) {
+    block_forward_cached(b, x.view({n, d}), *c, y.view({n, d}));
+    std::swap(x, y);
+  }
+  c->length += n;
   return x;
 }
 

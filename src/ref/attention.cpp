@@ -1,7 +1,8 @@
 // f64 reference of causal GQA attention (contract: include/bitrank/ops/attention.hpp).
 //
 // Each (window, head, query row) materialises its row of scores and applies
-// the softmax formula directly.
+// the softmax formula directly; attention_decode runs the same row formula
+// for the query at position T − n + i of one window.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -37,6 +38,34 @@ class RefAttentionOps final : public AttentionOps<double> {
           }
           lse[(b * L.window + i) * L.heads + h] = mx + std::log(sum);
         }
+  }
+
+  void attention_decode_impl(CView<double> q, CView<double> k, CView<double> v, const AttentionGeometry& geo,
+                             View<double> out, View<double> lse) override {
+    const index_t n = q.dim(0), past = geo.window - n, group = geo.heads / geo.kv_heads, hd = geo.head_dim;
+    const index_t kv_stride = geo.kv_heads * hd;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    std::vector<double> s(static_cast<std::size_t>(geo.window));
+    for (index_t i = 0; i < n; ++i)
+      for (index_t h = 0; h < geo.heads; ++h) {
+        const index_t last = past + i, kv_col = h / group * hd;
+        const double* qi = q.data + (i * geo.heads + h) * hd;
+        double mx = -INFINITY;
+        for (index_t j = 0; j <= last; ++j) {
+          s[j] = scale * dot(qi, k.data + j * kv_stride + kv_col, hd);
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (index_t j = 0; j <= last; ++j) sum += std::exp(s[j] - mx);
+        double* oi = out.data + (i * geo.heads + h) * hd;
+        for (index_t c = 0; c < hd; ++c) oi[c] = 0;
+        for (index_t j = 0; j <= last; ++j) {
+          const double p = std::exp(s[j] - mx) / sum;
+          const double* vj = v.data + j * kv_stride + kv_col;
+          for (index_t c = 0; c < hd; ++c) oi[c] += p * vj[c];
+        }
+        lse[i * geo.heads + h] = mx + std::log(sum);
+      }
   }
 
   void attention_backward_impl(CView<double> q, CView<double> k, CView<double> v, CView<double> out, CView<double> lse,

@@ -6,6 +6,9 @@
 // state history S_0..S_T of each (window, v-head) from zero, so its results
 // cannot depend on ckpt_every.
 //
+// gdn_decode runs the same formulas token by token on the rows
+// conv_state ++ qkv, from the given state.
+//
 // Built with a chunk size (make_gdn_ops(chunk), tests only) the op runs the
 // chunkwise form of the core instead (gdn_chunked.hpp): the same conv, l2
 // norms, gates and gated RMSNorm around it; its forward leaves the tape's
@@ -162,6 +165,29 @@ class RefGdnOps final : public GdnOps<double> {
       }
   }
 
+  void gdn_decode_impl(const GdnConfig& cfg, const GdnParams<double>& prm, CView<double> qkv, CView<double> z,
+                       CView<double> a, CView<double> b, View<double> conv_state, View<double> state,
+                       View<double> out) override {
+    const index_t n = qkv.dim(0);
+    GdnConfig one = cfg;
+    one.window = n;
+    const Geometry g(one, n);
+    const index_t K1 = g.K - 1;
+    // ext = conv_state ++ qkv: token t's raw row is ext row t + K − 1.
+    std::vector<double> ext(static_cast<std::size_t>((K1 + n) * g.C));
+    std::copy(conv_state.data, conv_state.data + K1 * g.C, ext.begin());
+    std::copy(qkv.data, qkv.data + n * g.C, ext.begin() + K1 * g.C);
+    const CView<double> rows(ext.data(), Shape{K1 + n, g.C});
+    std::vector<double> cq(static_cast<std::size_t>(g.C));
+    for (index_t t = 0; t < n; ++t) {
+      for (index_t c = 0; c < g.C; ++c) cq[c] = silu(conv_pre(g, rows, prm.conv_weight, t + K1, t + K1, c));
+      for (index_t h = 0; h < g.hv; ++h)
+        decode_head(g, cfg, prm, cq.data(), z.data + (t * g.hv + h) * g.d, a[t * g.hv + h], b[t * g.hv + h], h,
+                    state.data + h * g.d * g.d, out.data + (t * g.hv + h) * g.d);
+    }
+    std::copy(ext.begin() + n * g.C, ext.begin() + (n + K1) * g.C, conv_state.data);
+  }
+
   void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<double>& prm, CView<double> qkv, CView<double> z,
                          View<double> tape, CView<double> d_out, View<double> d_qkv, View<double> d_z,
                          View<double> d_a, View<double> d_b) override {
@@ -222,6 +248,39 @@ class RefGdnOps final : public GdnOps<double> {
 
  private:
   index_t chunk_;
+
+  // One token of v-head h from its conv output cq [C]: l2 norms, gates, the
+  // delta rule on S [d][d] (updated), then the gated RMSNorm into out [d].
+  static void decode_head(const Geometry& g, const GdnConfig& cfg, const GdnParams<double>& prm, const double* cq,
+                          const double* z, double a, double b, index_t h, double* S, double* out) {
+    const index_t kh = h / g.group, d = g.d;
+    double ssq = cfg.l2_eps, ssk = cfg.l2_eps;
+    for (index_t i = 0; i < d; ++i) {
+      ssq += cq[g.q_col(kh, i)] * cq[g.q_col(kh, i)];
+      ssk += cq[g.k_col(kh, i)] * cq[g.k_col(kh, i)];
+    }
+    std::vector<double> q(d), k(d), u(d), o(d, 0.0);
+    for (index_t i = 0; i < d; ++i) {
+      q[i] = cq[g.q_col(kh, i)] / (std::sqrt(ssq) * std::sqrt(double(d)));
+      k[i] = cq[g.k_col(kh, i)] / std::sqrt(ssk);
+    }
+    const double gam = std::exp(-std::exp(prm.a_log[h]) * softplus(a + prm.dt_bias[h])), bet = sigmoid(b);
+    for (index_t e = 0; e < d * d; ++e) S[e] *= gam;
+    for (index_t j = 0; j < d; ++j) {
+      double kv = 0;
+      for (index_t i = 0; i < d; ++i) kv += S[i * d + j] * k[i];
+      u[j] = bet * (cq[g.v_col(h, j)] - kv);
+    }
+    for (index_t i = 0; i < d; ++i)
+      for (index_t j = 0; j < d; ++j) {
+        S[i * d + j] += k[i] * u[j];
+        o[j] += S[i * d + j] * q[i];
+      }
+    double ms = 0;
+    for (index_t j = 0; j < d; ++j) ms += o[j] * o[j];
+    const double inv = 1.0 / std::sqrt(ms / d + cfg.norm_eps);
+    for (index_t j = 0; j < d; ++j) out[j] = o[j] * inv * prm.norm_gain[j] * silu(z[j]);
+  }
 
   // ℓ = log γ = −e^{a_log}·softplus(a + dt_bias) per (token, v-head).
   static std::vector<double> log_decay(const Geometry& g, const GdnParams<double>& prm, const double* gate_in) {

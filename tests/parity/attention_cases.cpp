@@ -2,10 +2,13 @@
 // 37, 6 heads on 2 kv heads, hd 256) and at odd sizes: one-token windows,
 // windows longer than one CPU block with a one-row tail block, hd not a
 // multiple of the CPU column tile, multi-query and plain multi-head, and
-// peaked softmax rows (large scores) that exercise the online rescaling.
+// peaked softmax rows (large scores) that exercise the online rescaling;
+// attention_decode (the last n queries of a window over a KV cache) at a
+// decoding step, a chunk and a whole window.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "bitrank/ops/attention.hpp"
 #include "support/parity.hpp"
@@ -56,7 +59,51 @@ void attention_case(ParityRun& p, index_t windows, const AttentionGeometry& geo,
   }
 }
 
+// attention_decode: the last n queries of one window of T keys. The
+// reference's own forward over the window (the same q rows in its last n
+// positions, random ones before) must agree with its decode to f64
+// rounding: the decode is the forward's rows, not a formula of its own.
+void attention_decode_case(ParityRun& p, index_t n, const AttentionGeometry& geo, float q_scale = 1.0f) {
+  const index_t T = geo.window, qw = geo.heads * geo.head_dim, kw = geo.kv_heads * geo.head_dim;
+  auto q_all = p.input({T, qw}, q_scale);
+  auto k = p.input({T, kw}, 1.0f);
+  auto v = p.input({T, kw}, 1.0f);
+  auto out = p.output({n, qw});
+  auto lse = p.output({n, geo.heads});
+  const CView<double> q_ref(q_all.ref().data + (T - n) * qw, Shape{n, qw});
+  const CView<float> q_be(q_all.be().data + (T - n) * qw, Shape{n, qw});
+  p.ref.attention().attention_decode(q_ref, k.ref(), v.ref(), geo, out.ref(), lse.ref());
+  p.be.attention().attention_decode(q_be, k.be(), v.be(), geo, out.be(), lse.be());
+  // The forward's f32 path (dot products of hd, sums over ≤ T keys): 1e-5.
+  p.expect_close("out", out, 1e-5);
+  p.expect_close("lse", lse, 1e-5);
+
+  auto full = p.output({T, qw});
+  auto full_lse = p.output({T, geo.heads});
+  p.ref.attention().attention_forward(q_all.ref(), k.ref(), v.ref(), geo, full.ref(), full_lse.ref());
+  const std::vector<double> want = full.ref_values(), got = out.ref_values();
+  double worst = 0;
+  for (index_t e = 0; e < n * qw; ++e) worst = std::fmax(worst, std::fabs(got[e] - want[(T - n) * qw + e]));
+  EXPECT_LE(worst, 1e-12) << "ref attention_decode against the last rows of its attention_forward";
+}
+
 }  // namespace
+
+// Decoding steps: one query over a cache of 37 (the seed's heads), of 1 (the first token).
+BR_PARITY_CASE(attention_decode_1_of_37_h6_kv2_hd256) {
+  attention_decode_case(p, 1, {.window = 37, .heads = 6, .kv_heads = 2, .head_dim = 256});
+}
+BR_PARITY_CASE(attention_decode_1_of_1_h2_kv1_hd64) {
+  attention_decode_case(p, 1, {.window = 1, .heads = 2, .kv_heads = 1, .head_dim = 64});
+}
+// Several new tokens at once (a prefill after a cached prefix), hd 40, and a
+// whole window (n = T: attention_forward of one window); peaked rows.
+BR_PARITY_CASE(attention_decode_5_of_70_h4_kv1_hd40) {
+  attention_decode_case(p, 5, {.window = 70, .heads = 4, .kv_heads = 1, .head_dim = 40});
+}
+BR_PARITY_CASE(attention_decode_33_of_33_h3_kv3_hd32_peaked) {
+  attention_decode_case(p, 33, {.window = 33, .heads = 3, .kv_heads = 3, .head_dim = 32}, 16.0f);
+}
 
 BR_PARITY_CASE(attention_2x37_h6_kv2_hd256) {
   attention_case(p, 2, {.window = 37, .heads = 6, .kv_heads = 2, .head_dim = 256});

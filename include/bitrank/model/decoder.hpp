@@ -29,8 +29,11 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+
 #include "bitrank/backend.hpp"
 #include "bitrank/io/hf_config.hpp"
+#include "bitrank/model/kv_cache.hpp"
 
 namespace bitrank::model {
 
@@ -87,6 +90,16 @@ class DecoderModel {
   virtual Buffer<T> hidden(std::span<const std::int32_t> tokens, index_t window) const = 0;
   // Whether the blocks are streamed from host memory (streamed_weights.hpp).
   virtual bool streamed() const = 0;
+
+  // Generation with a cache (kv_cache.hpp): an empty cache of `capacity`
+  // positions for one sequence of this model.
+  virtual std::unique_ptr<KvCache<T>> make_cache(index_t capacity) const = 0;
+  // The final hidden states [n][d] of `tokens` as the next positions of the
+  // cached sequence; the cache (one this model made) grows by them.
+  virtual Buffer<T> hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const = 0;
+  // Logits [V] on the host after `tokens` (the next positions of the cached
+  // sequence, which grows by them): hidden_cached, the head over the last row.
+  std::vector<double> next_logits(std::span<const std::int32_t> tokens, KvCache<T>& cache) const;
 
   // The frozen head as the trainer reads it: the final norm's gain [d], its
   // style, and the head matrix [V][d] (token_embd when tied), on the backend.

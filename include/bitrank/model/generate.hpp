@@ -1,12 +1,16 @@
 // Text generation with any decoder model (DESIGN §9, `bitrank generate`):
 // prompt ids in, one new token per step, until max_tokens or the stop token.
 //
-// Decoding: each step runs the whole sequence (prompt + tokens so far) as
-// one window through the model and applies the head to the last row only
-// (DecoderModel::last_logits). The models keep no KV cache, so step i costs
-// a full forward of prompt + i tokens: correct and simple, quadratic in the
-// length — fine for the short generations this is for; the caller reports
-// tokens/s (GenerateResult).
+// Decoding with the cache (the default, kv_cache.hpp): a prefill runs the
+// prompt through the model once, filling a cache of prompt + max_tokens
+// positions, and gives the first token's logits; each later step runs the
+// last drawn token alone (DecoderModel::next_logits). Without it
+// (use_cache false, `bitrank generate --no-cache`) each step runs the whole
+// sequence (prompt + tokens so far) as one window through the model and
+// applies the head to the last row only (DecoderModel::last_logits): step i
+// costs a full forward of prompt + i tokens — the plain reference the cached
+// path is tested against. Either way the first step is the prefill and
+// the others the decoding steps, timed apart (GenerateResult).
 //
 // Sampling of one token from logits z [V] (f64, on the host):
 //   temperature 0      greedy: argmax z, the lowest id on ties;
@@ -61,6 +65,7 @@ struct GenerateOptions {
   index_t max_tokens = 64;    // ≥ 1
   SamplingOptions sampling{};
   std::int32_t stop_id = -1;  // generation ends after this token (returned too); -1: never
+  bool use_cache = true;      // false: a whole forward per step (see above)
 };
 
 // check_sampling_options, and max_tokens ≥ 1, stop_id ≥ −1.
@@ -70,7 +75,18 @@ struct GenerateResult {
   std::vector<std::int32_t> tokens;  // the generated ids, the stop token included
   bool stopped = false;              // ended at stop_id
   double seconds = 0;                // wall time of the steps
+  index_t prompt_tokens = 0;
+  double prefill_seconds = 0;        // the first step: the prompt through the model, the first token drawn
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens.size()) / seconds : 0.0; }
+  // Prompt tokens per second of the prefill.
+  double prefill_tokens_per_s() const {
+    return prefill_seconds > 0 ? static_cast<double>(prompt_tokens) / prefill_seconds : 0.0;
+  }
+  // Generated tokens after the first per second of the later steps (0 when there are none).
+  double decode_tokens_per_s() const {
+    const double s = seconds - prefill_seconds;
+    return tokens.size() > 1 && s > 0 ? static_cast<double>(tokens.size() - 1) / s : 0.0;
+  }
 };
 
 // Called with each new id as soon as it is drawn.

@@ -97,54 +97,53 @@ struct HybridBlockActivations {
                bool record_tape);
 };
 
-// y [n][hidden] = the block applied to x [n][hidden] (rows: windows of
-// `window` tokens). `table` is the rotary table [window][rotary_dim/2][2]
-// (RopeTables, llama_block.hpp) of a full-attention block, unread by a GDN
-// block. With record_tape the GDN tape also holds what gdn_backward needs;
-// without, only its forward part (inference). (T is deduced from the
-// backend alone: the views convert.)
-template <class T, class Project>
-void hybrid_block_forward(Backend<T>& be, const HybridBlockDims& dims, bool full_attention,
-                          std::type_identity_t<CView<T>> x, index_t window, std::type_identity_t<CView<T>> table,
-                          const HybridBlockParams<T>& prm, Project&& project, HybridBlockActivations<T>& a,
-                          std::type_identity_t<View<T>> y, bool record_tape) {
+// y [n][hidden] = the block applied to x [n][hidden] with its sequence
+// mixing given (generation with a cache, kv_cache.hpp). Full attention: the
+// keys after q/k norm and RoPE go to k_out and the values to v_out (each
+// [n][kv_width]: the activations' kr and v, or rows of a cache), then
+// attend(qr, att, lse) overwrites att [n][q_width] and lse [n][heads] from
+// qr. GDN: gdn_core(qkv, z, a, b, o) overwrites o [n][Hv·d] from the
+// projections (gdn_forward over windows, or gdn_decode on a carried state).
+// `table` rotates row r by its row r mod table.dim(0) (full attention only).
+// `a` must hold n rows of the block's kind (HybridBlockActivations::reserve);
+// its kr, v and tape are not written here.
+template <class T, class Project, class Attend, class GdnCore>
+void hybrid_block_forward_with(Backend<T>& be, const HybridBlockDims& dims, bool full_attention,
+                               std::type_identity_t<CView<T>> x, std::type_identity_t<CView<T>> table,
+                               const HybridBlockParams<T>& prm, Project&& project, std::type_identity_t<View<T>> k_out,
+                               std::type_identity_t<View<T>> v_out, Attend&& attend, GdnCore&& gdn_core,
+                               HybridBlockActivations<T>& a, std::type_identity_t<View<T>> y) {
   const index_t n = x.dim(0), d = dims.hidden, f = dims.ffn;
   if (x.rank() != 2 || !(x.shape == Shape{n, d}) || !x.contiguous())
     fail("hybrid block forward: x has shape {}, expected a contiguous [n, {}]", x.shape.str(), d);
   if (!(y.shape == x.shape) || !y.contiguous())
     fail("hybrid block forward: y has shape {}, expected a contiguous {}", y.shape.str(), x.shape.str());
-  if (window <= 0 || n % window != 0) fail("hybrid block forward: {} rows are not whole windows of {}", n, window);
-  a.reserve(*be.memory, dims, full_attention, n, window, record_tape);
 
   be.norm().rmsnorm_forward(x, prm.attn_norm, GainStyle::zero_centred, dims.eps, a.xn1.view({n, d}), a.inv1.view({n}));
   const CView<T> xn1 = a.xn1.view({n, d});
   if (full_attention) {
-    const index_t H = dims.heads, Hkv = dims.kv_heads, hd = dims.head_dim, qw = dims.q_width(), kw = dims.kv_width();
+    const index_t H = dims.heads, Hkv = dims.kv_heads, qw = dims.q_width(), kw = dims.kv_width();
     project(HybridProj::q, xn1, a.qg.view({n, 2 * qw}));
     be.dense().split_q_gate(a.qg.view({n, 2 * qw}), H, a.q.view({n, qw}), a.gate.view({n, qw}));
     project(HybridProj::k, xn1, a.k.view({n, kw}));
-    project(HybridProj::v, xn1, a.v.view({n, kw}));
+    project(HybridProj::v, xn1, v_out);
     const QkNormRopeOptions q_opt{.heads = H, .eps = dims.eps, .gain = GainStyle::zero_centred};
     const QkNormRopeOptions k_opt{.heads = Hkv, .eps = dims.eps, .gain = GainStyle::zero_centred};
     be.rope().qk_norm_rope_forward(a.q.view({n, qw}), prm.q_norm, table, q_opt, a.qr.view({n, qw}),
                                    a.q_inv.view({n, H}));
-    be.rope().qk_norm_rope_forward(a.k.view({n, kw}), prm.k_norm, table, k_opt, a.kr.view({n, kw}),
-                                   a.k_inv.view({n, Hkv}));
-    const AttentionGeometry geo{.window = window, .heads = H, .kv_heads = Hkv, .head_dim = hd};
-    be.attention().attention_forward(a.qr.view({n, qw}), a.kr.view({n, kw}), a.v.view({n, kw}), geo,
-                                     a.att.view({n, qw}), a.lse.view({n, H}));
+    be.rope().qk_norm_rope_forward(a.k.view({n, kw}), prm.k_norm, table, k_opt, k_out, a.k_inv.view({n, Hkv}));
+    attend(CView<T>(a.qr.view({n, qw})), a.att.view({n, qw}), a.lse.view({n, H}));
     be.act().sigmoid_gate_forward(a.att.view({n * qw}), a.gate.view({n * qw}), a.gated.view({n * qw}));
     project(HybridProj::o, a.gated.view({n, qw}), a.proj.view({n, d}));
   } else {
-    const GdnConfig g = dims.gdn_config(window);
-    const index_t C = g.channels(), vw = g.value_width(), hv = g.v_heads, tape = gdn_tape_size(g, n, record_tape);
+    const index_t C = 2 * dims.k_heads * dims.gdn_head_dim + dims.v_heads * dims.gdn_head_dim;
+    const index_t vw = dims.v_heads * dims.gdn_head_dim, hv = dims.v_heads;
     project(HybridProj::qkv, xn1, a.qkv.view({n, C}));
     project(HybridProj::z, xn1, a.z.view({n, vw}));
     project(HybridProj::b, xn1, a.b.view({n, hv}));
     project(HybridProj::a, xn1, a.a.view({n, hv}));
-    be.gdn().gdn_forward(g, prm.gdn, a.qkv.view({n, C}), a.z.view({n, vw}), a.a.view({n, hv}), a.b.view({n, hv}),
-                         a.o.view({n, vw}), a.tape.view({tape}), record_tape);
-    a.tape_recorded = record_tape;
+    gdn_core(CView<T>(a.qkv.view({n, C})), CView<T>(a.z.view({n, vw})), CView<T>(a.a.view({n, hv})),
+             CView<T>(a.b.view({n, hv})), a.o.view({n, vw}));
     project(HybridProj::out, a.o.view({n, vw}), a.proj.view({n, d}));
   }
   be.act().add(x.flat(), a.proj.view({n * d}), a.h.view({n * d}));
@@ -157,6 +156,36 @@ void hybrid_block_forward(Backend<T>& be, const HybridBlockDims& dims, bool full
   be.act().swiglu_forward(a.ffn_gate.view({n * f}), a.ffn_up.view({n * f}), a.act.view({n * f}));
   project(HybridProj::down, a.act.view({n, f}), a.proj.view({n, d}));
   be.act().add(a.h.view({n * d}), a.proj.view({n * d}), y.flat());
+}
+
+// y [n][hidden] = the block applied to x [n][hidden] (rows: windows of
+// `window` tokens): the op sequence above with causal attention per window
+// over the block's own kr, v, and gdn_forward per window. `table` is the
+// rotary table [window][rotary_dim/2][2] (RopeTables, llama_block.hpp) of a
+// full-attention block, unread by a GDN block. With record_tape the GDN
+// tape also holds what gdn_backward needs; without, only its forward part
+// (inference). (T is deduced from the backend alone: the views convert.)
+template <class T, class Project>
+void hybrid_block_forward(Backend<T>& be, const HybridBlockDims& dims, bool full_attention,
+                          std::type_identity_t<CView<T>> x, index_t window, std::type_identity_t<CView<T>> table,
+                          const HybridBlockParams<T>& prm, Project&& project, HybridBlockActivations<T>& a,
+                          std::type_identity_t<View<T>> y, bool record_tape) {
+  const index_t n = x.dim(0), kw = dims.kv_width();
+  if (window <= 0 || n % window != 0) fail("hybrid block forward: {} rows are not whole windows of {}", n, window);
+  a.reserve(*be.memory, dims, full_attention, n, window, record_tape);
+  const AttentionGeometry geo{
+      .window = window, .heads = dims.heads, .kv_heads = dims.kv_heads, .head_dim = dims.head_dim};
+  const auto attend = [&](CView<T> qr, View<T> att, View<T> lse) {
+    be.attention().attention_forward(qr, a.kr.view({n, kw}), a.v.view({n, kw}), geo, att, lse);
+  };
+  const GdnConfig g = dims.gdn_config(window);
+  const auto gdn_core = [&](CView<T> qkv, CView<T> z, CView<T> ga, CView<T> gb, View<T> o) {
+    be.gdn().gdn_forward(g, prm.gdn, qkv, z, ga, gb, o, a.tape.view({gdn_tape_size(g, n, record_tape)}), record_tape);
+    a.tape_recorded = record_tape;
+  };
+  const View<T> k_out = full_attention ? a.kr.view({n, kw}) : View<T>{};
+  const View<T> v_out = full_attention ? a.v.view({n, kw}) : View<T>{};
+  hybrid_block_forward_with(be, dims, full_attention, x, table, prm, project, k_out, v_out, attend, gdn_core, a, y);
 }
 
 extern template struct HybridBlockActivations<float>;

@@ -71,32 +71,34 @@ class RopeTables {
   double theta_ = 0;
 };
 
-// y [n][hidden] = the block applied to x [n][hidden] (rows: windows of
-// `window` tokens; table from RopeTables for that window).
-// (T is deduced from the backend alone: the views convert.)
-template <class T, class Project>
-void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_identity_t<CView<T>> x, index_t window,
-                         std::type_identity_t<CView<T>> table, std::type_identity_t<CView<T>> attn_norm,
-                         std::type_identity_t<CView<T>> ffn_norm, Project&& project, BlockActivations<T>& a,
-                         std::type_identity_t<View<T>> y) {
+// y [n][hidden] = the block applied to x [n][hidden] with its attention
+// core given (generation with a KV cache, kv_cache.hpp): the keys after
+// RoPE go to k_out and the values to v_out (each [n][kv_width]: the
+// activations' kr and v, or rows of a cache), then attend(qr, att, lse)
+// overwrites att [n][q_width] and lse [n][heads] from qr [n][q_width].
+// `table` rotates row r by its row r mod table.dim(0). `a` must hold n rows
+// (BlockActivations::reserve); its kr and v are not written.
+template <class T, class Project, class Attend>
+void llama_block_forward_with(Backend<T>& be, const LlamaBlockDims& dims, std::type_identity_t<CView<T>> x,
+                              std::type_identity_t<CView<T>> table, std::type_identity_t<CView<T>> attn_norm,
+                              std::type_identity_t<CView<T>> ffn_norm, Project&& project,
+                              std::type_identity_t<View<T>> k_out, std::type_identity_t<View<T>> v_out,
+                              Attend&& attend, BlockActivations<T>& a, std::type_identity_t<View<T>> y) {
   const index_t n = x.dim(0), d = dims.hidden, H = dims.heads, Hkv = dims.kv_heads, f = dims.ffn, qw = dims.q_width(),
                 kw = dims.kv_width();
   if (x.rank() != 2 || !(x.shape == Shape{n, d}) || !x.contiguous())
     fail("llama block forward: x has shape {}, expected a contiguous [n, {}]", x.shape.str(), d);
   if (!(y.shape == x.shape) || !y.contiguous())
     fail("llama block forward: y has shape {}, expected a contiguous {}", y.shape.str(), x.shape.str());
-  a.reserve(*be.memory, dims, n);
 
   // Attention half.
   be.norm().rmsnorm_forward(x, attn_norm, GainStyle::plain, dims.eps, a.xn1.view({n, d}), a.inv1.view({n}));
   project(LlamaProj::q, a.xn1.view({n, d}), a.q.view({n, qw}));
   project(LlamaProj::k, a.xn1.view({n, d}), a.k.view({n, kw}));
-  project(LlamaProj::v, a.xn1.view({n, d}), a.v.view({n, kw}));
+  project(LlamaProj::v, a.xn1.view({n, d}), v_out);
   be.rope().rope_forward(a.q.view({n, qw}), table, H, a.qr.view({n, qw}));
-  be.rope().rope_forward(a.k.view({n, kw}), table, Hkv, a.kr.view({n, kw}));
-  const AttentionGeometry geo{.window = window, .heads = H, .kv_heads = Hkv, .head_dim = dims.head_dim};
-  be.attention().attention_forward(a.qr.view({n, qw}), a.kr.view({n, kw}), a.v.view({n, kw}), geo, a.att.view({n, qw}),
-                                   a.lse.view({n, H}));
+  be.rope().rope_forward(a.k.view({n, kw}), table, Hkv, k_out);
+  attend(CView<T>(a.qr.view({n, qw})), a.att.view({n, qw}), a.lse.view({n, H}));
   project(LlamaProj::o, a.att.view({n, qw}), a.proj.view({n, d}));
   be.act().add(x.flat(), a.proj.view({n * d}), a.h.view({n * d}));
 
@@ -108,6 +110,26 @@ void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_i
   be.act().swiglu_forward(a.gate.view({n * f}), a.up.view({n * f}), a.act.view({n * f}));
   project(LlamaProj::down, a.act.view({n, f}), a.proj.view({n, d}));
   be.act().add(a.h.view({n * d}), a.proj.view({n * d}), y.flat());
+}
+
+// y [n][hidden] = the block applied to x [n][hidden] (rows: windows of
+// `window` tokens; table from RopeTables for that window): the op
+// sequence above with causal attention per window over the block's own kr, v.
+// (T is deduced from the backend alone: the views convert.)
+template <class T, class Project>
+void llama_block_forward(Backend<T>& be, const LlamaBlockDims& dims, std::type_identity_t<CView<T>> x, index_t window,
+                         std::type_identity_t<CView<T>> table, std::type_identity_t<CView<T>> attn_norm,
+                         std::type_identity_t<CView<T>> ffn_norm, Project&& project, BlockActivations<T>& a,
+                         std::type_identity_t<View<T>> y) {
+  const index_t n = x.dim(0), kw = dims.kv_width();
+  a.reserve(*be.memory, dims, n);
+  const AttentionGeometry geo{
+      .window = window, .heads = dims.heads, .kv_heads = dims.kv_heads, .head_dim = dims.head_dim};
+  const auto attend = [&](CView<T> qr, View<T> att, View<T> lse) {
+    be.attention().attention_forward(qr, a.kr.view({n, kw}), a.v.view({n, kw}), geo, att, lse);
+  };
+  llama_block_forward_with(be, dims, x, table, attn_norm, ffn_norm, project, a.kr.view({n, kw}), a.v.view({n, kw}),
+                           attend, a, y);
 }
 
 extern template struct BlockActivations<float>;

@@ -17,6 +17,15 @@
 //     dq_i = scale·Σ_j dS_ij·k_j,  dk_j = scale·Σ_{h, i} dS_ij·q_i,  dv_j = Σ_{h, i} P_ij·dout_i
 // (dk, dv summed over the query heads that share the kv head).
 //
+// Decoding (attention_decode, generation with a KV cache): the queries are
+// the LAST n positions of one window of T = geo.window keys — the new
+// tokens of a sequence whose keys and values (those of every earlier token
+// and of the new ones) sit in a cache:
+//   q, out [n][heads·hd],  k, v [T][kv_heads·hd],  lse [n][heads],  n ≤ T
+// Query row i is at position T − n + i and sees keys 0..T − n + i; the
+// formulas are the forward's. With n = T it is attention_forward of one
+// window. No backward.
+//
 // Overwrite/accumulate: out, lse, delta, dq, dk, dv are all overwritten
 // (activations and input gradients; attention has no parameters). delta is
 // the backward's scratch, returned because the caller owns the memory.
@@ -28,7 +37,9 @@
 // output); the backward recomputes P from lse, once in a pass over key
 // blocks that writes dk, dv and once in a pass over query blocks that
 // writes dq, so no output has two writers and results do not depend on the
-// number of threads.
+// number of threads. attention_decode is a plain online softmax per (row,
+// head) on the CPU and CUDA (one task / warp each): n is one token while
+// decoding, and its cost is reading the cache once.
 #pragma once
 
 #include "bitrank/ops/check.hpp"
@@ -58,6 +69,25 @@ class AttentionOps {
     attention_forward_impl(q, k, v, geo, out, lse);
   }
 
+  // out [n][heads·hd] and lse [n][heads] of the last n positions of one
+  // window of T = geo.window keys (decoding, above); k, v are [T][kv_heads·hd].
+  void attention_decode(CView<T> q, CView<T> k, CView<T> v, const AttentionGeometry& geo, View<T> out, View<T> lse) {
+    constexpr std::string_view op = "attention_decode";
+    check_geometry(op, geo);
+    check::rank(op, "q", q, 2);
+    check::contiguous(op, "q", q);
+    const index_t n = q.dim(0);
+    check::require(q.dim(1) == geo.heads * geo.head_dim, op, "q has shape {}, expected [n, heads·hd] = [{}, {}]",
+                   q.shape.str(), n, geo.heads * geo.head_dim);
+    check::require(n >= 1 && n <= geo.window, op, "q has {} rows, expected 1 to T = {} (the keys' length)", n,
+                   geo.window);
+    check::dense(op, "k", k, Shape{geo.window, geo.kv_heads * geo.head_dim});
+    check::dense(op, "v", v, Shape{geo.window, geo.kv_heads * geo.head_dim});
+    check::dense(op, "out", out, q.shape);
+    check::dense(op, "lse", lse, Shape{n, geo.heads});
+    attention_decode_impl(q, k, v, geo, out, lse);
+  }
+
   // delta [n][heads], dq [n][heads·hd], dk, dv [n][kv_heads·hd] from dout,
   // with out and lse of the forward.
   void attention_backward(CView<T> q, CView<T> k, CView<T> v, CView<T> out, CView<T> lse, CView<T> dout,
@@ -81,15 +111,20 @@ class AttentionOps {
   virtual void attention_backward_impl(CView<T> q, CView<T> k, CView<T> v, CView<T> out, CView<T> lse, CView<T> dout,
                                        const AttentionGeometry& geo, View<T> delta, View<T> dq, View<T> dk,
                                        View<T> dv) = 0;
+  virtual void attention_decode_impl(CView<T> q, CView<T> k, CView<T> v, const AttentionGeometry& geo, View<T> out,
+                                     View<T> lse) = 0;
 
  private:
-  static void check_inputs(std::string_view op, CView<T> q, CView<T> k, CView<T> v, const AttentionGeometry& geo) {
+  static void check_geometry(std::string_view op, const AttentionGeometry& geo) {
     check::positive(op, "window", geo.window);
     check::positive(op, "heads", geo.heads);
     check::positive(op, "kv_heads", geo.kv_heads);
     check::positive(op, "head_dim", geo.head_dim);
     check::require(geo.heads % geo.kv_heads == 0, op, "heads {} is not a multiple of kv_heads {}", geo.heads,
                    geo.kv_heads);
+  }
+  static void check_inputs(std::string_view op, CView<T> q, CView<T> k, CView<T> v, const AttentionGeometry& geo) {
+    check_geometry(op, geo);
     check::rank(op, "q", q, 2);
     check::contiguous(op, "q", q);
     const index_t n = q.dim(0);

@@ -56,6 +56,22 @@
 // carried from one segment into the previous one. A replayed state equals
 // the forward's state exactly, so the results do not depend on ckpt_every.
 //
+// Decoding (gdn_decode, generation with a cache): one sequence, n ≥ 1 new
+// tokens that continue from a carried state instead of restarting at zero:
+//   qkv, z, a, b, out  as gdn_forward's, for the n new tokens
+//   conv_state [K−1][C] the raw qkv rows of the K−1 tokens before them,
+//                       oldest first (zeros before the sequence's start);
+//                       empty when K = 1
+//   state [Hv][d][d]    S after the tokens before them, [k-dim][v-dim]
+//                       (zeros at the sequence's start)
+// The conv reads conv_state where a tap reaches before the first new token;
+// the recurrence starts from state. out is overwritten; conv_state and state
+// are updated in place to follow the n tokens (the last K−1 raw rows, the
+// state after the last token). No tape, no backward; cfg.window and
+// cfg.ckpt_every are not read. From zero states, n tokens give gdn_forward's
+// out for one window of n; prefill then single steps give the same outputs
+// as that one window.
+//
 // Numerics: softplus is evaluated in its overflow-free form
 // max(x, 0) + log1p(e^{−|x|}); all sums in the backend's real type.
 #pragma once
@@ -155,6 +171,27 @@ class GdnOps {
     gdn_forward_impl(cfg, prm, qkv, z, a, b, out, tape, record_tape);
   }
 
+  // out [n][Hv·d] of n tokens continuing from conv_state [K−1][C] and state
+  // [Hv][d][d], both updated in place (decoding, above).
+  void gdn_decode(const GdnConfig& cfg, const GdnParams<T>& prm, CView<T> qkv, CView<T> z, CView<T> a, CView<T> b,
+                  View<T> conv_state, View<T> state, View<T> out) {
+    constexpr std::string_view op = "gdn_decode";
+    GdnConfig one = cfg;  // the n tokens as one window: the checks below need no window of their own
+    one.window = qkv.rank() == 2 && qkv.dim(0) > 0 ? qkv.dim(0) : 1;
+    const index_t n = check_common(op, one, prm, qkv, z);
+    check::positive(op, "tokens", n);
+    check::dense(op, "a", a, Shape{n, cfg.v_heads});
+    check::dense(op, "b", b, Shape{n, cfg.v_heads});
+    if (cfg.conv_kernel > 1)
+      check::dense(op, "conv_state", conv_state, Shape{cfg.conv_kernel - 1, cfg.channels()});
+    else  // a one-tap conv keeps no rows
+      check::require(conv_state.numel() == 0, op, "conv_state has shape {}, expected none (conv_kernel 1)",
+                     conv_state.shape.str());
+    check::dense(op, "state", state, Shape{cfg.v_heads, cfg.head_dim, cfg.head_dim});
+    check::dense(op, "out", out, Shape{n, cfg.value_width()});
+    gdn_decode_impl(cfg, prm, qkv, z, a, b, conv_state, state, out);
+  }
+
   // The tape is that of a recording gdn_forward on the same qkv, z, a, b.
   void gdn_backward(const GdnConfig& cfg, const GdnParams<T>& prm, CView<T> qkv, CView<T> z, View<T> tape,
                     CView<T> d_out, View<T> d_qkv, View<T> d_z, View<T> d_a, View<T> d_b) {
@@ -174,6 +211,8 @@ class GdnOps {
                                 CView<T> b, View<T> out, View<T> tape, bool record_tape) = 0;
   virtual void gdn_backward_impl(const GdnConfig& cfg, const GdnParams<T>& prm, CView<T> qkv, CView<T> z, View<T> tape,
                                  CView<T> d_out, View<T> d_qkv, View<T> d_z, View<T> d_a, View<T> d_b) = 0;
+  virtual void gdn_decode_impl(const GdnConfig& cfg, const GdnParams<T>& prm, CView<T> qkv, CView<T> z, CView<T> a,
+                               CView<T> b, View<T> conv_state, View<T> state, View<T> out) = 0;
 
  private:
   // Checks the configuration, the parameters, qkv and z; returns the rows.
