@@ -97,7 +97,7 @@ void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, Hybrid
   const Block moved = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
   const Block& w = slots_ ? moved : resident;
   const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
-    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out);
   };
   HybridBlockParams<T> prm;
   prm.attn_norm = w.attn_norm;

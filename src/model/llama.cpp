@@ -61,7 +61,7 @@ void LlamaModel<T>::block_forward(index_t b, CView<T> x, index_t window, BlockAc
   const Block w = slots_ ? resident.rebased(slots_->image(b), slots_->acquire(b, (b + 1) % L)) : Block{};
   const Block& use = slots_ ? w : resident;
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
-    use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
+    use.proj[static_cast<int>(p)].forward(this->be_, in, out);
   };
   llama_block_forward(this->be_, dims, x, window, rope_tables_.get(*this->be_.memory, dims, window), use.attn_norm,
                       use.ffn_norm, project, a, y);
