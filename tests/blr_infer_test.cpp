@@ -100,10 +100,11 @@ struct InferShape {
 TEST(BlrInfer, EveryLevelMatchesTheReferenceAndTheOthersToTheBit) {
   // m, n not multiples of 16 (r is a multiple of 32 by the format); ranks
   // of 1–9 words, so every block size and tail of the rank pass runs; all
-  // token counts of the kernel; the last shapes are large enough to thread.
+  // token counts up to 8 and two past it (13, 16: several token groups);
+  // 1000x577 and 577x1536 are large enough to thread.
   const InferShape shapes[] = {{75, 53, 32, 1, 1},   {53, 75, 96, 2, 2},    {17, 33, 160, 3, 1}, {129, 211, 224, 4, 2},
                                {31, 47, 288, 5, 2},  {100, 90, 64, 6, 1},   {67, 45, 128, 7, 2}, {129, 211, 192, 8, 2},
-                               {1000, 577, 224, 1, 2}, {577, 1536, 192, 8, 2}};
+                               {1000, 577, 224, 1, 2}, {577, 1536, 192, 8, 2},  {90, 70, 96, 13, 2},   {70, 90, 64, 16, 1}};
   std::vector<SimdLevel> levels;
   for (SimdLevel l : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512})
     if (cpu::simd_level_supported(l)) levels.push_back(l);

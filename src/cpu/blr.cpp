@@ -27,7 +27,7 @@
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
 //
-// blr_infer reads the bitmaps directly for up to kBlrInferBitTokens tokens
+// blr_infer reads the bitmaps directly for up to kBlrInferBitTokens (16) tokens
 // (cpu/blr_infer.cpp) and runs the forward's GEMMs above.
 #include <algorithm>
 #include <bit>

@@ -155,11 +155,12 @@ BR_PARITY_CASE(blr_72x40_r32_t5_p1) { blr_case(p, 72, 40, 32, 5, 1); }        //
 BR_PARITY_CASE(blr_33x100_r96_t129_p3) { blr_case(p, 33, 100, 96, 129, 3); }  // three paths, ragged token blocks
 BR_PARITY_CASE(blr_64x96_r64_t33_p2_zero_scales) { blr_case(p, 64, 96, 64, 33, 2, true); }  // h, g with zeros
 
-// blr_infer: m, n not multiples of 16, the tokens of decoding (1, 3, 8)
-// and the first count past the bit-reading kernel (17), one and two paths.
+// blr_infer: m, n not multiples of 16, the tokens of decoding (1, 3, 8),
+// the kernel's largest count (16) and the first past it (17), one and two paths.
 BR_PARITY_CASE(blr_infer_75x53_r32_t1_p1) { blr_infer_case(p, 75, 53, 32, 1, 1); }
 BR_PARITY_CASE(blr_infer_75x53_r96_t3_p2) { blr_infer_case(p, 75, 53, 96, 3, 2); }
 BR_PARITY_CASE(blr_infer_129x211_r160_t8_p2) { blr_infer_case(p, 129, 211, 160, 8, 2); }
+BR_PARITY_CASE(blr_infer_90x70_r96_t16_p2) { blr_infer_case(p, 90, 70, 96, 16, 2); }
 BR_PARITY_CASE(blr_infer_211x129_r64_t17_p1) { blr_infer_case(p, 211, 129, 64, 17, 1); }
 BR_PARITY_CASE(blr_infer_1000x577_r224_t5_p2) { blr_infer_case(p, 1000, 577, 224, 5, 2); }  // large enough for threads
 

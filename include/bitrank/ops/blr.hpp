@@ -39,7 +39,7 @@
 // f32(h·E_U), G_V = f32(g·E_V).
 //
 // Numerics of blr_infer: the f64 reference is its forward (exact). The CPU
-// backend, for at most 8 tokens (cpu/blr_infer.hpp), reads the bitmaps
+// backend, for at most 16 tokens (cpu/blr_infer.hpp), reads the bitmaps
 // directly in f32 with no f16 rounding: per path and token
 //     a_k = Σ_i ±f32(x_i·g_i)         an f32 sum in order of i (the ± from S_V[i][k])
 //     c_k = f32(ℓ_k·a_k)
