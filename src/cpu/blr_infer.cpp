@@ -45,7 +45,12 @@ namespace {
 
 constexpr std::uint32_t kSignBit = 0x80000000u;
 constexpr index_t kRankBlockWords = 4;          // words (128 ranks) of one unit of the rank pass
-constexpr index_t kMinParallelWork = 1 << 16;  // 16-lane add steps (~20 µs) worth waking a thread for
+// 16-lane add steps (~80 µs) a chunk must hold to be worth a thread: on the
+// 2-core EPYC, 576×576 r128 at 8 tokens (2 × 74k steps) ran in 88 µs on
+// one thread and 159 µs split over two at 1/2^16 of this rule; 1536×576
+// r192 at 8 tokens (224 µs on one) and 4096×4096 r992 at 1 token (620 µs)
+// gain from two.
+constexpr index_t kMinParallelWork = 1 << 17;
 
 // The rank pass of one path: c [ntok][r] from x [ntok][n] and S_V [n][words].
 struct RankArgs {
@@ -336,7 +341,10 @@ void row_pass(SimdLevel level, const RowArgs& a, index_t ntok, index_t j0, index
 
 // Units per parallel chunk so that a chunk holds ≥ kMinParallelWork (all
 // units in one chunk, run on the caller, when the whole pass holds less).
-index_t grain(index_t work_per_unit) { return std::max<index_t>(1, kMinParallelWork / std::max<index_t>(work_per_unit, 1)); }
+index_t grain(index_t work_per_unit) {
+  const index_t unit = std::max<index_t>(work_per_unit, 1);
+  return std::max<index_t>(1, (kMinParallelWork + unit - 1) / unit);
+}
 
 }  // namespace
 
