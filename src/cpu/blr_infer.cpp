@@ -19,16 +19,17 @@
 // sums and tree, at every SIMD level and thread count: the levels agree to
 // the bit (the file is built with -ffp-contract=off: no level fuses h·s + y).
 //
+// The work of a pass is counted in 16-lane add steps (one per input or row,
+// token and 16 ranks); a chunk below kMinParallelWork runs on the caller,
+// else the rank pass splits over (path, block of ranks) and the row pass
+// over blocks of rows. The level is chosen at run time; the AVX kernels
+// carry target attributes, so the library builds for any x86-64.
+//
 // Measured (EPYC, AVX-512, 4096×4096 r 992 P 2, one thread): ~1.6 cycles
-// per 16-lane step at 1 token, ~1.3 at 8. The rank pass keeps 8–16
-// accumulators in registers; GCC turns the blend of ±x' into a masked
-// broadcast plus a copy. Tried and dropped: blending c and −c (a stored −c)
-// in the row pass — GCC turned the blend into a masked load, two loads per
-// step, 1.6× slower at 8 tokens. The work of a pass is counted in 16-lane add steps (one per input
-// or row, token and 16 ranks); a pass below kMinParallelWork runs on the
-// caller, else the rank pass splits over (path, block of ranks) and the row
-// pass over blocks of rows. The level is chosen at run time; the AVX
-// kernels carry target attributes, so the library builds for any x86-64.
+// per 16-lane step at 1 token, ~1.3 at 8. GCC turns the rank pass's blend
+// of ±x' into a masked broadcast plus a copy. Tried and dropped: blending c
+// and −c (a stored −c) in the row pass — GCC turned the blend into a masked
+// load, two loads per step, 1.6× slower at 8 tokens.
 #include "cpu/blr_infer.hpp"
 
 #include <immintrin.h>
