@@ -499,6 +499,13 @@ TEST(Blr, BadInputIsAnError) {
   }
   // no paths
   test::expect_error([&] { ops.blr_forward(BlrLayer<float>{8, 6, 32, {}}, s.xv(), s.yv(), s.saved()); }, "blr_forward: layer has no paths");
+  // blr_infer checks as the forward does
+  ops.blr_infer(s.layer(), s.xv(), s.yv());
+  test::expect_error([&] { ops.blr_infer(s.layer(), s.xv(), View<float>(s.y.data(), Shape{s.ntok, s.m - 1})); },
+                     "blr_infer: y has shape [4, 7], expected [4, 8]");
+  test::expect_error([&] { ops.blr_infer(s.layer(), CView<float>(s.x.data(), Shape{3, 8}), s.yv()); },
+                     "blr_infer: x has shape [3, 8], expected [3, 6]");
+  test::expect_error([&] { ops.blr_infer(BlrLayer<float>{8, 6, 32, {}}, s.xv(), s.yv()); }, "blr_infer: layer has no paths");
   // saved tensors for the wrong number of paths
   test::expect_error([&] { ops.blr_forward(s.layer(), s.xv(), s.yv(), {View<float>(s.a.data(), Shape{2, 4, 32})}); },
                "blr_forward: saved a has shape [2, 4, 32], expected [1, 4, 32]");

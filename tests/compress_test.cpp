@@ -1333,7 +1333,7 @@ TEST(Compress, RecipeDefaults) {
   train::apply_recipe_defaults(cuda, "train", {});
   EXPECT_EQ(cuda.seq_len, 512);
   EXPECT_EQ(cuda.windows_per_step, 8);
-  EXPECT_EQ(cuda.steps, 100);
+  EXPECT_EQ(cuda.steps, 1000);
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
 
@@ -1342,7 +1342,8 @@ TEST(Compress, RecipeDefaults) {
   train::apply_recipe_defaults(ptq, "ptq", {});
   EXPECT_EQ(ptq.objective, "sequential");
   EXPECT_EQ(ptq.max_text_tokens, 262144);
-  EXPECT_EQ(ptq.e2e_steps, 0);
+  EXPECT_EQ(ptq.steps, 1000);
+  EXPECT_EQ(ptq.e2e_steps, 600);  // over the calibration set too
 
   train::CompressOptions e2e;
   e2e.objective = "e2e";

@@ -21,9 +21,12 @@
 // full forward is itself up to 6e-6 from the f64 reference and the cached
 // logits closer to it — and 2e-4 on cuda, whose
 // full forward runs the GDN's chunked tensor-core form (the GDN op's
-// tolerance, DESIGN §4). BLR layers stage their input to f16 with a scale
-// over the rows of a call, so one row and n rows round differently: 1e-2
-// (measured 5.0e-4).
+// tolerance, DESIGN §4). BLR layers: a decode step's few rows go through
+// blr_infer, exact in f32 (the CPU reads the sign bits), the full forward's
+// many rows through blr_forward, whose operands are f16 (planes f16(±h/s),
+// f16(x)): the logits differ by the f16 forward's own error, which the tiny
+// random models amplify: 3e-2 (measured 1.5e-3 Llama, 1.1e-2 hybrid; the
+// greedy tokens stay equal).
 // Also: a cache is bound to its model and its capacity (errors), and the
 // CLI prints the same text with and without --no-cache.
 #include "bitrank/model/kv_cache.hpp"
@@ -138,7 +141,7 @@ TEST(KvCache, TinyLlamaGreedyAndLogitsEqualTheFullForward) {
                                                    {"blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v", "blk.0.attn_output",
                                                     "blk.1.ffn_gate", "blk.1.ffn_up", "blk.1.ffn_down"},
                                                    90);
-  run_models({{"llama", &dense, &none, 2e-5}, {"llama blr", &compressed, &blr, 1e-2}},
+  run_models({{"llama", &dense, &none, 2e-5}, {"llama blr", &compressed, &blr, 3e-2}},
              test::tiny_hybrid::tiny_tokens(7, 82));
 }
 
@@ -148,7 +151,7 @@ TEST(KvCache, TinyHybridGreedyAndLogitsEqualTheFullForward) {
   model::HostWeights compressed = tiny_weights(true, 84);
   const model::BlrProjections none, blr = with_blr(
       compressed, {"blk.0.attn_qkv", "blk.0.ffn_up", "blk.2.ssm_out", "blk.3.attn_q", "blk.3.attn_output"}, 95);
-  run_models({{"hybrid", &dense, &none, 2e-5}, {"hybrid blr", &compressed, &blr, 1e-2}}, tiny_tokens(9, 85));
+  run_models({{"hybrid", &dense, &none, 2e-5}, {"hybrid blr", &compressed, &blr, 3e-2}}, tiny_tokens(9, 85));
 }
 
 // Real checkpoints of the hybrid's both families (transformers' random

@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   compress_cmd->add_option("--method", compress.method,
                            "train (default: the sequential objective over the training text, then on cuda --e2e-steps) "
-                           "or ptq (post-training: the same over a calibration set of at most 262144 tokens, cpu "
-                           "32768, no e2e stage)")
+                           "or ptq (post-training: the same, e2e stage included, over a calibration set of at most "
+                           "262144 tokens, cpu 32768)")
       ->check(CLI::IsMember({"train", "ptq"}));
   auto* objective_opt = compress_cmd->add_option("--objective", compress.job.objective,
                            "layer (block-wise MSE to the teacher, teacher inputs), sequential (the same from the "
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
                            "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")
       ->check(kNonNegative);
   auto* tokens_opt =
-      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 40960, cuda 409600)");
+      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 40960, cuda 4096000)");
   auto* steps_opt = compress_cmd->add_option("--steps", compress.steps,
                                              "instead of --tokens: training steps per block (layer) or in all (e2e)");
   auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")

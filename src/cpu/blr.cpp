@@ -26,11 +26,15 @@
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
+//
+// blr_infer reads the bitmaps directly for up to kBlrInferBitTokens (16) tokens
+// (cpu/blr_infer.cpp) and runs the forward's GEMMs above.
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
 #include "bitrank/memory.hpp"
+#include "cpu/blr_infer.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
@@ -72,6 +76,14 @@ class CpuBlrOps final : public BlrOps<float> {
       // y (=, +=) (a⊙ℓ)·(h⊙S_U)ᵀ
       sgemm(false, true, ntok, m, r, sp.s_h, al, r, sp.u, r, p > 0 ? 1.0f : 0.0f, y.data, m);
     }
+  }
+
+  // Few tokens: the bit-reading kernel, its c in scratch; more: the forward, its a in the same scratch.
+  void blr_infer_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y) override {
+    const index_t ntok = x.dim(0), paths = static_cast<index_t>(layer.paths.size());
+    float* scratch = infer_.get(blr_infer_scratch(paths, ntok, layer.r));
+    if (ntok <= kBlrInferBitTokens) return blr_infer_bits(layer, x.data, ntok, y.data, scratch, simd_, pool_);
+    blr_forward_impl(layer, x, y, BlrSaved<float>{View<float>(scratch, Shape{paths, ntok, layer.r})});
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
@@ -304,6 +316,8 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   ThreadPool& pool_;
+  const SimdLevel simd_ = best_simd_level();  // blr_infer's kernel
+  Scratch infer_;    // blr_infer's c (bit-reading kernel) or a (forward) [P][ntok][r]
   Scratch plane_u_;  // f16(±h/s_h) [m][r] of the path at hand
   Scratch plane_v_;  // f16(±g/s_g) [n][r]
   Scratch act_x_;    // staged x [ntok][n]

@@ -224,6 +224,13 @@ class CudaBlrOps final : public BlrOps<float> {
     }
   }
 
+  // The forward, its a kept in scratch (no kernel of its own yet).
+  void blr_infer_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y) override {
+    const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
+    float* a = infer_a_.get(ctx_.memory, paths * ntok * layer.r);
+    blr_forward_impl(layer, x, y, BlrSaved<float>{View<float>(a, Shape{paths, ntok, layer.r})});
+  }
+
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
                          View<float> dx, float grad_scale, View<float> b_out) override {
     const Staged st = staging(layer, x, dy, grad_scale, saved.xs);
@@ -392,6 +399,7 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<f16> act_r_;    // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
   Scratch<f16> act_r2_;   // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;      // b of one path when the caller does not keep it [ntok][r]
+  Scratch<float> infer_a_;  // blr_infer's a [P][ntok][r], which nobody reads
   Scratch<float> e_u_;    // E_U of one path [m][r] when G_U is not wanted
   Scratch<float> e_v_;    // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]

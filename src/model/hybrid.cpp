@@ -123,7 +123,7 @@ void HybridModel<T>::block_forward(index_t b, CView<T> x, index_t window, Hybrid
   Block moved;
   const Block& w = block_weights(b, moved);
   const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
-    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out);
   };
   CView<T> table;
   if (full && window > 0) table = ropes_.get(*be.memory, dims.rotary_dim / 2, dims.rope_theta, window);
@@ -185,7 +185,7 @@ void HybridModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<
   Block moved;
   const Block& w = block_weights(b, moved);
   const auto project = [&](HybridProj p, CView<T> in, View<T> out) {
-    w.proj[static_cast<std::size_t>(p)].forward(be, in, out, scratch_);
+    w.proj[static_cast<std::size_t>(p)].forward(be, in, out);
   };
   const HybridBlockParams<T> prm = block_params(w);
   const auto i = static_cast<std::size_t>(b);

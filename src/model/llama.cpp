@@ -70,7 +70,7 @@ void LlamaModel<T>::block_forward(index_t b, CView<T> x, index_t window, BlockAc
   Block moved;
   const Block& use = block_weights(b, moved);
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
-    use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
+    use.proj[static_cast<int>(p)].forward(this->be_, in, out);
   };
   llama_block_forward(this->be_, dims, x, window, rope_tables_.get(*this->be_.memory, dims, window), use.attn_norm,
                       use.ffn_norm, project, a, y);
@@ -120,7 +120,7 @@ void LlamaModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T
   Block moved;
   const Block& use = block_weights(b, moved);
   const auto project = [&](LlamaProj p, CView<T> in, View<T> out) {
-    use.proj[static_cast<int>(p)].forward(this->be_, in, out, scratch_);
+    use.proj[static_cast<int>(p)].forward(this->be_, in, out);
   };
   const Buffer<T>& keys = c.keys[static_cast<std::size_t>(b)];
   const Buffer<T>& values = c.values[static_cast<std::size_t>(b)];

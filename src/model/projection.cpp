@@ -157,16 +157,13 @@ Projection<T> Projection<T>::rebased(const std::byte* from, std::byte* to) const
 }
 
 template <class T>
-void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out, ProjectionScratch<T>& scratch) const {
+void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out) const {
   if (empty()) fail("projection forward: the projection holds no weight");
   if (!is_blr()) {
     be.dense().dense_forward(in, CView<T>(dense_, Shape{rows_, cols_}), out, false);
     return;
   }
-  const index_t n = in.rank() == 2 ? in.dim(0) : 0, P = paths();
-  ensure_size(scratch.a, *be.memory, P * n * rank_);
-  const BlrLayer<T> layer{rows_, cols_, rank_, paths_};
-  be.blr().blr_forward(layer, in, out, BlrSaved<T>{scratch.a.view({P, n, rank_})});
+  be.blr().blr_infer(BlrLayer<T>{rows_, cols_, rank_, paths_}, in, out);
 }
 
 template Buffer<float> upload_values(Memory&, std::span<const float>);

@@ -48,6 +48,13 @@ class RefBlrOps final : public BlrOps<double> {
     }
   }
 
+  // The forward, its a kept in a local buffer.
+  void blr_infer_impl(const BlrLayer<double>& layer, CView<double> x, View<double> y) override {
+    const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
+    std::vector<double> a(static_cast<std::size_t>(paths * ntok * layer.r));
+    blr_forward_impl(layer, x, y, BlrSaved<double>{View<double>(a.data(), Shape{paths, ntok, layer.r})});
+  }
+
   void blr_backward_impl(const BlrLayer<double>& layer, CView<double> x, CView<double> dy,
                          const BlrSaved<double>& saved, View<double> dx, float, View<double> b_out) override {
     const index_t m = layer.m, n = layer.n, r = layer.r, ntok = x.dim(0);

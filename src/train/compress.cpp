@@ -40,12 +40,12 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.objective) o.objective = "sequential";
   if (!given.seq_len) o.seq_len = cuda ? 512 : 256;
   if (!given.windows) o.windows_per_step = cuda ? 8 : 4;
-  if (!given.steps) o.steps = cuda ? 100 : 40;
+  if (!given.steps) o.steps = cuda ? 1000 : 40;
   if (!given.calib_windows) o.calib_windows = cuda ? 64 : 16;
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;
   if (!given.sign_lr) o.train.signs.lr = o.objective == "e2e" ? 1e-4f : 1e-2f;
-  if (!given.e2e_steps) o.e2e_steps = cuda && !ptq && o.objective != "e2e" ? 600 : 0;
+  if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
 }
 
 nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>& be) {

@@ -1,9 +1,10 @@
 // Parity cases of the BLR layer: forward, backward and sign gradients of a
-// multi-path layer against the f64 reference.
+// multi-path layer, and the inference op, against the f64 reference.
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
+#include "cpu/blr_infer.hpp"
 #include "support/parity.hpp"
 
 namespace bitrank::test {
@@ -110,11 +111,57 @@ void blr_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index
   p.expect_close("G_V", g_v, tol);
 }
 
+// blr_infer of a layer of `paths` paths at the seed's scales, against the
+// reference and against the backend's own blr_forward.
+void blr_infer_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index_t paths) {
+  const auto P = static_cast<std::size_t>(paths);
+  LayerOperands o{
+      p.input_bits({paths * m, sign_words(r)}),
+      p.input_bits({paths * n, sign_words(r)}),
+      p.input({paths * m}, positive(p, P * static_cast<std::size_t>(m), 0.5f, 0.02f, 0.05f)),
+      p.input({paths * r}, positive(p, P * static_cast<std::size_t>(r), 0.5f, 0.5f, 1.0f)),
+      p.input({paths * n}, positive(p, P * static_cast<std::size_t>(n), 0.5f, 0.1f, 0.2f)),
+      p.output({paths * m}),  // no gradients: left NaN, and not read
+      p.output({paths * r}),
+      p.output({paths * n}),
+  };
+  auto x = p.input({ntok, n}, 2.0f);
+  auto y = p.output({ntok, m});
+  auto y_fwd = p.output({ntok, m});
+  auto a = p.output({paths, ntok, r});
+
+  const auto ref_paths = make_paths<double>(o, m, n, r, paths);
+  p.ref.blr().blr_infer(BlrLayer<double>{m, n, r, ref_paths}, x.ref(), y.ref());
+  const auto be_paths = make_paths<float>(o, m, n, r, paths);
+  const BlrLayer<float> be_layer{m, n, r, be_paths};
+  p.be.blr().blr_infer(be_layer, x.be(), y.be());
+  p.be.blr().blr_forward(be_layer, x.be(), y_fwd.be(), {a.be()});
+
+  // The CPU reads the bits for few tokens: f32 sums over n and r terms with
+  // no f16 rounding (~1e-7 per term, ~1e-6 over the sums; a lost term or a
+  // wrong sign is O(1e-2) and an f16 operand ~5e-4). Otherwise blr_infer is
+  // the forward: f16 operands, 3e-3 as DESIGN §4.
+  const bool bits = p.be.name == "cpu" && ntok <= cpu::kBlrInferBitTokens;
+  p.expect_close("y", y, bits ? 1e-5 : 3e-3);
+  // Against the backend's own forward (f16 operands): within the forward's tolerance.
+  const std::vector<float> fwd = y_fwd.be_values(), inf = y.be_values();
+  p.expect_close("y vs blr_forward", inf, std::vector<double>(fwd.begin(), fwd.end()), 3e-3);
+}
+
 }  // namespace
 
 BR_PARITY_CASE(blr_256x384_r128_t70_p2) { blr_case(p, 256, 384, 128, 70, 2); }  // the seed's shape
 BR_PARITY_CASE(blr_72x40_r32_t5_p1) { blr_case(p, 72, 40, 32, 5, 1); }        // odd sizes, one path
 BR_PARITY_CASE(blr_33x100_r96_t129_p3) { blr_case(p, 33, 100, 96, 129, 3); }  // three paths, ragged token blocks
 BR_PARITY_CASE(blr_64x96_r64_t33_p2_zero_scales) { blr_case(p, 64, 96, 64, 33, 2, true); }  // h, g with zeros
+
+// blr_infer: m, n not multiples of 16, the tokens of decoding (1, 3, 8),
+// the kernel's largest count (16) and the first past it (17), one and two paths.
+BR_PARITY_CASE(blr_infer_75x53_r32_t1_p1) { blr_infer_case(p, 75, 53, 32, 1, 1); }
+BR_PARITY_CASE(blr_infer_75x53_r96_t3_p2) { blr_infer_case(p, 75, 53, 96, 3, 2); }
+BR_PARITY_CASE(blr_infer_129x211_r160_t8_p2) { blr_infer_case(p, 129, 211, 160, 8, 2); }
+BR_PARITY_CASE(blr_infer_90x70_r96_t16_p2) { blr_infer_case(p, 90, 70, 96, 16, 2); }
+BR_PARITY_CASE(blr_infer_211x129_r64_t17_p1) { blr_infer_case(p, 211, 129, 64, 17, 1); }
+BR_PARITY_CASE(blr_infer_1000x577_r224_t5_p2) { blr_infer_case(p, 1000, 577, 224, 5, 2); }  // large enough for threads
 
 }  // namespace bitrank::test

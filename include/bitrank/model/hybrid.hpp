@@ -190,7 +190,6 @@ class HybridModel final : public DecoderModel<T> {
   std::vector<Block> blocks_;               // over storage_, or over the slots' images when streamed
   std::vector<Buffer<std::byte>> storage_;  // resident: one device allocation per block
   std::unique_ptr<BlockSlots> slots_;       // streamed
-  mutable ProjectionScratch<T> scratch_;
   mutable RopeTables<T> ropes_;
 };
 

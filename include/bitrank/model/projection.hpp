@@ -17,12 +17,10 @@
 //
 // Projection<T> on a backend: out [n][m] = in [n][n_in]·Wᵀ (overwritten),
 // W [m][n_in] either a dense weight (dense_forward; rows = outputs) or a BLR
-// matrix (blr_forward: signs as bitmaps, the f32 scales rounded to T). A BLR
-// projection's tensors are one bitmap per factor, [P][m][r/32] and
-// [P][n_in][r/32], and one scale vector [P][m + r + n_in] (h, ℓ, g of each
-// path in turn), carved from the block's allocation. blr_forward writes
-// what a backward would read (a, c) into ProjectionScratch, which the
-// caller owns and nobody reads afterwards.
+// matrix (blr_infer: signs as bitmaps, the f32 scales rounded to T; no
+// tape). A BLR projection's tensors are one bitmap per factor, [P][m][r/32]
+// and [P][n_in][r/32], and one scale vector [P][m + r + n_in] (h, ℓ, g of
+// each path in turn), carved from the block's allocation.
 #pragma once
 
 #include <cstdint>
@@ -68,12 +66,6 @@ Buffer<T> upload_values(Memory& mem, std::span<const float> values);
 template <class T>
 CView<T> place_values(Memory& mem, Carver& at, std::span<const float> values);
 
-// blr_forward's saved a [P][n][r], grown as needed.
-template <class T>
-struct ProjectionScratch {
-  Buffer<T> a;
-};
-
 // A projection's weights are views into its block's one allocation (the
 // models carve each block from one: a device buffer, or a block image in
 // host memory that streaming copies into a device slot, model/streamed_weights.hpp).
@@ -100,7 +92,7 @@ class Projection {
   index_t paths() const { return static_cast<index_t>(paths_.size()); }
 
   // out [n][rows] = in [n][cols]·Wᵀ (the op checks the shapes).
-  void forward(Backend<T>& be, CView<T> in, View<T> out, ProjectionScratch<T>& scratch) const;
+  void forward(Backend<T>& be, CView<T> in, View<T> out) const;
 
  private:
   index_t rows_ = 0, cols_ = 0, rank_ = 0;

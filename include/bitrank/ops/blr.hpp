@@ -8,6 +8,7 @@
 // [ntok][features]; per-path tensors stack the paths on a leading dimension.
 //
 //   forward   a = (x⊙g)·S_V [ntok][r]     y = Σ_p h⊙((a⊙ℓ)·S_Uᵀ) [ntok][m]   (y overwritten)
+//   infer     the forward's y alone (no tape: nothing saved), for inference
 //   backward  b = (dy⊙h)·S_U [ntok][r]   dℓ += Σ_t a⊙b     dx = Σ_p g⊙((b⊙ℓ)·S_Vᵀ)
 //             E_U = dyᵀ·(a⊙ℓ) [m][r]      dh_j += Σ_k S_U[j][k]·E_U[j][k]   (= Σ_t dy⊙c,
 //             E_V = xᵀ·(b⊙ℓ) [n][r]       dg_i += Σ_k S_V[i][k]·E_V[i][k]    = Σ_t x⊙dx')
@@ -36,6 +37,20 @@
 // two that keeps small gradients out of the f16 subnormals. dh and dg are
 // f32 row sums over k of ±E_U, ±E_V with the ±1 signs (fixed order); G_U =
 // f32(h·E_U), G_V = f32(g·E_V).
+//
+// Numerics of blr_infer: the f64 reference is its forward (exact). The CPU
+// backend, for at most 16 tokens (cpu/blr_infer.hpp), reads the bitmaps
+// directly in f32 with no f16 rounding: per path and token
+//     a_k = Σ_i ±f32(x_i·g_i)         an f32 sum in order of i (the ± from S_V[i][k])
+//     c_k = f32(ℓ_k·a_k)
+//     s_j = Σ_k ±c_k                   32 f32 partial sums (k mod 32), each in order
+//                                      of k, added in a fixed tree (lane l + l+16,
+//                                      then + l+8, + l+4, + l+2, + l+1)
+//     y_j = Σ_p f32(h_j·s_j)           paths added in order, no fused multiply-add
+// the same bits whatever its SIMD width or thread count (relative error
+// ~1e-6 of ‖y‖ at a model's shapes: f32 sums over n and r terms). Above
+// that token count, and on CUDA, blr_infer returns blr_forward's y (f16
+// operands: 3e-3).
 #pragma once
 
 #include <cmath>
@@ -120,6 +135,16 @@ class BlrOps {
     blr_forward_impl(layer, x, y, saved);
   }
 
+  // y[ntok][m] = Σ_p h⊙((a_p⊙ℓ)·S_Uᵀ), a_p = (x⊙g)·S_V,p: blr_forward's
+  // output with no tape (y overwritten; the scale gradients are not read).
+  void blr_infer(const BlrLayer<T>& layer, CView<T> x, View<T> y) {
+    constexpr std::string_view op = "blr_infer";
+    check_layer(op, layer, false);
+    const index_t ntok = tokens(op, x, layer.n);
+    check::dense(op, "y", y, Shape{ntok, layer.m});
+    blr_infer_impl(layer, x, y);
+  }
+
   // Parameter gradients of every path accumulate; dx[ntok][n] is
   // overwritten. `b` ([P][ntok][r]) receives b of every path when given
   // (a default-constructed view: not wanted). `saved` is what blr_forward
@@ -159,6 +184,7 @@ class BlrOps {
 
  protected:
   virtual void blr_forward_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) = 0;
+  virtual void blr_infer_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y) = 0;
   virtual void blr_backward_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
                                  View<T> dx, float grad_scale, View<T> b) = 0;
   virtual void blr_sign_grad_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, CView<T> a, CView<T> b,

@@ -185,13 +185,15 @@ struct GivenOptions {
 // here and nowhere else (docs/results.md has the sweeps behind them):
 //   method "train" (the default): the activation-weighted init, then the
 //     sequential objective over the whole text (then, on cuda, e2e_steps);
-//   method "ptq" (post-training): the same init and objective over a
-//     calibration set of at most 262,144 tokens on cuda (as NanoQuant's 128
-//     windows of 2048), 32,768 on cpu, and no end-to-end stage;
+//   method "ptq" (post-training): the same init, objective and stages over
+//     a calibration set of at most 262,144 tokens on cuda (as NanoQuant's
+//     128 windows of 2048; the end-to-end stage too), 32,768 on cpu;
 //   measured on SmolLM2-135M at 1.0 bpw, 409,600 tokens a block (H100, 64
 //     windows): layer 3,081, sequential 383.2, the same from the
-//     activation-weighted init 357.4 — hence those two defaults;
-//   device cuda: windows of 512, 8 a step, 100 steps (layer-wise: per block),
+//     activation-weighted init 357.4 — hence those two defaults; at
+//     4,096,000 a block (1000 steps) 53.9, then 600 e2e steps 33.6; ptq
+//     (H200) 355.6 at 100 steps, 59.1 at 1000, 39.2 with the e2e stage;
+//   device cuda: windows of 512, 8 a step, 1000 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
 //     windows of 256, 4 a step, 40 steps (the README's main job: 7.4 min on
 //     the 2-core machine), no e2e stage, 16 calibration windows;
