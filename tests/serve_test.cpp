@@ -11,7 +11,8 @@
 //   prompt, decoded up to the first stop token (computed here, apart from
 //   the server); streamed chunks concatenate to the same text and end with
 //   [DONE]; chat; stop strings; models and health; bad requests, unknown
-//   paths and a body over the limit get 4xx JSON errors.
+//   paths and a body over the limit get 4xx JSON errors; a model's Error a
+//   500 (or, streamed, an error event before [DONE]).
 // - Load: 8 client threads × 4 requests at once, each answered 200 with its
 //   prompt's text within a bounded time (client timeouts and a deadline);
 //   the server then stops.
@@ -331,7 +332,7 @@ class ServeServer : public ::testing::Test {
     options.host = "127.0.0.1";
     options.port = 0;
     options.log_requests = false;
-    server_ = std::make_unique<serve::Server>(serve::ServedModel{"tiny", *model_, tok_}, options);
+    server_ = std::make_unique<serve::Server>(serve::ServedModel{"tiny", *model_, *served_tok_}, options);
     port_ = server_->bind();
     ASSERT_GT(port_, 0);
     thread_ = std::thread([this] { server_->listen(); });
@@ -368,6 +369,7 @@ class ServeServer : public ::testing::Test {
   const io::Tokenizer tok_{printable_tokenizer()};
   const model::HostWeights weights_ = test::tiny_hybrid::tiny_weights(false, 61);
   const std::unique_ptr<model::DecoderModel<float>> model_ = model::make_model(test::cpu_backend(), weights_);
+  const io::Tokenizer* served_tok_ = &tok_;  // the tokenizer the server uses
   std::unique_ptr<serve::Server> server_;
   int port_ = 0;
   std::thread thread_;
@@ -538,6 +540,36 @@ TEST_F(ServeServer, BadRequestsGetJsonErrors) {
   // The server still answers.
   const json ok = post_json(c, "/v1/completions", {{"prompt", "ab"}, {"max_tokens", 2}});
   EXPECT_EQ(ok.at("choices")[0].at("text"), greedy("ab", {kEos}, 2).text);
+}
+
+// A bitrank::Error of the model (here: a prompt token past the model's
+// vocabulary, from a tokenizer one token larger) is a 500 with its message;
+// streamed, an error event after the 200 headers, then [DONE].
+TEST_F(ServeServer, ModelErrorsAre500) {
+  stop();
+  io::TokenizerSpec spec = printable_tokenizer();
+  spec.tokens.push_back("<|past|>");
+  spec.types.push_back(io::TokenType::control);
+  const io::Tokenizer larger(spec);
+  served_tok_ = &larger;
+  start({});
+  auto c = client();
+  const std::string message = "token 300 at position 1";
+  const json e = post_json(c, "/v1/completions", {{"prompt", "a<|past|>"}, {"max_tokens", 2}}, 500);
+  EXPECT_NE(e.at("error").at("message").get<std::string>().find(message), std::string::npos) << e;
+  EXPECT_EQ(e.at("error").at("type"), "server_error");
+  const auto r = c.Post("/v1/completions", json{{"prompt", "a<|past|>"}, {"max_tokens", 2}, {"stream", true}}.dump(),
+                        "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const std::vector<std::string> events = sse_payloads(r->body);
+  ASSERT_EQ(events.size(), 2u) << r->body;
+  EXPECT_NE(json::parse(events[0]).at("error").at("message").get<std::string>().find(message), std::string::npos);
+  EXPECT_EQ(events[1], "[DONE]");
+  // The server goes on: a good prompt still generates.
+  EXPECT_EQ(post_json(c, "/v1/completions", {{"prompt", "ab"}, {"max_tokens", 2}}).at("choices")[0].at("text"),
+            greedy("ab", {kEos}, 2).text);
+  stop();  // before `larger` goes
 }
 
 TEST_F(ServeServer, ConcurrentClientsAllAnswered) {
