@@ -15,7 +15,8 @@
 //   500 (or, streamed, an error event before [DONE]).
 // - Load: 8 client threads × 4 requests at once, each answered 200 with its
 //   prompt's text within a bounded time (client timeouts and a deadline);
-//   the server then stops.
+//   the server then stops. (With the generation mutex taken out, this test
+//   crashed: the model's buffers serve one generation at a time.)
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
