@@ -274,6 +274,9 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
       {{"compress", "--paths", "3", "-o", out}, "--paths"},
       {{"compress", "--calib-windows", "-1", "-o", out}, "--calib-windows: must be 0 or more, got -1"},
       {{"compress", "--max-text-tokens", "-5", "-o", out}, "--max-text-tokens: must be 0 or more, got -5"},
+      {{"serve", "--port", "70000"}, "--port: must be in [0, 65535], got 70000"},
+      {{"serve", "--max-tokens-limit", "0"}, "--max-tokens-limit: must be in [1, 1048576], got 0"},
+      {{"serve", "--threads", "0"}, "--threads: must be in [1, 1024], got 0"},
   };
   for (const Case& c : cases) {
     const Result r = cli(c.args, 30);
@@ -306,6 +309,8 @@ TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
                  "corpus: cannot read /nonexistent/t.txt: No such file or directory");
   EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", text_, "--ids", text_}, 30), "give --text or --ids, not both");
   EXPECT_REFUSED(cli({"generate", "--model", model_, "--prompt", ""}, 30), "generate: --prompt is empty");
+  EXPECT_REFUSED(cli({"serve", "--model", model_, "--host", "256.0.0.1", "--port", "0"}, 30),
+                 "serve: cannot listen on 256.0.0.1:0");
   EXPECT_REFUSED(cli({"info", adir}, 30), "a directory without config.json, not a Hugging Face model directory");
   write_file(path("empty.txt"), "");
   // (--seq-len not given: 512, shortened to this model's context of 256.)
@@ -323,7 +328,7 @@ TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
 
 TEST(CliCommands, UnknownCommandIsNamed) {
   const Result r = cli({"frobnicate"});
-  EXPECT_REFUSED(r, "bitrank: unknown command 'frobnicate'; the commands are bench, compress, eval, generate, export, info, "
+  EXPECT_REFUSED(r, "bitrank: unknown command 'frobnicate'; the commands are bench, compress, eval, generate, serve, export, info, "
                     "tokenize (bitrank --help)");
   EXPECT_EQ(r.out.find("A subcommand is required"), std::string::npos) << r.out;
   EXPECT_REFUSED(cli({}), "bitrank: no command given; the commands are bench, compress");
@@ -341,12 +346,12 @@ TEST(CliCommands, HelpTextsReadCleanly) {
   EXPECT_EQ(gen.out.find("{false}"), std::string::npos) << gen.out;
   EXPECT_EQ(gen.out.find("--stop-at-eos,--no-stop-at-eos"), std::string::npos) << gen.out;
   EXPECT_NE(gen.out.find("--no-stop-at-eos"), std::string::npos) << gen.out;
-  for (const char* cmd : {"eval", "generate", "compress", "bench"}) {
+  for (const char* cmd : {"eval", "generate", "serve", "compress", "bench"}) {
     const Result h = cli({cmd, "--help"});
     ASSERT_EQ(h.status, 0) << h.out;
     EXPECT_NE(h.out.find("cpu or cuda (default cpu)"), std::string::npos) << cmd << ":\n" << h.out;
   }
-  for (const char* cmd : {"eval", "generate"}) {
+  for (const char* cmd : {"eval", "generate", "serve"}) {
     const Result h = cli({cmd, "--help"});
     EXPECT_NE(h.out.find(".bitrank"), std::string::npos) << cmd << ":\n" << h.out;
   }

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohmann-json3-dev libcli11-dev
-          libfmt-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev
+          libcpp-httplib-dev libfmt-dev libgtest-dev libbenchmark-dev clang libclang-rt-14-dev
           python3.11-doc fortunes)
 missing=()
 for p in "${packages[@]}"; do

@@ -16,6 +16,7 @@
 #include "cli/export.hpp"
 #include "cli/generate.hpp"
 #include "cli/info.hpp"
+#include "cli/serve.hpp"
 #include "cli/tokenize.hpp"
 
 namespace {
@@ -230,6 +231,22 @@ int main(int argc, char** argv) {
   gen_cmd->add_flag("--no-stop-at-eos", no_stop_at_eos, "go on past the end-of-sequence token");
   gen_cmd->add_flag("--no-cache", gen.no_cache, "no KV cache: the whole sequence through the model for every token");
 
+  bitrank::cli::ServeCliOptions serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "one model behind an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
+  serve_cmd->add_option("--model", serve.model, "a .gguf file, a Hugging Face directory or a .bitrank file (default: as eval)");
+  serve_cmd->add_option("--host", serve.server.host, "the address to listen on (default 127.0.0.1: this machine only)");
+  serve_cmd->add_option("--port", serve.server.port, "the port to listen on (default 8080; 0: any free port)")
+      ->check(whole_number(0, 65535));
+  serve_cmd->add_option("--device", serve.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
+  serve_cmd->add_option("--max-tokens-limit", serve.server.max_tokens_limit,
+                        "the most tokens one request may generate; also a request's default max_tokens, or what "
+                        "the context leaves (default 256)")
+      ->check(whole_number(1, 1L << 20));
+  serve_cmd->add_option("--threads", serve.server.threads,
+                        "HTTP worker threads: requests read at once (default 8); the model runs one at a time")
+      ->check(whole_number(1, 1024));
+
   bitrank::cli::ExportOptions exp;
   auto* export_cmd = app.add_subcommand(
       "export", "a compressed model as a dense Hugging Face directory (model.safetensors, config.json, tokenizer)");
@@ -303,6 +320,7 @@ int main(int argc, char** argv) {
       gen.stop_at_eos = !no_stop_at_eos;
       return bitrank::cli::run_generate(gen);
     }
+    if (serve_cmd->parsed()) return bitrank::cli::run_serve(serve);
     if (export_cmd->parsed()) return bitrank::cli::run_export(exp);
     if (info_cmd->parsed()) return bitrank::cli::run_info(info);
     if (tokenize_cmd->parsed()) return bitrank::cli::run_tokenize(tokenize);
