@@ -59,18 +59,6 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(BITRANK_TEST_DATA_DIR);
 
-// Every projection named replaced by a random 2-path BLR matrix of rank 32.
-model::BlrProjections compress_randomly(model::HostWeights& w, const std::vector<std::string>& names,
-                                        std::uint64_t seed) {
-  model::BlrProjections blr;
-  for (const std::string& name : names) {
-    const model::HostTensor& t = w.at(name + ".weight");
-    blr.emplace(name, test::random_blr(t.shape[0], t.shape[1], 32, 2, seed++));
-    w.tensors.erase(name + ".weight");
-  }
-  return blr;
-}
-
 // Every compressible projection of the model (blr::is_llama_projection's and
 // the hybrid's GDN and attention ones).
 std::vector<std::string> all_projections(const model::HostWeights& w) {
@@ -81,7 +69,7 @@ std::vector<std::string> all_projections(const model::HostWeights& w) {
 
 io::CompressedModel compressed(model::HostWeights w, std::uint64_t seed) {
   io::CompressedModel cm;
-  cm.blr = compress_randomly(w, all_projections(w), seed);
+  cm.blr = test::compress_randomly(w, all_projections(w), seed);
   cm.config = w.config;
   cm.tokenizer = test::byte_tokenizer(w.config.vocab_size);
   cm.dense = std::move(w.tensors);

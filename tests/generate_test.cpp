@@ -381,18 +381,6 @@ std::string read_text(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// `w` with the projections named in `names` replaced by random BLR matrices
-// of rank 32 (the dense tensors removed), as a bitrank file would hold it.
-model::BlrProjections compress_randomly(model::HostWeights& w, const std::vector<std::string>& names, std::uint64_t seed) {
-  model::BlrProjections blr;
-  for (const std::string& name : names) {
-    const model::HostTensor& t = w.at(name + ".weight");
-    blr.emplace(name, test::random_blr(t.shape[0], t.shape[1], 32, 2, seed++));
-    w.tensors.erase(name + ".weight");
-  }
-  return blr;
-}
-
 TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
   const test::TempDir dir;
   const io::TokenizerSpec spec = test::byte_tokenizer(300);
@@ -406,10 +394,10 @@ TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
       test::teacher_of(dims, {test::random_student(dims, 32, 1, 51), test::random_student(dims, 32, 1, 52)}, 300,
                        false, 53);
   const model::BlrProjections llama_blr =
-      compress_randomly(llama, {"blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v", "blk.0.attn_output",
+      test::compress_randomly(llama, {"blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v", "blk.0.attn_output",
                                 "blk.0.ffn_gate", "blk.0.ffn_up", "blk.0.ffn_down"}, 60);
   model::HostWeights hybrid = test::tiny_hybrid::tiny_weights(false, 54);
-  const model::BlrProjections hybrid_blr = compress_randomly(
+  const model::BlrProjections hybrid_blr = test::compress_randomly(
       hybrid, {"blk.0.ffn_gate", "blk.0.ffn_up", "blk.0.ffn_down", "blk.3.ffn_up", "blk.3.attn_output"}, 70);
 
   struct Case {

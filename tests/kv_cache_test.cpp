@@ -62,17 +62,6 @@ model::HostWeights tiny_llama(std::uint64_t seed) {
                           300, false, seed + 2);
 }
 
-// `names` of w turned into random BLR matrices (rank 32, 2 paths), their dense tensors dropped.
-model::BlrProjections with_blr(model::HostWeights& w, const std::vector<std::string>& names, std::uint64_t seed) {
-  model::BlrProjections blr;
-  for (const std::string& name : names) {
-    const model::HostTensor& t = w.at(name + ".weight");
-    blr.emplace(name, test::random_blr(t.shape[0], t.shape[1], 32, 2, seed++));
-    w.tensors.erase(name + ".weight");
-  }
-  return blr;
-}
-
 struct Model {
   std::string name;
   const model::HostWeights* w;
@@ -137,7 +126,7 @@ void run_models(const std::vector<Model>& models, const std::vector<std::int32_t
 TEST(KvCache, TinyLlamaGreedyAndLogitsEqualTheFullForward) {
   const model::HostWeights dense = tiny_llama(81);
   model::HostWeights compressed = tiny_llama(81);
-  const model::BlrProjections none, blr = with_blr(compressed,
+  const model::BlrProjections none, blr = test::compress_randomly(compressed,
                                                    {"blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v", "blk.0.attn_output",
                                                     "blk.1.ffn_gate", "blk.1.ffn_up", "blk.1.ffn_down"},
                                                    90);
@@ -149,7 +138,7 @@ TEST(KvCache, TinyHybridGreedyAndLogitsEqualTheFullForward) {
   using namespace test::tiny_hybrid;
   const model::HostWeights dense = tiny_weights(false, 83);
   model::HostWeights compressed = tiny_weights(true, 84);
-  const model::BlrProjections none, blr = with_blr(
+  const model::BlrProjections none, blr = test::compress_randomly(
       compressed, {"blk.0.attn_qkv", "blk.0.ffn_up", "blk.2.ssm_out", "blk.3.attn_q", "blk.3.attn_output"}, 95);
   run_models({{"hybrid", &dense, &none, 2e-5}, {"hybrid blr", &compressed, &blr, 3e-2}}, tiny_tokens(9, 85));
 }

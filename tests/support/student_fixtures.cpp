@@ -130,4 +130,15 @@ model::HostWeights hybrid_teacher_of(const model::HostWeights& base, index_t b, 
   return t;
 }
 
+model::BlrProjections compress_randomly(model::HostWeights& w, const std::vector<std::string>& names,
+                                        std::uint64_t seed) {
+  model::BlrProjections blr;
+  for (const std::string& name : names) {
+    const model::HostTensor& t = w.at(name + ".weight");
+    blr.emplace(name, random_blr(t.shape[0], t.shape[1], 32, 2, seed++));
+    w.tensors.erase(name + ".weight");
+  }
+  return blr;
+}
+
 }  // namespace bitrank::test

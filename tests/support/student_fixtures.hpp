@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bitrank/blr/blr_matrix.hpp"
@@ -29,6 +30,12 @@ model::LlamaBlockDims tiny_block_dims();
 // Random BLR matrices and student blocks (the library's: benchmarks use them too).
 using train::random_blr;
 using train::random_student;
+
+// `w` with the projections named in `names` replaced by random 2-path BLR
+// matrices of rank 32 (seeds seed, seed + 1, …; the dense tensors
+// removed), as a bitrank file would hold them.
+model::BlrProjections compress_randomly(model::HostWeights& w, const std::vector<std::string>& names,
+                                        std::uint64_t seed);
 
 // A one-block dense model whose block has the student's expanded weights
 // and gains (embeddings and head random: the block is all a test uses).
