@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "bitrank/error.hpp"
 #include "bitrank/model/projection.hpp"
@@ -126,6 +127,21 @@ std::vector<double> DecoderModel<T>::last_logits(std::span<const std::int32_t> t
     for (index_t j = 0; j < vs; ++j) last[static_cast<std::size_t>(v0 + j)] = static_cast<double>(z[j]);
   });
   return last;
+}
+
+template <class T>
+Buffer<T> DecoderModel<T>::hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
+  check_own_cache(cache);
+  const index_t n = static_cast<index_t>(tokens.size()), d = config_.hidden_size;
+  check_cache_room(cache.length, cache.capacity, n);
+  Buffer<T> x(*be_.memory, static_cast<std::size_t>(n * d)), y(*be_.memory, static_cast<std::size_t>(n * d));
+  embed(tokens, x.view({n, d}));
+  for (index_t b = 0; b < config_.num_layers; ++b) {
+    block_forward_cached(b, x.view({n, d}), cache, y.view({n, d}));
+    std::swap(x, y);
+  }
+  cache.length += n;
+  return x;
 }
 
 template <class T>

@@ -177,7 +177,8 @@ std::unique_ptr<KvCache<T>> HybridModel<T>::make_cache(index_t capacity) const {
 }
 
 template <class T>
-void HybridModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T> y) const {
+void HybridModel<T>::block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const {
+  Cache& c = static_cast<Cache&>(cache);  // hidden_cached checked it (check_own_cache)
   const bool full = is_full_attention(b);
   const HybridBlockDims dims = block_dims();
   const index_t n = x.dim(0), first = c.length, kw = dims.kv_width(), half = dims.rotary_dim / 2;
@@ -207,21 +208,10 @@ void HybridModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<
 }
 
 template <class T>
-Buffer<T> HybridModel<T>::hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
-  auto* c = dynamic_cast<Cache*>(&cache);
+void HybridModel<T>::check_own_cache(const KvCache<T>& cache) const {
+  const auto* c = dynamic_cast<const Cache*>(&cache);
   if (!c || static_cast<index_t>(c->gdn_state.size()) != this->config_.num_layers)
     fail("hidden_cached: the cache was not made by this hybrid model");
-  const index_t n = static_cast<index_t>(tokens.size()), d = this->config_.hidden_size;
-  check_cache_room(c->length, c->capacity, n);
-  Memory& mem = *this->be_.memory;
-  Buffer<T> x(mem, static_cast<std::size_t>(n * d)), y(mem, static_cast<std::size_t>(n * d));
-  this->embed(tokens, x.view({n, d}));
-  for (index_t b = 0; b < this->config_.num_layers; ++b) {
-    block_forward_cached(b, x.view({n, d}), *c, y.view({n, d}));
-    std::swap(x, y);
-  }
-  c->length += n;
-  return x;
 }
 
 template class HybridModel<float>;

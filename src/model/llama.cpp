@@ -114,7 +114,8 @@ std::unique_ptr<KvCache<T>> LlamaModel<T>::make_cache(index_t capacity) const {
 }
 
 template <class T>
-void LlamaModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T> y) const {
+void LlamaModel<T>::block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const {
+  Cache& c = static_cast<Cache&>(cache);  // hidden_cached checked it (check_own_cache)
   const LlamaBlockDims dims = LlamaBlockDims::of(this->config_);
   const index_t n = x.dim(0), first = c.length, kw = dims.kv_width();
   Block moved;
@@ -135,21 +136,10 @@ void LlamaModel<T>::block_forward_cached(index_t b, CView<T> x, Cache& c, View<T
 }
 
 template <class T>
-Buffer<T> LlamaModel<T>::hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const {
-  auto* c = dynamic_cast<Cache*>(&cache);
+void LlamaModel<T>::check_own_cache(const KvCache<T>& cache) const {
+  const auto* c = dynamic_cast<const Cache*>(&cache);
   if (!c || static_cast<index_t>(c->keys.size()) != this->config_.num_layers)
     fail("hidden_cached: the cache was not made by this Llama model");
-  const index_t n = static_cast<index_t>(tokens.size()), d = this->config_.hidden_size;
-  check_cache_room(c->length, c->capacity, n);
-  Memory& mem = *this->be_.memory;
-  Buffer<T> x(mem, static_cast<std::size_t>(n * d)), y(mem, static_cast<std::size_t>(n * d));
-  this->embed(tokens, x.view({n, d}));
-  for (index_t b = 0; b < this->config_.num_layers; ++b) {
-    block_forward_cached(b, x.view({n, d}), *c, y.view({n, d}));
-    std::swap(x, y);
-  }
-  c->length += n;
-  return x;
 }
 
 template class LlamaModel<float>;

@@ -96,7 +96,7 @@ class DecoderModel {
   virtual std::unique_ptr<KvCache<T>> make_cache(index_t capacity) const = 0;
   // The final hidden states [n][d] of `tokens` as the next positions of the
   // cached sequence; the cache (one this model made) grows by them.
-  virtual Buffer<T> hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const = 0;
+  Buffer<T> hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const;
   // Logits [V] on the host after `tokens` (the next positions of the cached
   // sequence, which grows by them): hidden_cached, the head over the last row.
   std::vector<double> next_logits(std::span<const std::int32_t> tokens, KvCache<T>& cache) const;
@@ -123,6 +123,12 @@ class DecoderModel {
   Nll nll(std::span<const std::int32_t> tokens, index_t window) const;
 
  protected:
+  // hidden_cached's family parts: an Error unless `cache` is one this model
+  // made; y [n][d] = block b on x [n][d], the next n positions of the cached
+  // sequence (the cache's length is the first of them).
+  virtual void check_own_cache(const KvCache<T>& cache) const = 0;
+  virtual void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const = 0;
+
   // Takes token_embd, output_norm and the head (output, or token_embd when
   // tied) from `w`, which the derived class has checked.
   DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain);

@@ -165,7 +165,9 @@ class HybridModel final : public DecoderModel<T> {
   // Generation with a cache (kv_cache.hpp): keys and values of the
   // attention blocks, recurrent and conv states of the GDN blocks.
   std::unique_ptr<KvCache<T>> make_cache(index_t capacity) const override;
-  Buffer<T> hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const override;
+ protected:
+  void check_own_cache(const KvCache<T>& cache) const override;
+  void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const override;
 
  private:
   // Views into the block's allocation.
@@ -184,8 +186,6 @@ class HybridModel final : public DecoderModel<T> {
   const Block& block_weights(index_t b, Block& moved) const;
   // The norms' gains and the mixer's non-projection parameters of block w.
   HybridBlockParams<T> block_params(const Block& w) const;
-  // y [n][d] = block b on x [n][d], the next n positions of the cached sequence.
-  void block_forward_cached(index_t b, CView<T> x, Cache& cache, View<T> y) const;
 
   std::vector<Block> blocks_;               // over storage_, or over the slots' images when streamed
   std::vector<Buffer<std::byte>> storage_;  // resident: one device allocation per block

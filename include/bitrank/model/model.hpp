@@ -98,7 +98,9 @@ class LlamaModel final : public DecoderModel<T> {
 
   // Generation with a cache (kv_cache.hpp): keys and values of every block.
   std::unique_ptr<KvCache<T>> make_cache(index_t capacity) const override;
-  Buffer<T> hidden_cached(std::span<const std::int32_t> tokens, KvCache<T>& cache) const override;
+ protected:
+  void check_own_cache(const KvCache<T>& cache) const override;
+  void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const override;
 
  private:
   // Views into the block's allocation.
@@ -112,8 +114,6 @@ class LlamaModel final : public DecoderModel<T> {
   // Block b's weights: resident, or (streamed) copied into a slot, its views
   // rebased into `moved`.
   const Block& block_weights(index_t b, Block& moved) const;
-  // y [n][d] = block b on x [n][d], the next n positions of the cached sequence.
-  void block_forward_cached(index_t b, CView<T> x, Cache& cache, View<T> y) const;
 
   std::vector<Block> blocks_;               // over storage_, or over the slots' images when streamed
   std::vector<Buffer<std::byte>> storage_;  // resident: one device allocation per block
