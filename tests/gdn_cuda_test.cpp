@@ -15,21 +15,11 @@
 
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/gdn_config.hpp"
 #include "support/parity.hpp"
 
 namespace bitrank {
 namespace {
-
-GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
-  GdnConfig c;
-  c.k_heads = hk;
-  c.v_heads = hv;
-  c.head_dim = d;
-  c.conv_kernel = K;
-  c.window = T;
-  c.ckpt_every = ckpt_every;
-  return c;
-}
 
 // The CUDA backend running recurrence design `design` (CudaOptions::gdn_design), one made per design.
 // (The tests skip before calling it in builds without the backend.)
@@ -162,17 +152,17 @@ class ResultDump {
 TEST(GdnCuda, BothDesignsMatchReference) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   const std::vector<std::pair<GdnConfig, index_t>> shapes{
-      {config(2, 6, 128, 4, 45, 8), 2},  // the seed's shape: clusters of 4 blocks
-      {config(2, 4, 20, 4, 13, 1), 2},   // d 20: padded rows and columns, a checkpoint every step
-      {config(1, 3, 64, 4, 37, 64), 1},  // one segment longer than a staging chunk
-      {config(1, 2, 100, 3, 40, 19), 1}, // d 100: a cluster of 4, the last block partly empty
-      {config(1, 2, 8, 4, 2, 8), 3},     // windows shorter than the conv
-      {config(2, 6, 128, 4, 150, 8), 2}, // design 3: two full chunks of 64 and a short one
-      {config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
-      {config(1, 2, 32, 4, 300, 8), 1},  // design 3: five chunks (double buffers alternate past two)
-      {config(1, 3, 67, 4, 130, 8), 1},  // d 67: the row kernels' scalar path, 3 slots a lane, the last partial;
+      {test::gdn_config(2, 6, 128, 4, 45, 8), 2},  // the seed's shape: clusters of 4 blocks
+      {test::gdn_config(2, 4, 20, 4, 13, 1), 2},   // d 20: padded rows and columns, a checkpoint every step
+      {test::gdn_config(1, 3, 64, 4, 37, 64), 1},  // one segment longer than a staging chunk
+      {test::gdn_config(1, 2, 100, 3, 40, 19), 1}, // d 100: a cluster of 4, the last block partly empty
+      {test::gdn_config(1, 2, 8, 4, 2, 8), 3},     // windows shorter than the conv
+      {test::gdn_config(2, 6, 128, 4, 150, 8), 2}, // design 3: two full chunks of 64 and a short one
+      {test::gdn_config(1, 3, 7, 4, 64, 8), 2},    // design 3: exactly one chunk, d 7 (one partial tile)
+      {test::gdn_config(1, 2, 32, 4, 300, 8), 1},  // design 3: five chunks (double buffers alternate past two)
+      {test::gdn_config(1, 3, 67, 4, 130, 8), 1},  // d 67: the row kernels' scalar path, 3 slots a lane, the last partial;
                                          // 335 channels (the conv's scalar path), a last conv tile of 2 rows
-      {config(1, 2, 16, 4, 127, 8), 1},  // a last conv tile 1 to 3 rows short of full (32- or 64-row tiles)
+      {test::gdn_config(1, 2, 16, 4, 127, 8), 1},  // a last conv tile 1 to 3 rows short of full (32- or 64-row tiles)
   };
   ResultDump dump;
   for (const auto& [cfg, windows] : shapes) {
@@ -204,7 +194,7 @@ TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
   for (int design : {1, 2, 3}) {
     Backend<float>& cu = design_backend(design);
-    const auto shape = [](index_t cs) { return config(2, 6, 128, 4, 45, cs); };
+    const auto shape = [](index_t cs) { return test::gdn_config(2, 6, 128, 4, 45, cs); };
     const auto base = run(cu, Inputs(shape(8), 2, 31));
     for (index_t cs : {1, 2, 7, 16, 17, 45, 64}) {
       const auto g = run(cu, Inputs(shape(cs), 2, 31));
@@ -220,7 +210,7 @@ TEST(GdnCuda, BitIdenticalAcrossCkptEvery) {
 // Without the record part the output is the same, from the forward part of the tape alone.
 TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  const Inputs in(config(2, 4, 128, 4, 19, 4), 2, 41);
+  const Inputs in(test::gdn_config(2, 4, 128, 4, 19, 4), 2, 41);
   for (int design : {1, 2, 3}) {
     Backend<float>& cu = design_backend(design);
     const auto rec = run(cu, in, true, 0), plain = run(cu, in, false, 0);
@@ -232,7 +222,7 @@ TEST(GdnCuda, ForwardWithoutTapeSameOutput) {
 // order: a second backward on the same tape gives the same bits.
 TEST(GdnCuda, BackwardRepeatable) {
   if (!test::cuda_available()) GTEST_SKIP() << "no GPU visible";
-  const Inputs in(config(1, 3, 128, 4, 21, 5), 2, 51);
+  const Inputs in(test::gdn_config(1, 3, 128, 4, 21, 5), 2, 51);
   for (int design : {1, 2, 3}) {
     Backend<float>& cu = design_backend(design);
     const auto once = run(cu, in, true, 1), twice = run(cu, in, true, 2);
@@ -250,14 +240,14 @@ TEST(GdnCuda, UnsupportedIsAnError) {
   auto& cu = test::backend("cuda");
   EXPECT_THROW(design_backend(4), Error);
   try {
-    run(cu, Inputs(config(1, 1, 160, 4, 2, 2), 1, 62));
+    run(cu, Inputs(test::gdn_config(1, 1, 160, 4, 2, 2), 1, 62));
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gdn_forward"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
   }
   // The conv kernels take at most 8 taps, in both directions.
-  const Inputs wide_conv(config(1, 1, 8, 9, 12, 2), 1, 63);
+  const Inputs wide_conv(test::gdn_config(1, 1, 8, 9, 12, 2), 1, 63);
   for (const bool backward : {false, true}) {
     try {
       run(cu, wide_conv, true, backward ? 1 : 0, backward);

@@ -9,21 +9,11 @@
 
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"
+#include "support/gdn_config.hpp"
 #include "support/gradcheck.hpp"
 
 namespace bitrank {
 namespace {
-
-GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
-  GdnConfig c;
-  c.k_heads = hk;
-  c.v_heads = hv;
-  c.head_dim = d;
-  c.conv_kernel = K;
-  c.window = T;
-  c.ckpt_every = ckpt_every;
-  return c;
-}
 
 // Host data of one layer call in the backend's real type, at the scales of
 // the seed's test; views are made over the vectors (host memory backends).
@@ -106,18 +96,18 @@ void grad_check_config(const GdnConfig& cfg, index_t windows, const std::string&
 
 TEST(Gdn, ReferenceGradients) {
   // Two k-heads, Hv/Hk = 2, two windows of 5 (two checkpoint segments, the last short).
-  grad_check_config(config(2, 4, 4, 3, 5, 2), 2, "hk2 hv4 d4 K3 2x5");
+  grad_check_config(test::gdn_config(2, 4, 4, 3, 5, 2), 2, "hk2 hv4 d4 K3 2x5");
   // Hv = Hk, conv 4 longer than half the window, d 6.
-  grad_check_config(config(1, 1, 6, 4, 7, 8), 1, "hk1 hv1 d6 K4 1x7");
+  grad_check_config(test::gdn_config(1, 1, 6, 4, 7, 8), 1, "hk1 hv1 d6 K4 1x7");
 }
 
 TEST(Gdn, ReferenceIndependentOfCkptEvery) {
   auto& ops = test::ref_backend().gdn();
-  GdnData<double> base(config(1, 2, 8, 4, 11, 8), 2, 21);
+  GdnData<double> base(test::gdn_config(1, 2, 8, 4, 11, 8), 2, 21);
   base.forward(ops);
   base.backward(ops);
   for (index_t cs : {1, 3, 16}) {
-    GdnData<double> g(config(1, 2, 8, 4, 11, cs), 2, 21);
+    GdnData<double> g(test::gdn_config(1, 2, 8, 4, 11, cs), 2, 21);
     g.forward(ops);
     g.backward(ops);
     EXPECT_EQ(g.out, base.out) << "ckpt_every " << cs;
@@ -132,7 +122,7 @@ TEST(Gdn, ReferenceIndependentOfCkptEvery) {
 // CPU results are bit-identical for every checkpoint interval.
 TEST(Gdn, CpuBitIdenticalAcrossCkptEvery) {
   auto& ops = test::cpu_backend().gdn();
-  const auto shape = [](index_t cs) { return config(2, 6, 32, 4, 45, cs); };
+  const auto shape = [](index_t cs) { return test::gdn_config(2, 6, 32, 4, 45, cs); };
   GdnData<float> base(shape(8), 2, 31);
   base.forward(ops);
   base.backward(ops);
@@ -151,7 +141,7 @@ TEST(Gdn, CpuBitIdenticalAcrossCkptEvery) {
 // Skipping the record part changes nothing in the output, and needs only
 // the forward part of the tape.
 TEST(Gdn, ForwardWithoutTapeSameOutput) {
-  const GdnConfig cfg = config(2, 4, 16, 4, 19, 4);
+  const GdnConfig cfg = test::gdn_config(2, 4, 16, 4, 19, 4);
   {
     auto& ops = test::cpu_backend().gdn();
     GdnData<float> rec(cfg, 2, 41), plain(cfg, 2, 41);
@@ -175,7 +165,7 @@ TEST(Gdn, ForwardWithoutTapeSameOutput) {
 // on the same tape gives the same gradients.
 TEST(Gdn, BackwardRepeatable) {
   auto& ops = test::cpu_backend().gdn();
-  GdnData<float> g(config(1, 3, 16, 4, 21, 5), 2, 51);
+  GdnData<float> g(test::gdn_config(1, 3, 16, 4, 21, 5), 2, 51);
   g.forward(ops);
   g.backward(ops);
   const auto dq = g.d_qkv, dz = g.d_z, da = g.d_a, db = g.d_b;
@@ -188,7 +178,7 @@ TEST(Gdn, BackwardRepeatable) {
 
 TEST(Gdn, TapeSize) {
   // nb = 2, T = 10, Hk = 1, Hv = 2, d = 4, K = 4, C = 2·4 + 8 = 16, nseg = 3, 4 replay slots.
-  const GdnConfig cfg = config(1, 2, 4, 4, 10, 4);
+  const GdnConfig cfg = test::gdn_config(1, 2, 4, 4, 10, 4);
   const index_t n = 20, fwd = n * 16 + 2 * n * 4 + 2 * n + 3 * n * 2 + n * 8 + n * 2;
   EXPECT_EQ(gdn_tape_size(cfg, n, false), fwd);
   EXPECT_EQ(gdn_tape_size(cfg, n, true), fwd + n * 8 + 2 * 2 * 2 * 16 + 2 * 2 * 4 * 16 + 2 * n * 8);
@@ -199,7 +189,7 @@ TEST(Gdn, TapeSize) {
 
 TEST(Gdn, BadInputIsAnError) {
   auto& ops = test::cpu_backend().gdn();
-  GdnData<float> g(config(2, 4, 8, 4, 6, 4), 2, 61);
+  GdnData<float> g(test::gdn_config(2, 4, 8, 4, 6, 4), 2, 61);
   g.forward(ops);  // the good call works
   g.backward(ops);
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "support/gdn_config.hpp"
 #include "support/parity.hpp"
 
 namespace bitrank::test {
@@ -117,71 +118,60 @@ void gdn_decode_case(ParityRun& p, const GdnConfig& cfg, const std::vector<index
   EXPECT_LE(worst, 1e-12) << "ref gdn_decode against its gdn_forward over the window";
 }
 
-GdnConfig config(index_t hk, index_t hv, index_t d, index_t K, index_t T, index_t ckpt_every) {
-  GdnConfig c;
-  c.k_heads = hk;
-  c.v_heads = hv;
-  c.head_dim = d;
-  c.conv_kernel = K;
-  c.window = T;
-  c.ckpt_every = ckpt_every;
-  return c;
-}
-
 }  // namespace
 
 // The seed's shape: 6 v-heads on 2 k-heads of 128, conv 4, 2 windows of 45
 // tokens (not a multiple of the checkpoint interval 8).
-BR_PARITY_CASE(gdn_6v2k_d128_2x45_ckpt8) { gdn_case(p, config(2, 6, 128, 4, 45, 8), 2, 2e-4); }
+BR_PARITY_CASE(gdn_6v2k_d128_2x45_ckpt8) { gdn_case(p, test::gdn_config(2, 6, 128, 4, 45, 8), 2, 2e-4); }
 // One window of one token: no recurrence history, the conv sees only its last tap.
 // d_b is two values here, each a short sum that nearly cancels: the f32 cpu
 // backend's d_b error is 19× its output error on this case (2.2e-6 vs
 // 1.1e-7) against at most 3.5× on every other case, and the cuda backend's
 // (split-bf16 tensor-core products, ~2^-17 each) measured 2.3e-4 on the H200
 // beside an output error of 4.3e-6. d_b is held to 1e-3 on this case alone.
-BR_PARITY_CASE(gdn_1x1_token) { gdn_case(p, config(1, 2, 16, 4, 1, 8), 1, 2e-4, 1e-3); }
+BR_PARITY_CASE(gdn_1x1_token) { gdn_case(p, test::gdn_config(1, 2, 16, 4, 1, 8), 1, 2e-4, 1e-3); }
 // Hv = Hk: every k-head read by one v-head.
-BR_PARITY_CASE(gdn_hv_eq_hk_2x20) { gdn_case(p, config(3, 3, 32, 4, 20, 8), 2, 2e-4); }
+BR_PARITY_CASE(gdn_hv_eq_hk_2x20) { gdn_case(p, test::gdn_config(3, 3, 32, 4, 20, 8), 2, 2e-4); }
 // A checkpoint after every step; head_dim 20 leaves tails in the 8-wide sums.
-BR_PARITY_CASE(gdn_ckpt1_d20_2x13) { gdn_case(p, config(2, 4, 20, 4, 13, 1), 2, 2e-4); }
+BR_PARITY_CASE(gdn_ckpt1_d20_2x13) { gdn_case(p, test::gdn_config(2, 4, 20, 4, 13, 1), 2, 2e-4); }
 // Checkpoint interval longer than the window: one segment, no checkpoint.
-BR_PARITY_CASE(gdn_ckpt64_1x37) { gdn_case(p, config(1, 3, 64, 4, 37, 64), 1, 2e-4); }
+BR_PARITY_CASE(gdn_ckpt64_1x37) { gdn_case(p, test::gdn_config(1, 3, 64, 4, 37, 64), 1, 2e-4); }
 // T a multiple of the interval (the state after the last step is not kept); conv 3.
-BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, config(2, 4, 32, 3, 24, 8), 2, 2e-4); }
+BR_PARITY_CASE(gdn_ckpt8_conv3_2x24) { gdn_case(p, test::gdn_config(2, 4, 32, 3, 24, 8), 2, 2e-4); }
 // A window of 70 rows: several conv tiles (the cuda backend's tiles of
 // kConvRows rows, a short last one) under conv 2, and conv 1 (no halo
 // between tiles).
-BR_PARITY_CASE(gdn_conv2_1x70) { gdn_case(p, config(1, 2, 16, 2, 70, 8), 1, 2e-4); }
-BR_PARITY_CASE(gdn_conv1_1x33) { gdn_case(p, config(1, 2, 16, 1, 33, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_conv2_1x70) { gdn_case(p, test::gdn_config(1, 2, 16, 2, 70, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_conv1_1x33) { gdn_case(p, test::gdn_config(1, 2, 16, 1, 33, 8), 1, 2e-4); }
 // 35 channels (head_dim 7, three v-heads on one k-head): the conv kernels'
 // scalar path (the 4-channel vectors need the channel count a multiple of 4).
-BR_PARITY_CASE(gdn_odd_channels_d7_1x40) { gdn_case(p, config(1, 3, 7, 4, 40, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_odd_channels_d7_1x40) { gdn_case(p, test::gdn_config(1, 3, 7, 4, 40, 8), 1, 2e-4); }
 // head_dim 67: the cuda row kernels' scalar path with a partial last slot,
 // 335 channels; conv tiles ending in a tile of 2 rows (shorter than the
 // K−1 = 3 rows of halo the tile before reads), 130 = 2·64 + 2 = 4·32 + 2.
-BR_PARITY_CASE(gdn_d67_1x130) { gdn_case(p, config(1, 3, 67, 4, 130, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_d67_1x130) { gdn_case(p, test::gdn_config(1, 3, 67, 4, 130, 8), 1, 2e-4); }
 // A last conv tile 1 to 3 rows short of full (127 = 64 + 63 = 3·32 + 31): it
 // reads its own zero halo past the window's end.
-BR_PARITY_CASE(gdn_conv4_1x127) { gdn_case(p, config(1, 2, 16, 4, 127, 8), 1, 2e-4); }
+BR_PARITY_CASE(gdn_conv4_1x127) { gdn_case(p, test::gdn_config(1, 2, 16, 4, 127, 8), 1, 2e-4); }
 // Windows shorter than the conv kernel; three windows.
-BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
+BR_PARITY_CASE(gdn_conv4_3x2) { gdn_case(p, test::gdn_config(1, 2, 8, 4, 2, 8), 3, 2e-4); }
 
 // gdn_decode: a prefill of 9 tokens, then 1-token steps and a chunk of 3,
 // at the seed's heads (6 v-heads on 2 k-heads of 128, conv 4).
 BR_PARITY_CASE(gdn_decode_6v2k_d128_9_1_1_3_1) {
-  gdn_decode_case(p, config(2, 6, 128, 4, 1, 8), {9, 1, 1, 3, 1}, false);
+  gdn_decode_case(p, test::gdn_config(2, 6, 128, 4, 1, 8), {9, 1, 1, 3, 1}, false);
 }
 // Every token alone from the first (the conv state shifting in one row at a
 // time, the prefill shorter than the conv); head_dim 20 (tails of the
 // 8-wide sums, a partial warp on cuda).
 BR_PARITY_CASE(gdn_decode_4v2k_d20_steps) {
-  gdn_decode_case(p, config(2, 4, 20, 4, 1, 8), {1, 1, 1, 1, 1, 1, 1}, false);
+  gdn_decode_case(p, test::gdn_config(2, 4, 20, 4, 1, 8), {1, 1, 1, 1, 1, 1, 1}, false);
 }
 // From random states (any carried state, not only ones a prefill makes); conv 2.
 BR_PARITY_CASE(gdn_decode_3v3k_d32_random_start) {
-  gdn_decode_case(p, config(3, 3, 32, 2, 1, 8), {5, 1, 2}, true);
+  gdn_decode_case(p, test::gdn_config(3, 3, 32, 2, 1, 8), {5, 1, 2}, true);
 }
 // conv 1: no conv state at all.
-BR_PARITY_CASE(gdn_decode_conv1) { gdn_decode_case(p, config(1, 2, 16, 1, 1, 8), {4, 1, 1}, false); }
+BR_PARITY_CASE(gdn_decode_conv1) { gdn_decode_case(p, test::gdn_config(1, 2, 16, 1, 1, 8), {4, 1, 1}, false); }
 
 }  // namespace bitrank::test
