@@ -19,7 +19,7 @@
 
 #include "bitrank/backend.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 
 struct BenchCase {
   std::string name;    // "blr fwd+bwd"
@@ -41,7 +41,7 @@ struct BenchOptions {
   CudaOptions cuda{};       // --gdn-design, --attention: the CUDA kernels timed
 };
 
-// The CPU cases (src/cli/bench_cpu.cpp) and the CUDA cases (bench_cuda.cpp,
+// The CPU cases (src/bench/bench_cpu.cpp) and the CUDA cases (bench_cuda.cpp,
 // in builds with CUDA).
 std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
 std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
@@ -49,4 +49,4 @@ std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
 // Runs the cases through Google Benchmark and prints the table; returns 0.
 int run_bench(const BenchOptions& opt);
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench

@@ -1,4 +1,4 @@
-#include "cli/bench.hpp"
+#include "bench/bench.hpp"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "bitrank/error.hpp"
 #include "cli/device.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 namespace {
 
 // The error text of a run, across Google Benchmark versions (1.7 reports
@@ -51,7 +51,7 @@ std::string human_rate(double per_s, const char* unit) {
 
 int run_bench(const BenchOptions& opt) {
   if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
-  const std::unique_ptr<Backend<float>> be = make_device_backend("bench", opt.device, opt.cuda);
+  const std::unique_ptr<Backend<float>> be = cli::make_device_backend("bench", opt.device, opt.cuda);
   std::vector<BenchCase> cases;
   std::string device_line;
   if (opt.device == "cpu") {
@@ -149,4 +149,4 @@ int run_bench(const BenchOptions& opt) {
   return 0;
 }
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench
