@@ -4,11 +4,9 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <memory>
 #include <thread>
 
 #include "bitrank/error.hpp"
-#include "cli/device.hpp"
 
 namespace bitrank::bench {
 namespace {
@@ -49,17 +47,16 @@ std::string human_rate(double per_s, const char* unit) {
 
 }  // namespace
 
-int run_bench(const BenchOptions& opt) {
+int run_bench(Backend<float>& be, const BenchOptions& opt) {
   if (!(opt.min_time_s > 0)) fail("bench: --min-time must be positive, got {}", opt.min_time_s);
-  const std::unique_ptr<Backend<float>> be = cli::make_device_backend("bench", opt.device, opt.cuda);
   std::vector<BenchCase> cases;
   std::string device_line;
   if (opt.device == "cpu") {
-    cases = cpu_bench_cases(*be);
+    cases = cpu_bench_cases(be);
     device_line = fmt::format("cpu, {} threads", std::thread::hardware_concurrency());
   } else {
 #ifdef BITRANK_HAS_CUDA
-    cases = cuda_bench_cases(*be);
+    cases = cuda_bench_cases(be);
 #endif
     device_line = "cuda device 0";
   }
@@ -88,7 +85,7 @@ int run_bench(const BenchOptions& opt) {
   char* argv[] = {arg0, nullptr};
   benchmark::Initialize(&argc, argv);
   for (const BenchCase* c : selected) {
-    Backend<float>* bp = be.get();
+    Backend<float>* bp = &be;
     benchmark::RegisterBenchmark(key(*c).c_str(), [c, bp](benchmark::State& st) {
       c->body();  // warm-up: first-touch allocations, caches, GEMM plans
       bp->synchronize();
@@ -128,19 +125,19 @@ int run_bench(const BenchOptions& opt) {
   for (const BenchCase* c : selected) {
     if (c->memory_note.empty() || rep.errors.count(key(*c))) continue;
     if (!header) {
-      fmt::print("\npeak memory of one run on {} (GB = 1e9 B)\n", be->name);
+      fmt::print("\npeak memory of one run on {} (GB = 1e9 B)\n", be.name);
       header = true;
     }
     if (c->held_bytes == 0) {  // a memory that does not track its use
       fmt::print("{:<28} {:<36} peak not tracked; {}\n", c->name, c->shape, c->memory_note);
       continue;
     }
-    Memory& mem = *be->memory;
-    be->synchronize();
+    Memory& mem = *be.memory;
+    be.synchronize();
     mem.reset_peak();
     const std::size_t before = mem.current_bytes();
     c->body();
-    be->synchronize();
+    be.synchronize();
     const std::size_t extra = mem.peak_bytes() - before;
     const auto gb = [](std::size_t bytes) { return static_cast<double>(bytes) / 1e9; };
     fmt::print("{:<28} {:<36} peak {:.3f} GB = buffers {:.3f} GB + {:.3f} GB during the run; {}\n", c->name,

@@ -1,5 +1,7 @@
-// `bitrank bench`: timings of the ops at fixed shapes, each next to the
-// anchor of the same work measured in the same run.
+// The harness of `bitrank bench` (src/cli/bench.cpp makes the backend from
+// --device and runs it): timings of the ops at fixed shapes, each next to the
+// anchor of the same work measured in the same run. Its own library
+// (bitrank_bench), linked by the command, not part of the bitrank library.
 //
 // A BenchCase is one timed body (Google Benchmark runs it until its timing
 // is stable) with the FLOPs it does; a case may name an anchor case (e.g.
@@ -46,7 +48,8 @@ struct BenchOptions {
 std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
 std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
 
-// Runs the cases through Google Benchmark and prints the table; returns 0.
-int run_bench(const BenchOptions& opt);
+// Runs opt's cases on `be`, the backend of opt.device (the caller makes it),
+// through Google Benchmark and prints the table; returns 0.
+int run_bench(Backend<float>& be, const BenchOptions& opt);
 
 }  // namespace bitrank::bench

@@ -9,8 +9,8 @@
 #include <exception>
 #include <string>
 
-#include "bench/bench.hpp"
 #include "bitrank/error.hpp"
+#include "cli/bench.hpp"
 #include "cli/compress.hpp"
 #include "cli/eval.hpp"
 #include "cli/export.hpp"
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "bitrank 0.1.0");
   app.require_subcommand(1);
 
-  bitrank::bench::BenchOptions bench;
+  bitrank::cli::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand("bench", "time the ops at fixed shapes, next to their anchors (sgemm, …)");
   bench_cmd->add_option("--device", bench.device, "cpu or cuda (default cpu)")->check(CLI::IsMember({"cpu", "cuda"}));
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
   }
   CLI11_PARSE(app, argc, argv);
   try {
-    if (bench_cmd->parsed()) return bitrank::bench::run_bench(bench);
+    if (bench_cmd->parsed()) return bitrank::cli::run_bench(bench);
     if (compress_cmd->parsed()) {
       compress.given = {.objective = objective_opt->count() > 0,
                         .init_method = init_method_opt->count() > 0,
