@@ -1,4 +1,4 @@
-// The tensor-core tile primitives on their own (src/cuda/tile_check.hpp):
+// The tensor-core tile primitives on their own (tests/support/tile_check.hpp):
 // one 3xBF16 product C = A·Bᵀ on mma.sync (tile_mma.cuh) and on wgmma
 // (tile_wgmma.cuh: core-matrix and 128-byte-swizzle layouts) against the
 // f64 product on the host, the two against
@@ -27,7 +27,7 @@
 #include "support/parity.hpp"
 
 #ifdef BITRANK_HAS_CUDA
-#include "cuda/tile_check.hpp"
+#include "support/tile_check.hpp"
 #endif
 
 namespace bitrank {

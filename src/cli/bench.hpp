@@ -1,52 +1,13 @@
-// `bitrank bench`: timings of the ops at fixed shapes, each next to the
-// anchor of the same work measured in the same run.
-//
-// A BenchCase is one timed body (Google Benchmark runs it until its timing
-// is stable) with the FLOPs it does; a case may name an anchor case (e.g.
-// OpenBLAS sgemm of the same shapes) and the table reports our rate as a
-// fraction of the anchor's.
-//
-// A case may also report memory: held_bytes (what its buffers hold,
-// counted when it was made) and a memory_note (what the design implies).
-// After the table, each such case runs once more with the peak reset, and a
-// line gives its peak = held + the most its body allocated on top; only on
-// a backend whose Memory tracks its use (the CUDA device memory).
+// `bitrank bench`: the backend of --device, then the harness of
+// src/bench/ (bench/bench.hpp: the cases, the table) on it.
 #pragma once
 
-#include <functional>
-#include <string>
-#include <vector>
-
-#include "bitrank/backend.hpp"
+#include "bench/bench.hpp"
 
 namespace bitrank::cli {
 
-struct BenchCase {
-  std::string name;    // "blr fwd+bwd"
-  std::string shape;   // "m=n=576 r=256 T=512 P=2"
-  double flops = 0;    // per iteration (0: not a FLOP-bound op; bytes then)
-  double bytes = 0;    // per iteration, moved at least once (for memory-bound ops)
-  std::string anchor;  // name of the anchor case, "" for none
-  std::function<void()> body;
-  std::size_t held_bytes = 0;  // bytes of the backend's memory the case's buffers hold (0: not tracked)
-  std::string memory_note{};   // "" = no memory line
-};
+using bench::BenchOptions;
 
-struct BenchOptions {
-  std::string device = "cpu";
-  std::string op_filter;     // substring of the case name; empty = all
-  std::string shape_filter;  // substring of the case's shape; empty = all
-  double min_time_s = 0.3;
-  bool no_anchors = false;  // time the matching cases alone (e.g. under a profiler)
-  CudaOptions cuda{};       // --gdn-design, --attention: the CUDA kernels timed
-};
-
-// The CPU cases (src/cli/bench_cpu.cpp) and the CUDA cases (bench_cuda.cpp,
-// in builds with CUDA).
-std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
-std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
-
-// Runs the cases through Google Benchmark and prints the table; returns 0.
-int run_bench(const BenchOptions& opt);
+int run_bench(const BenchOptions& options);
 
 }  // namespace bitrank::cli

@@ -32,7 +32,7 @@
 // Memory model: shared memory written by the threads (the generic proxy)
 // must be fenced to the async proxy (fence_operands(), then a barrier)
 // before a wgmma reads it; the accumulators may be read only after wait().
-// Checked against the host in tests/tile_cuda_test.cpp (src/cuda/tile_check.cu).
+// Checked against the host in tests/tile_cuda_test.cpp (tests/support/tile_check.cu).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -9,10 +9,10 @@
 
 #include "bitrank/blr/accounting.hpp"
 #include "bitrank/model/llama_block.hpp"
-#include "cli/bench_util.hpp"
+#include "bench/bench_util.hpp"
 #include "cpu/kernels.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 namespace {
 
 std::size_t sz(index_t v) { return static_cast<std::size_t>(v); }
@@ -215,4 +215,4 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
   return cases;
 }
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench

@@ -1,4 +1,4 @@
-#include "cli/bench_util.hpp"
+#include "bench/bench_util.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/random_weights.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
                                  const BlrAnchors& anchors) {
@@ -198,4 +198,4 @@ BenchCase layerwise_step_case(Backend<float>& be, index_t windows, index_t T) {
           }};
 }
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench

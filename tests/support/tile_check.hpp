@@ -1,7 +1,8 @@
 // Host entry points that run the tensor-core tile primitives on their own
 // (tile_mma.cuh's mma.sync products, tile_wgmma.cuh's warpgroup products), so
 // that tests can hold each against the host and against each other, and
-// time them side by side. Nothing in the trainer calls these.
+// time them side by side. Nothing in the trainer calls these: test code,
+// built into bitrank_tests in CUDA builds only (not into bitrank_cuda).
 #pragma once
 
 #include <vector>

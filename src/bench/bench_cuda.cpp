@@ -7,9 +7,9 @@
 
 #include <algorithm>
 
-#include "cli/bench_util.hpp"
+#include "bench/bench_util.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 namespace {
 
 std::size_t sz(index_t v) { return static_cast<std::size_t>(v); }
@@ -59,5 +59,5 @@ std::vector<BenchCase> cuda_bench_cases(Backend<float>& be) {
   return cases;
 }
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench
 #endif

@@ -8,9 +8,9 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/rng.hpp"
-#include "cli/bench.hpp"
+#include "bench/bench.hpp"
 
-namespace bitrank::cli {
+namespace bitrank::bench {
 
 // A buffer of n random values (uniform in ±scale) in `mem`, alive as long as
 // the case's lambda holds it.
@@ -80,4 +80,4 @@ BenchCase gdn_case(Backend<float>& be, index_t windows, index_t T, index_t k_hea
 // Its FLOPs are those of the BLR GEMMs (six per path and projection).
 BenchCase layerwise_step_case(Backend<float>& be, index_t windows, index_t T);
 
-}  // namespace bitrank::cli
+}  // namespace bitrank::bench

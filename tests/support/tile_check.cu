@@ -3,7 +3,7 @@
 // (tile::Split row-major planes for mma.sync, tile::wg::CoreSplit core
 // matrices for wgmma), runs the product and writes C; the rate kernels
 // repeat one product with operands made from the block index.
-#include "cuda/tile_check.hpp"
+#include "support/tile_check.hpp"
 
 #include <span>
 #include <type_traits>
