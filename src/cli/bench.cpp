@@ -1,3 +1,5 @@
+// `bitrank bench`: the backend of --device (with the CUDA kernel choices of
+// --gdn-design, --attention) handed to the bench harness (src/bench/).
 #include "cli/bench.hpp"
 
 #include <memory>
