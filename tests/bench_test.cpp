@@ -23,6 +23,20 @@ TEST(BenchCli, LayerwiseStepRunsAndReportsItsRate) {
   EXPECT_GT(std::stod(m[2].str()), 0.0);
 }
 
+// The BLR layer's row carries its ratio to the six sgemm calls of its
+// shapes, timed in the same run (the figure docs/perf.md quotes): the line
+// is checked, not the number.
+TEST(BenchCli, BlrPrintsItsRatioToTheSixSgemmCalls) {
+  const auto [status, out] =
+      test::run_command("'" BITRANK_CLI "' bench --device cpu --op 'blr fwd+bwd' --min-time 0.01 2>&1");
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(sgemm, six BLR GEMMs +m=576 n=576 r=256 T=512 P=2 +[0-9.]+ +[0-9.]+ GFLOP/s)")))
+      << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(blr fwd\+bwd +m=576 n=576 r=256 T=512 P=2 +[0-9.]+ +[0-9.]+ GFLOP/s +[0-9]+% of sgemm, six BLR GEMMs)")))
+      << out;
+}
+
 TEST(BenchCli, ShapeSelectsOneCaseOfAnOp) {
   const auto [status, out] =
       test::run_command("'" BITRANK_CLI "' bench --device cpu --op gdn --shape 1x256 --min-time 0.01 2>&1");

@@ -21,8 +21,12 @@
 // G_V, blr_sign_grad forms them from a and b without touching dh, dg.
 // Column sums are f32 partials over row blocks (one block per thread, fixed
 // for a given pool size, so results are deterministic), added in block
-// order. Staging uses the F16C conversion where the CPU has it (the same
-// round-to-nearest-even value as round_f16, checked bit for bit against it).
+// order. Staging, the f16 copy of x kept for the backward (BlrSaved::xs)
+// and its widening use the F16C conversions where the CPU has them (the
+// same bits as round_f16 / to_f16 / to_f32, checked against them), and the
+// planes are written 32 signs at a time from a word (kernels.hpp's
+// signed_row): the build targets baseline x86-64, where the scalar forms
+// of these passes cost the layer ~10 % against its six GEMMs.
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
@@ -142,14 +146,10 @@ class CpuBlrOps final : public BlrOps<float> {
 
   // dst[i] = the f16 of src[i] (src holds f16 values: exact), and back.
   void convert_rows(const float* src, index_t count, f16* dst) {
-    pool_.parallel_for(count, [=](index_t i0, index_t i1) {
-      for (index_t i = i0; i < i1; ++i) dst[i] = to_f16(src[i]);
-    }, 16384);
+    pool_.parallel_for(count, [=](index_t i0, index_t i1) { f16_from_f32(src + i0, i1 - i0, dst + i0); }, 16384);
   }
   void widen_rows(const f16* src, index_t count, float* dst) {
-    pool_.parallel_for(count, [=](index_t i0, index_t i1) {
-      for (index_t i = i0; i < i1; ++i) dst[i] = to_f32(src[i]);
-    }, 16384);
+    pool_.parallel_for(count, [=](index_t i0, index_t i1) { f32_from_f16(src + i0, i1 - i0, dst + i0); }, 16384);
   }
 
   // Path p's GEMM planes f16(±h_j/s_h) [m][r] and f16(±g_i/s_g) [n][r] with
@@ -188,15 +188,8 @@ class CpuBlrOps final : public BlrOps<float> {
     pool_.parallel_for(
         bits.dim(0),
         [=](index_t j0, index_t j1) {
-          for (index_t j = j0; j < j1; ++j) {
-            const std::uint32_t f = std::bit_cast<std::uint32_t>(round_f16(v[j] * inv));
-            float* o = out + j * r;
-            for (index_t w = 0; w < words; ++w) {
-              const std::uint32_t word = b[j * words + w];
-              const index_t k0 = 32 * w, len = std::min<index_t>(32, r - k0);
-              for (index_t q = 0; q < len; ++q) o[k0 + q] = std::bit_cast<float>(f ^ ((~word >> q & 1u) << 31));
-            }
-          }
+          for (index_t j = j0; j < j1; ++j)
+            signed_row(b + j * words, std::bit_cast<std::uint32_t>(round_f16(v[j] * inv)), r, out + j * r);
         },
         row_grain(r));
     return out;

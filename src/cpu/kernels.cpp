@@ -41,7 +41,34 @@ __attribute__((target("avx,f16c"))) void stage_row_f16c(const float* src, const 
   }
 }
 
+__attribute__((target("avx,f16c"))) void f16_from_f32_f16c(const float* src, index_t count, f16* dst) {
+  index_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < count; ++i) dst[i] = to_f16(src[i]);
+}
+
+__attribute__((target("avx,f16c"))) void f32_from_f16_f16c(const f16* src, index_t count, float* dst) {
+  index_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < count; ++i) dst[i] = to_f32(src[i]);
+}
+
 }  // namespace
+
+static_assert(sizeof(f16) == 2, "f16 is its 16 bits");
+
+void f16_from_f32(const float* src, index_t count, f16* dst) {
+  if (cpu_has_f16c()) return f16_from_f32_f16c(src, count, dst);
+  for (index_t i = 0; i < count; ++i) dst[i] = to_f16(src[i]);
+}
+
+void f32_from_f16(const f16* src, index_t count, float* dst) {
+  if (cpu_has_f16c()) return f32_from_f16_f16c(src, count, dst);
+  for (index_t i = 0; i < count; ++i) dst[i] = to_f32(src[i]);
+}
 
 void stage_row(const float* src, const float* col, float scale, float* dst, index_t k) {
   if (cpu_has_f16c()) return stage_row_f16c(src, col, scale, dst, k);

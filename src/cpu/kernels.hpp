@@ -57,14 +57,42 @@ inline float dot_lanes(const float* a, const float* b, index_t len) {
   return sum_lanes(len, [&](index_t c) { return a[c] * b[c]; });
 }
 
+// Bit q of a bitmap word, q < 32, read as `word & kBitOf[q]`: a mask from a
+// table, not a shift by q, so that loops over q vectorise (SSE2 has no
+// per-lane variable shift).
+inline constexpr std::uint32_t kBitOf[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
+    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
+    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+// The sign bit of an f32 flipped where bit q of `word` is clear: s·x for the ±1 sign s (set: +1), exactly.
+inline std::uint32_t sign_flip(std::uint32_t word, index_t q) { return (word & kBitOf[q]) ? 0u : 0x80000000u; }
+
 // dot_lanes(s, b, len) for the ±1 signs s of a bitmap row (bit c of word
 // c/32 set: +1), the same sums in the same order: ±b_c is s_c·b_c exactly.
 inline float signed_dot_lanes(const std::uint32_t* bits, const float* b, index_t len) {
   return sum_lanes(len, [&](index_t c) {
-    const std::uint32_t flip = (~bits[c / 32] >> (c % 32) & 1u) << 31;
-    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(b[c]) ^ flip);
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(b[c]) ^ sign_flip(bits[c / 32], c % 32));
   });
 }
+
+// out[c] = ±v for c < len, + where bit c of the bitmap row is set: v's sign
+// bit flipped for a clear bit (v the bits of an f32), which is s_c·v exactly.
+inline void signed_row(const std::uint32_t* bits, std::uint32_t v, index_t len, float* out) {
+  index_t k0 = 0;
+  for (; k0 + 32 <= len; k0 += 32) {
+    const std::uint32_t word = bits[k0 / 32];
+    for (index_t q = 0; q < 32; ++q) out[k0 + q] = std::bit_cast<float>(v ^ sign_flip(word, q));
+  }
+  for (index_t q = 0; k0 + q < len; ++q) out[k0 + q] = std::bit_cast<float>(v ^ sign_flip(bits[k0 / 32], q));
+}
+
+// dst[i] = to_f16(src[i]) and dst[i] = to_f32(src[i]) for i < count, with
+// the F16C conversions where the CPU has them: the same bits (round to
+// nearest even; a NaN keeps its top payload bits and is made quiet; to_f32
+// of an f16 that is not a signalling NaN, which to_f16 never writes).
+void f16_from_f32(const float* src, index_t count, f16* dst);
+void f32_from_f16(const f16* src, index_t count, float* dst);
 
 // Σ_{j<n} term(j) in f64 over 8 interleaved partial sums: vectorisable
 // without reassociating one long chain (the row sums of RMSNorm and KL).
