@@ -99,7 +99,7 @@ blr::HostBlrMatrix random_blr(index_t m, index_t n, index_t r, int paths, std::u
   return w;
 }
 
-model::HostTensor random_dense(std::vector<index_t> shape, std::uint64_t seed) {
+HostTensor random_dense(std::vector<index_t> shape, std::uint64_t seed) {
   std::size_t n = 1;
   for (const index_t d : shape) n *= static_cast<std::size_t>(d);
   return {std::move(shape), rnd(n, seed, 0.5f)};

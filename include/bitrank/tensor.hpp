@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "bitrank/error.hpp"
 
@@ -82,5 +83,12 @@ struct View {
 
 template <class T>
 using CView = View<const T>;
+
+// A tensor in host memory as files hold it and models load it: f32 values,
+// row-major, with their shape ([rows, cols] or [d]).
+struct HostTensor {
+  std::vector<index_t> shape;
+  std::vector<float> values;
+};
 
 }  // namespace bitrank

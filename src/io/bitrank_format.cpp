@@ -315,7 +315,7 @@ class Loader {
         fail("{}: dense tensor '{}': dtype {}, expected {} (metadata '{}')", file_, t.name, st_dtype_name(t.dtype),
              st_dtype_name(dtype), key::storage);
       if (t.shape.empty()) fail("{}: dense tensor '{}' has no dimensions", file_, t.name);
-      model::HostTensor h;
+      HostTensor h;
       h.shape.assign(t.shape.begin(), t.shape.end());
       h.values = st_.read_f32(t.name);
       model.dense.emplace(t.name, std::move(h));

@@ -102,7 +102,7 @@
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/model.hpp"
+#include "bitrank/tensor.hpp"
 
 namespace bitrank::io {
 
@@ -126,7 +126,7 @@ struct Storage {
 struct CompressedModel {
   ModelConfig config;
   std::optional<TokenizerSpec> tokenizer;
-  std::map<std::string, model::HostTensor> dense;  // by tensor name (e.g. token_embd.weight)
+  std::map<std::string, HostTensor> dense;  // by tensor name (e.g. token_embd.weight)
   std::map<std::string, blr::HostBlrMatrix> blr;   // by matrix name (e.g. blk.3.attn_q)
   Storage storage;
   nlohmann::json summary = nlohmann::json::object();  // training summary, stored as given

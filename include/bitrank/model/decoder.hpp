@@ -39,10 +39,7 @@ namespace bitrank::model {
 
 using io::ModelConfig;
 
-struct HostTensor {
-  std::vector<index_t> shape;  // [rows, cols] or [d]
-  std::vector<float> values;   // row-major
-};
+using bitrank::HostTensor;  // (tensor.hpp: the core type, which io/ uses too)
 
 struct HostWeights {
   ModelConfig config;
