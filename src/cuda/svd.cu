@@ -1,8 +1,9 @@
-// The GPU engine of the truncated SVD (contract: include/bitrank/blr/svd.hpp):
+// The GPU engine of the truncated SVD (contract: include/bitrank/svd_engine.hpp,
+// which the CPU engine in blr shares; this file sees nothing of blr):
 // f64 throughout, one stream, cuSOLVER for the factorizations and cuBLAS
 // for the products. Input checks, sketch width and the sign convention are
-// the CPU engine's (blr/svd_internal.hpp), applied on the host, so both
-// engines answer the same inputs with the same errors and signs.
+// svd_engine.hpp's, applied on the host, so both engines answer the same
+// inputs with the same errors and signs.
 //
 // Layout: A arrives row-major f32 [m][n]; its bytes are the column-major
 // n×m matrix D = Aᵀ, widened to f64 on the device as it is (no transpose).
@@ -61,14 +62,13 @@
 #include <mutex>
 #include <vector>
 
-#include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/rng.hpp"
-#include "blr/svd_internal.hpp"
+#include "bitrank/svd_engine.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/runtime.hpp"
 
-namespace bitrank::blr {
+namespace bitrank {
 namespace {
 
 constexpr unsigned kThreads = 256;
@@ -350,4 +350,4 @@ SvdEngine make_cuda_svd_engine(int device) {
                   std::string_view name) { return engine->run(a, m, n, r, opts, name); };
 }
 
-}  // namespace bitrank::blr
+}  // namespace bitrank
