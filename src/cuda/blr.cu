@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cuda/blr_infer.hpp"
 #include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -197,7 +198,7 @@ class Scratch {
 
 class CudaBlrOps final : public BlrOps<float> {
  public:
-  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
+  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx), bit_infer_(ctx) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -224,8 +225,9 @@ class CudaBlrOps final : public BlrOps<float> {
     }
   }
 
-  // The forward, its a kept in scratch (no kernel of its own yet).
+  // Few tokens: the bit-reading kernels (blr_infer.cu); more: the forward, its a kept in scratch.
   void blr_infer_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y) override {
+    if (BlrBitInfer::takes(layer, x.dim(0))) return bit_infer_.run(layer, x, y);
     const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
     float* a = infer_a_.get(ctx_.memory, paths * ntok * layer.r);
     blr_forward_impl(layer, x, y, BlrSaved<float>{View<float>(a, Shape{paths, ntok, layer.r})});
@@ -399,6 +401,7 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<f16> act_r_;    // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
   Scratch<f16> act_r2_;   // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;      // b of one path when the caller does not keep it [ntok][r]
+  BlrBitInfer bit_infer_;
   Scratch<float> infer_a_;  // blr_infer's a [P][ntok][r], which nobody reads
   Scratch<float> e_u_;    // E_U of one path [m][r] when G_U is not wanted
   Scratch<float> e_v_;    // E_V of one path [n][r] when G_V is not wanted
