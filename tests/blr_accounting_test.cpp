@@ -97,7 +97,7 @@ TEST(BlrAccounting, RankForBpwSmolLM2Shapes) {
 // 28311552, norms 2·576 per block + 576.
 TEST(BlrAccounting, SmolLM2WholeModel) {
   const io::ModelConfig c = smollm2_config();
-  const ModelBits mb = llama_model_bits(c, 1.0, 1, 16, 16);
+  const ModelBits mb = model::llama_model_bits(c, 1.0, 1, 16, 16);
   // Per-matrix ranks alone (q, k, v, o, gate, up, down = 256, 96, 96, 256,
   // 384, 384, 384) use 3362816 bits a block; plan_ranks hands the rest of the
   // 1.0 bpw budget back 32 ranks at a time, so the projections land just under it.
@@ -112,7 +112,7 @@ TEST(BlrAccounting, SmolLM2WholeModel) {
   EXPECT_EQ(mb.tensors().size(), std::size_t(1 + 30 * 9 + 1));  // tied: no head tensor
   std::printf("[accounting] SmolLM2-135M 1.0 bpw 1 path: projections %.4f bpw, whole model %.4f bpw (%.2f MiB)\n",
               mb.blr_bpw(), mb.bpw(), double(mb.bits()) / 8 / 1048576);
-  const ModelBits mb2 = llama_model_bits(c, 1.0, 2, 16, 16);
+  const ModelBits mb2 = model::llama_model_bits(c, 1.0, 2, 16, 16);
   // 2 paths: per matrix q, o r = 96 (261120 bits); k, v r = 32 (2·(768·32 + 800·16) = 74752); MLP r = 192
   // (884736); then filled up to the budget.
   EXPECT_GT(mb2.blr_bits(), 30 * (2 * 261120 + 2 * 74752 + 3 * 884736));
@@ -121,7 +121,7 @@ TEST(BlrAccounting, SmolLM2WholeModel) {
               mb2.blr_bpw(), mb2.bpw(), double(mb2.bits()) / 8 / 1048576);
   // 0.55 bpw with 2 paths: k/v cannot go below rank 32 (0.676 bpw each), the
   // others give up rank until the projections as a whole fit.
-  const ModelBits mb3 = llama_model_bits(c, 0.55, 2, 16, 16);
+  const ModelBits mb3 = model::llama_model_bits(c, 0.55, 2, 16, 16);
   EXPECT_LE(mb3.blr_bpw(), 0.55);
   EXPECT_GT(mb3.blr_bpw(), 0.53);  // not needlessly far below the target
   for (const auto& t : mb3.tensors())

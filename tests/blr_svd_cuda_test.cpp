@@ -1,4 +1,4 @@
-// The GPU engine of the truncated SVD (blr/svd.hpp, src/cuda/svd.cu)
+// The GPU engine of the truncated SVD (bitrank/svd_engine.hpp, src/cuda/svd.cu)
 // against the CPU engine (LAPACK) in f64, and Dual-SVID with either engine.
 // Every test is skipped (GTEST_SKIP, with the reason) in a build without the
 // CUDA backend or where no GPU is visible.

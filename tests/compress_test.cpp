@@ -189,7 +189,7 @@ TEST(Compress, TinyHybridEndToEnd) {
     std::filesystem::create_directories(tmp.path() / be_name);
     train::CompressOptions o = tiny_hybrid_options(tmp.path() / be_name);
 #ifdef BITRANK_HAS_CUDA
-    if (be_name == "cuda") o.svd_engine = blr::make_cuda_svd_engine(0);  // as `compress --device cuda`
+    if (be_name == "cuda") o.svd_engine = make_cuda_svd_engine(0);  // as `compress --device cuda`
 #endif
     const auto summary = train::compress(o, be);
     ASSERT_TRUE(std::filesystem::exists(o.out));

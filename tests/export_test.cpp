@@ -59,7 +59,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(BITRANK_TEST_DATA_DIR);
 
-// Every compressible projection of the model (blr::is_llama_projection's and
+// Every compressible projection of the model (model::is_llama_projection's and
 // the hybrid's GDN and attention ones).
 std::vector<std::string> all_projections(const model::HostWeights& w) {
   std::vector<std::string> names;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bitrank/error.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank::io {
 namespace {
@@ -25,16 +26,6 @@ const fs::path kDir = fs::path(BITRANK_TEST_DATA_DIR) / "hf_config";
 json load(const std::string& name) {
   std::ifstream f(kDir / name);
   return json::parse(f);
-}
-
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> pieces) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning " << *pieces.begin();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
 }
 
 // `base` with one change applied, parsed under the name "cfg.json"; must fail
@@ -233,9 +224,9 @@ TEST(HfConfig, BadConfigsAreErrors) {
   const json next = load("qwen3_next_80b_a3b.json");
   const json q35 = load("qwen3_5_27b.json");
 
-  expect_error([] { (void)read_hf_config(kDir / "missing.json"); }, {"missing.json"});
-  expect_error([] { (void)parse_hf_config("{\"model_type\": ", "cut.json"); }, {"cut.json", "JSON"});
-  expect_error([] { (void)parse_hf_config("[]", "arr.json"); }, {"arr.json", "object"});
+  test::expect_error_with([] { (void)read_hf_config(kDir / "missing.json"); }, {"missing.json"});
+  test::expect_error_with([] { (void)parse_hf_config("{\"model_type\": ", "cut.json"); }, {"cut.json", "JSON"});
+  test::expect_error_with([] { (void)parse_hf_config("[]", "arr.json"); }, {"arr.json", "object"});
   expect_bad(llama, [](json& j) { j.erase("model_type"); }, {"'model_type'"});
   expect_bad(llama, [](json& j) { j["model_type"] = "gpt2"; }, {"'model_type'", "gpt2"});
   expect_bad(llama, [](json& j) { j["model_type"] = 3; }, {"'model_type'"});
@@ -263,7 +254,7 @@ TEST(HfConfig, BadConfigsAreErrors) {
   expect_bad(llama, [](json& j) { j["rope_parameters"] = {{"rope_theta", 5.0}}; }, {"rope_theta", "disagrees"});
   expect_bad(llama, [](json& j) { j["rope_parameters"] = 3; }, {"'rope_parameters'"});
   expect_bad(llama, [](json& j) { j["num_hidden_layers"] = 30; j["num_hidden_layers"] = "30"; }, {"'num_hidden_layers'"});
-  expect_error([] { (void)parse_hf_config(R"({"model_type":"llama","model_type":"qwen2"})", "dup.json"); },
+  test::expect_error_with([] { (void)parse_hf_config(R"({"model_type":"llama","model_type":"qwen2"})", "dup.json"); },
                {"dup.json", "duplicate", "model_type"});
 
   // Hybrid keys.

@@ -89,7 +89,7 @@ TEST(CompressibleProjections, BothFamilies) {
   const io::ModelConfig l = tiny_llama_config();
   std::vector<std::string> expect;
   for (const auto& [name, shape] : model::expected_tensors(l))
-    if (blr::is_llama_projection(name)) expect.push_back(name.substr(0, name.size() - 7));
+    if (model::is_llama_projection(name)) expect.push_back(name.substr(0, name.size() - 7));
   const std::vector<blr::RankPlan> lp = model::compressible_projections(l);
   ASSERT_EQ(lp.size(), expect.size());
   ASSERT_EQ(lp.size(), std::size_t(2 * 7));

@@ -26,10 +26,12 @@
 #include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
 #include "support/host_values.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank {
 namespace {
 
+using test::expect_error_with;
 using test::rel_l2;
 
 using model::HostTensor;
@@ -37,15 +39,6 @@ using model::HostWeights;
 using model::HybridModel;
 using nlohmann::json;
 using namespace test::tiny_hybrid;
-
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string_view> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    for (auto frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
-  }
-}
 
 TEST(Hybrid, TinyModelCpuMatchesReference) {
   for (bool tied : {false, true}) {
@@ -212,15 +205,15 @@ TEST(Hybrid, HuggingFaceBadInputIsAnError) {
   const auto none = [](std::vector<test::NamedTensor>&) {};
   EXPECT_NO_THROW(load(none, q35));
   EXPECT_NO_THROW(load(none, next));
-  expect_error([&] { load(drop("model.layers.1.linear_attn.dt_bias"), q35); },
+  expect_error_with([&] { load(drop("model.layers.1.linear_attn.dt_bias"), q35); },
                {"tiny", "model.layers.1.linear_attn.dt_bias", "missing"});
-  expect_error([&] { load(drop("lm_head.weight"), q35); }, {"lm_head.weight", "missing"});
-  expect_error([&] { load(drop("model.layers.0.linear_attn.in_proj_ba.weight"), next); },
+  expect_error_with([&] { load(drop("lm_head.weight"), q35); }, {"lm_head.weight", "missing"});
+  expect_error_with([&] { load(drop("model.layers.0.linear_attn.in_proj_ba.weight"), next); },
                {"model.layers.0.linear_attn.in_proj_ba.weight", "missing"});
-  expect_error([&] { load(drop("model.layers.2.linear_attn.in_proj_qkv.weight"), q35); },
+  expect_error_with([&] { load(drop("model.layers.2.linear_attn.in_proj_qkv.weight"), q35); },
                {"model.layers.2.linear_attn.in_proj_qkv.weight", "in_proj_qkvz", "missing"});
-  expect_error([&] { load(drop("model.embed_tokens.weight"), q35); }, {"model.embed_tokens.weight", "missing"});
-  expect_error(
+  expect_error_with([&] { load(drop("model.embed_tokens.weight"), q35); }, {"model.embed_tokens.weight", "missing"});
+  expect_error_with(
       [&] {
         load(
             [](auto& t) {
@@ -233,25 +226,25 @@ TEST(Hybrid, HuggingFaceBadInputIsAnError) {
             q35);
       },
       {"tiny.safetensors", "model.layers.0.linear_attn.in_proj_z.weight", "shape [63, 64]", "expected [64, 64]"});
-  expect_error([&] { load([](auto& t) { t.push_back({"model.layers.2.mlp.experts.0.up_proj.weight", {1}, {0}}); }, next); },
+  expect_error_with([&] { load([](auto& t) { t.push_back({"model.layers.2.mlp.experts.0.up_proj.weight", {1}, {0}}); }, next); },
                {"block 2", "mlp.experts.0.up_proj.weight", "mixture-of-experts"});
   // MoE by the config: Qwen3-Next without mlp_only_layers (transformers' default 512 experts), or a block left out.
-  expect_error([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", json::array()}})); },
+  expect_error_with([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", json::array()}})); },
                {"block 0", "mixture-of-experts"});
-  expect_error([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", {0, 1, 3}}})); }, {"block 2"});
-  expect_error([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", nullptr}, {"num_experts", nullptr}})); },
+  expect_error_with([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", {0, 1, 3}}})); }, {"block 2"});
+  expect_error_with([&] { load(none, tiny_config(false, true, {{"mlp_only_layers", nullptr}, {"num_experts", nullptr}})); },
                {"block 0", "512 experts"});
   EXPECT_NO_THROW(load(none, tiny_config(false, true, {{"mlp_only_layers", json::array()}, {"num_experts", 0}})));
   // What the GDN op cannot run: dk ≠ dv.
-  expect_error([&] { load(none, tiny_config(false, true, {{"linear_value_head_dim", 32}})); },
+  expect_error_with([&] { load(none, tiny_config(false, true, {{"linear_value_head_dim", 32}})); },
                {"tiny", "key head dim 16", "value head dim 32"});
   // Weights that are not finite.
   HostWeights bad = w;
   bad.tensors["blk.2.ssm_dt.bias"].values[1] = NAN;
-  expect_error([&] { HybridModel<float>(test::cpu_backend(), bad); }, {"blk.2.ssm_dt.bias", "non-finite"});
+  expect_error_with([&] { HybridModel<float>(test::cpu_backend(), bad); }, {"blk.2.ssm_dt.bias", "non-finite"});
   bad = w;
   bad.tensors.erase("blk.3.attn_q_norm.weight");
-  expect_error([&] { HybridModel<float>(test::cpu_backend(), bad); }, {"blk.3.attn_q_norm.weight", "missing"});
+  expect_error_with([&] { HybridModel<float>(test::cpu_backend(), bad); }, {"blk.3.attn_q_norm.weight", "missing"});
 }
 
 // ---------------------------------------------------------------------------
@@ -382,12 +375,12 @@ TEST(Hybrid, GgufBadInputIsAnError) {
     e.positive_a = positive_a;
     return e;
   };
-  expect_error([&] { load(edits("qwen35", "blk.2.ssm_alpha.weight", false)); },
+  expect_error_with([&] { load(edits("qwen35", "blk.2.ssm_alpha.weight", false)); },
                {"tiny.gguf", "blk.2.ssm_alpha.weight", "missing"});
-  expect_error([&] { load(edits("qwen35", "blk.1.ssm_a", false)); }, {"tiny.gguf", "blk.1.ssm_a", "missing"});
-  expect_error([&] { load(edits("qwen35", "", true)); }, {"tiny.gguf", "blk.0.ssm_a", "-exp(A_log)"});
-  expect_error([&] { load(edits("qwen3next", "", false)); }, {"tiny.gguf", "qwen3next", "mixture of experts"});
-  expect_error([&] { load(edits("llama", "", false)); }, {"tiny.gguf", "unknown architecture 'llama'"});
+  expect_error_with([&] { load(edits("qwen35", "blk.1.ssm_a", false)); }, {"tiny.gguf", "blk.1.ssm_a", "missing"});
+  expect_error_with([&] { load(edits("qwen35", "", true)); }, {"tiny.gguf", "blk.0.ssm_a", "-exp(A_log)"});
+  expect_error_with([&] { load(edits("qwen3next", "", false)); }, {"tiny.gguf", "qwen3next", "mixture of experts"});
+  expect_error_with([&] { load(edits("llama", "", false)); }, {"tiny.gguf", "unknown architecture 'llama'"});
 }
 
 // load_weights picks the loader from the format and the family; make_model the class.

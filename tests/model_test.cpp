@@ -31,6 +31,7 @@
 namespace bitrank {
 namespace {
 
+using test::expect_error_with;
 using test::rel_l2;
 
 using model::HostTensor;
@@ -238,15 +239,6 @@ TEST(Model, GgufRoundTripUndoesTheQkPermutation) {
   }
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string_view> fragments) {
-  try {
-    f();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    for (auto frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
-  }
-}
-
 TEST(Model, BadInputIsAnError) {
   const HostWeights w = tiny_weights(false, 31);
   auto load = [&](const GgufEdits& e) {
@@ -262,24 +254,24 @@ TEST(Model, BadInputIsAnError) {
     return e;
   };
   EXPECT_NO_THROW(load({}));
-  expect_error([&] { load(edits("qwen35", "", "")); }, {"tiny.gguf", "unknown architecture 'qwen35'"});
-  expect_error([&] { load(edits("llama", "blk.1.ffn_up.weight", "")); }, {"tiny.gguf", "blk.1.ffn_up.weight", "missing"});
-  expect_error([&] { load(edits("llama", "", "blk.0.attn_k.weight")); },
+  expect_error_with([&] { load(edits("qwen35", "", "")); }, {"tiny.gguf", "unknown architecture 'qwen35'"});
+  expect_error_with([&] { load(edits("llama", "blk.1.ffn_up.weight", "")); }, {"tiny.gguf", "blk.1.ffn_up.weight", "missing"});
+  expect_error_with([&] { load(edits("llama", "", "blk.0.attn_k.weight")); },
                {"tiny.gguf", "blk.0.attn_k.weight", "shape [31, 64]", "expected [32, 64]"});
   // In-memory weights: a missing tensor, a wrong shape, a non-finite value.
   HostWeights bad = w;
   bad.tensors.erase("output_norm.weight");
-  expect_error([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"output_norm.weight", "missing"});
+  expect_error_with([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"output_norm.weight", "missing"});
   bad = w;
   bad.tensors["blk.0.ffn_norm.weight"].shape = {63};
-  expect_error([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"blk.0.ffn_norm.weight", "[63]", "[64]"});
+  expect_error_with([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"blk.0.ffn_norm.weight", "[63]", "[64]"});
   bad = w;
   bad.tensors["blk.1.attn_v.weight"].values[5] = NAN;
-  expect_error([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"blk.1.attn_v.weight", "non-finite"});
+  expect_error_with([&] { LlamaModel<float>(test::cpu_backend(), bad); }, {"blk.1.attn_v.weight", "non-finite"});
   // Tokens: out of the vocabulary, not whole windows.
   const LlamaModel<float> m(test::cpu_backend(), w);
-  expect_error([&] { m.logits(std::vector<std::int32_t>{1, 2, 300, 4}, 4); }, {"token 300", "vocabulary of 300"});
-  expect_error([&] { m.logits(std::vector<std::int32_t>{1, 2, 3}, 2); }, {"not a whole number of windows"});
+  expect_error_with([&] { m.logits(std::vector<std::int32_t>{1, 2, 300, 4}, 4); }, {"token 300", "vocabulary of 300"});
+  expect_error_with([&] { m.logits(std::vector<std::int32_t>{1, 2, 3}, 2); }, {"not a whole number of windows"});
 }
 
 TEST(Model, HuggingFaceCheckpointLoadsTheSameModel) {
@@ -296,14 +288,14 @@ TEST(Model, HuggingFaceCheckpointLoadsTheSameModel) {
   auto qwen2 = config;
   qwen2.family = io::ModelFamily::qwen2;
   qwen2.model_type = "qwen2";
-  expect_error([&] { model::load_hf_weights(st, qwen2, "tiny"); }, {"tiny", "qwen2", "not a dense llama"});
+  expect_error_with([&] { model::load_hf_weights(st, qwen2, "tiny"); }, {"tiny", "qwen2", "not a dense llama"});
   // Tied config: lm_head is not needed; a missing layer tensor is named by its HF name.
   auto tied = config;
   tied.tie_word_embeddings = true;
   EXPECT_NO_THROW(model::load_hf_weights(st, tied, "tiny"));
   auto more_layers = config;
   more_layers.num_layers = 3;
-  expect_error([&] { model::load_hf_weights(st, more_layers, "tiny"); },
+  expect_error_with([&] { model::load_hf_weights(st, more_layers, "tiny"); },
                {"model.layers.2.input_layernorm.weight", "missing"});
 }
 
@@ -381,7 +373,7 @@ TEST(Corpus, SplitIsEveryTenthSortedFile) {
   EXPECT_EQ(s.eval[1], "f119");
   EXPECT_EQ(s.train.size(), 23u);
   for (const auto& t : s.train) EXPECT_TRUE(t != s.eval[0] && t != s.eval[1]);
-  expect_error([] { io::corpus_files({.python_doc_sources = "/nonexistent/a", .fortunes = "/nonexistent/b"}); },
+  expect_error_with([] { io::corpus_files({.python_doc_sources = "/nonexistent/a", .fortunes = "/nonexistent/b"}); },
                {"corpus: no text files"});
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bitrank/error.hpp"
+#include "support/expect.hpp"
 
 namespace bitrank::io {
 namespace {
@@ -50,17 +51,6 @@ std::vector<std::byte> image(const std::string& header, std::size_t data_bytes) 
   for (int i = 0; i < 8; ++i) b[static_cast<std::size_t>(i)] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
   std::memcpy(b.data() + 8, header.data(), header.size());
   return b;
-}
-
-// Runs f, which must throw bitrank::Error whose message holds every piece.
-void expect_error(const std::function<void()>& f, std::initializer_list<std::string> pieces) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning " << *pieces.begin();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
 }
 
 void expect_bad_image(const std::vector<std::byte>& b, std::initializer_list<std::string> pieces) {
@@ -126,8 +116,8 @@ TEST(Safetensors, ReadsF32F16Bf16ExactlyAsNumpy) {
   EXPECT_EQ(ids[0], 7);
   EXPECT_EQ(ids[1], -1);
   EXPECT_EQ(ids[2], 123456);
-  expect_error([&] { (void)st.read_f32("model.ids"); }, {"mixed.safetensors", "model.ids", "I32"});
-  expect_error([&] { (void)st.read_f32("model.missing"); }, {"mixed.safetensors", "model.missing"});
+  test::expect_error_with([&] { (void)st.read_f32("model.ids"); }, {"mixed.safetensors", "model.ids", "I32"});
+  test::expect_error_with([&] { (void)st.read_f32("model.missing"); }, {"mixed.safetensors", "model.missing"});
   EXPECT_FALSE(st.contains("model"));
 
   // The same image from memory reads the same.
@@ -157,8 +147,8 @@ TEST(Safetensors, ShardedCheckpointThroughItsIndex) {
 }
 
 TEST(Safetensors, MissingFilesAreErrors) {
-  expect_error([] { (void)Safetensors::open(kDir / "nope.safetensors"); }, {"nope.safetensors"});
-  expect_error([] { (void)Safetensors::open(kDir); }, {"model.safetensors.index.json"});  // a folder with neither
+  test::expect_error_with([] { (void)Safetensors::open(kDir / "nope.safetensors"); }, {"nope.safetensors"});
+  test::expect_error_with([] { (void)Safetensors::open(kDir); }, {"model.safetensors.index.json"});  // a folder with neither
 }
 
 TEST(Safetensors, EveryTruncationIsAnError) {
@@ -278,7 +268,7 @@ class ShardedCorruption : public ::testing::Test {
 
 TEST_F(ShardedCorruption, FolderWithASingleFile) {
   fs::remove(dir_ / "model.safetensors.index.json");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {dir_.string(), "model.safetensors"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {dir_.string(), "model.safetensors"});
   fs::copy_file(kDir / "mixed.safetensors", dir_ / "model.safetensors");
   const auto st = Safetensors::open(dir_);
   EXPECT_EQ(st.tensors().size(), 6u);
@@ -289,25 +279,25 @@ TEST_F(ShardedCorruption, FolderWithASingleFile) {
 TEST_F(ShardedCorruption, IndexNamesAMissingFile) {
   index_["weight_map"]["lm_head.weight"] = "model-00003-of-00002.safetensors";
   write_index();
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "model-00003-of-00002", "lm_head.weight"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "model-00003-of-00002", "lm_head.weight"});
 }
 
 TEST_F(ShardedCorruption, IndexNamesATensorTheShardLacks) {
   index_["weight_map"]["model.layers.9.extra"] = "model-00002-of-00002.safetensors";
   write_index();
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.layers.9.extra", "model-00002-of-00002", "does not hold"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.layers.9.extra", "model-00002-of-00002", "does not hold"});
 }
 
 TEST_F(ShardedCorruption, ShardHoldsATensorTheIndexOmits) {
   index_["weight_map"].erase("model.norm.weight");
   write_index();
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.norm.weight", "model-00001-of-00002", "does not list"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.norm.weight", "model-00001-of-00002", "does not list"});
 }
 
 TEST_F(ShardedCorruption, IndexPlacesATensorInTheWrongShard) {
   index_["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
   write_index();
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.norm.weight", "model-00001-of-00002"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.norm.weight", "model-00001-of-00002"});
 }
 
 TEST_F(ShardedCorruption, DuplicateTensorAcrossShards) {
@@ -318,7 +308,7 @@ TEST_F(ShardedCorruption, DuplicateTensorAcrossShards) {
                           {"model.norm.weight", "model-00001-of-00002.safetensors"},
                           {"model.x", "model-00002-of-00002.safetensors"}};
   write_index();
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"lm_head.weight", "two shards"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"lm_head.weight", "two shards"});
 }
 
 TEST_F(ShardedCorruption, BrokenShardOrIndex) {
@@ -326,18 +316,18 @@ TEST_F(ShardedCorruption, BrokenShardOrIndex) {
   auto img = slurp(dir_ / "model-00002-of-00002.safetensors");
   img.resize(img.size() - 3);
   write_file(dir_ / "model-00002-of-00002.safetensors", img);
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model-00002-of-00002.safetensors"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model-00002-of-00002.safetensors"});
 
   write_text(dir_ / "model.safetensors.index.json", "{\"weight_map\": ");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "JSON"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "JSON"});
   write_text(dir_ / "model.safetensors.index.json", "{\"metadata\": {}}");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "weight_map"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "weight_map"});
   write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"a": 3}})");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'"});
   write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"a": "../mixed.safetensors"}})");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'", "relative"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'", "relative"});
   write_text(dir_ / "model.safetensors.index.json", R"({"weight_map": {"a": "/etc/passwd"}})");
-  expect_error([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'", "relative"});
+  test::expect_error_with([&] { (void)Safetensors::open(dir_); }, {"model.safetensors.index.json", "'a'", "relative"});
 }
 
 }  // namespace

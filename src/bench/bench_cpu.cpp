@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include "bitrank/blr/accounting.hpp"
-#include "bitrank/model/llama_block.hpp"
 #include "bench/bench_util.hpp"
 #include "cpu/kernels.hpp"
 
@@ -74,67 +72,6 @@ BenchCase dense_layer_case(std::string name, index_t m, index_t n, index_t T) {
             else
               cpu::sgemm(false, true, T, m, n, 1.0f, x->data(), n, w->data(), n, 0.0f, y->data(), m);
           }};
-}
-
-// Decode-sized inference of an m×n BLR layer (P paths, rank r) at T tokens:
-// blr_infer and blr_forward (inference's path before blr_infer) next to the
-// dense f32 layer of the same shape. All three count the dense layer's
-// 2·T·m·n FLOPs, so "vs anchor" is the speed ratio. The shapes give the
-// floor of bytes each must read: bits and f32 scales,
-// P·((m + n)·r/8 + 4·(m + n + r)), against the dense 4·m·n.
-void add_blr_infer_cases(std::vector<BenchCase>& cases, Backend<float>& be, index_t m, index_t n, index_t r, index_t P,
-                         index_t T) {
-  Memory& mem = *be.memory;
-  struct State {
-    std::vector<std::shared_ptr<Buffer<std::uint32_t>>> bits;
-    std::vector<std::shared_ptr<Buffer<float>>> scales;
-    std::vector<BlrPath<float>> paths;
-    std::shared_ptr<Buffer<float>> x, y, a;
-  };
-  auto st = std::make_shared<State>();
-  for (index_t p = 0; p < P; ++p) {
-    const auto s = static_cast<std::uint64_t>(p) * 8;
-    st->bits.push_back(random_buffer<std::uint32_t>(mem, sz(m * sign_words(r)), 40 + s, 1.0f));
-    st->bits.push_back(random_buffer<std::uint32_t>(mem, sz(n * sign_words(r)), 41 + s, 1.0f));
-    st->scales.push_back(random_buffer<float>(mem, sz(m + r + n), 42 + s, 1.0f));
-    const float* sc = st->scales.back()->data();
-    st->paths.push_back({st->bits[sz(2 * p)]->view({m, sign_words(r)}), st->bits[sz(2 * p + 1)]->view({n, sign_words(r)}),
-                         CView<float>(sc, Shape{m}), CView<float>(sc + m, Shape{r}), CView<float>(sc + m + r, Shape{n}),
-                         {}, {}, {}});
-  }
-  st->x = random_buffer<float>(mem, sz(T * n), 43, 1.0f);
-  st->y = random_buffer<float>(mem, sz(T * m), 44, 1.0f);
-  st->a = random_buffer<float>(mem, sz(P * T * r), 45, 1.0f);
-  const std::string dense = fmt::format("dense f32 {}x{} T={}", m, n, T);
-  cases.push_back(dense_layer_case(dense, m, n, T));
-  const double bytes = static_cast<double>(P) * ((m + n) * r / 8.0 + 4.0 * (m + n + r));
-  const std::string shape = fmt::format("m={} n={} r={} P={} T={} ({:.2f} MB)", m, n, r, P, T, bytes / 1e6);
-  Backend<float>* b = &be;
-  const BlrLayer<float> layer{m, n, r, st->paths};
-  cases.push_back({"blr_infer", shape, 2.0 * T * m * n, 0, dense, [=] {
-                     b->blr().blr_infer(layer, st->x->view({T, n}), st->y->view({T, m}));
-                   }});
-  cases.push_back({"blr_forward (inference)", shape, 2.0 * T * m * n, 0, dense, [=] {
-                     b->blr().blr_forward(layer, st->x->view({T, n}), st->y->view({T, m}), {st->a->view({P, T, r})});
-                   }});
-}
-
-// SmolLM2-135M's q (576×576), up (1536×576) and down (576×1536) at the ranks
-// blr::plan_ranks gives its block at 1.0 bpw with 2 paths, and a 7B-class
-// 4096×4096 and 11008×4096 at their 1.0 bpw ranks, at 1 and 8 tokens.
-void add_blr_infer_shapes(std::vector<BenchCase>& cases, Backend<float>& be) {
-  constexpr int kPaths = 2;
-  const model::LlamaBlockDims dims{.hidden = 576, .heads = 9, .kv_heads = 3, .head_dim = 64, .ffn = 1536};
-  std::vector<blr::RankPlan> plan;
-  for (model::LlamaProj p : model::kAllLlamaProjs)
-    plan.push_back({model::llama_proj_name(p), dims.out_features(p), dims.in_features(p), 0});
-  plan = blr::plan_ranks(std::move(plan), 1.0, kPaths, 16);
-  std::vector<blr::RankPlan> shapes;
-  for (model::LlamaProj p : {model::LlamaProj::q, model::LlamaProj::up, model::LlamaProj::down})
-    shapes.push_back(plan[static_cast<std::size_t>(p)]);
-  for (index_t m : {4096, 11008}) shapes.push_back({"", m, 4096, blr::rank_for_bpw(m, 4096, 1.0, kPaths, 16)});
-  for (const blr::RankPlan& s : shapes)
-    for (index_t T : {1, 8}) add_blr_infer_cases(cases, be, s.m, s.n, s.rank, kPaths, T);
 }
 
 }  // namespace
@@ -208,7 +145,12 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
                        b->adam().adam_update(w->view({n}), gr->view({n}), m1->view({n}), v1->view({n}), {}, opt);
                      }});
   }
-  add_blr_infer_shapes(cases, be);
+  for (const InferShape& s : blr_infer_shapes())
+    for (index_t T : {1, 8}) {
+      const std::string dense = fmt::format("dense f32 {}x{} T={}", s.m, s.n, T);
+      cases.push_back(dense_layer_case(dense, s.m, s.n, T));
+      for (auto& c : blr_infer_cases(be, s, 2, T, dense, 1)) cases.push_back(std::move(c));
+    }
   if (be.attention_ops) cases.push_back(attention_case(be, 1, T, 9, 3, 64));  // SmolLM2-135M's attention
   if (be.gdn_ops) cases.push_back(gdn_case(be, 1, 256, 4, 12, 128));         // a quarter of Qwen3.5-27B's GDN heads
   cases.push_back(layerwise_step_case(be, 1, 256));

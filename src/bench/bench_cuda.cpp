@@ -1,7 +1,8 @@
 // CUDA benchmark cases at Qwen3.5-27B's shapes (DESIGN §11): the BLR layer
 // next to the six cuBLASLt f16 GEMMs it contains, attention and Gated
 // DeltaNet (their PyTorch SDPA and FLA anchors run from bench/anchors/);
-// and one layer-wise training step of a SmolLM2-135M block.
+// one layer-wise training step of a SmolLM2-135M block; and decode-sized
+// BLR inference next to cuBLASLt's f16 product with the dense matrix.
 #ifdef BITRANK_HAS_CUDA
 #include <fmt/format.h>
 
@@ -40,6 +41,21 @@ BenchCase six_gemms_case(Backend<float>& be, index_t m, index_t n, index_t r, in
           }};
 }
 
+// The dense layer y[T][m] = x[T][n]·Wᵀ in f16 through cuBLASLt (the gemm op:
+// f16 operands, f32 accumulation), `reps` calls a body: the anchor of the
+// decode cases. Its floor is the 2·m·n bytes of W.
+BenchCase dense_f16_case(Backend<float>& be, const std::string& name, index_t m, index_t n, index_t T, int reps) {
+  Memory& mem = *be.memory;
+  auto w = random_buffer<f16>(mem, sz(m * n), 30, 1.0f);
+  auto x = random_buffer<f16>(mem, sz(pad_rows(T) * n), 31, 1.0f);
+  auto y = filled_buffer<float>(mem, sz(T * m), 0.0f);
+  Backend<float>* b = &be;
+  return {name, fmt::format("{}x{} T={} ({:.2f} MB)", m, n, T, 2.0 * m * n / 1e6), 2.0 * T * m * n * reps, 0, "", [=] {
+            for (int i = 0; i < reps; ++i)
+              b->gemm().gemm(x->view({pad_rows(T), n}), w->view({m, n}), 1.0f, y->view({T, m}));
+          }};
+}
+
 }  // namespace
 
 std::vector<BenchCase> cuda_bench_cases(Backend<float>& be) {
@@ -56,6 +72,13 @@ std::vector<BenchCase> cuda_bench_cases(Backend<float>& be) {
     cases.push_back(gdn_case(be, 1, 32768, 16, 48, 128));
   }
   cases.push_back(layerwise_step_case(be, 8, 512));  // compress's step on cuda
+  constexpr int kReps = 100;                          // decode kernels take microseconds: 100 calls a timing
+  for (const InferShape& s : blr_infer_shapes())
+    for (index_t T : {1, 8}) {
+      const std::string dense = fmt::format("dense f16 {}x{} T={}", s.m, s.n, T);
+      cases.push_back(dense_f16_case(be, dense, s.m, s.n, T, kReps));
+      for (auto& c : blr_infer_cases(be, s, 2, T, dense, kReps)) cases.push_back(std::move(c));
+    }
   return cases;
 }
 

@@ -5,10 +5,68 @@
 #include <array>
 
 #include "bitrank/blr/accounting.hpp"
+#include "bitrank/model/llama_block.hpp"
 #include "bitrank/train/layerwise.hpp"
 #include "bitrank/train/random_weights.hpp"
 
 namespace bitrank::bench {
+
+std::vector<InferShape> blr_infer_shapes() {
+  constexpr int kPaths = 2;
+  const model::LlamaBlockDims dims{.hidden = 576, .heads = 9, .kv_heads = 3, .head_dim = 64, .ffn = 1536};
+  std::vector<blr::RankPlan> plan;
+  for (model::LlamaProj p : model::kAllLlamaProjs)
+    plan.push_back({model::llama_proj_name(p), dims.out_features(p), dims.in_features(p), 0});
+  plan = blr::plan_ranks(std::move(plan), 1.0, kPaths, 16);
+  std::vector<InferShape> shapes;
+  for (model::LlamaProj p : {model::LlamaProj::q, model::LlamaProj::up, model::LlamaProj::down}) {
+    const blr::RankPlan& e = plan[static_cast<std::size_t>(p)];
+    shapes.push_back({e.m, e.n, e.rank});
+  }
+  for (index_t m : {4096, 11008}) shapes.push_back({m, 4096, blr::rank_for_bpw(m, 4096, 1.0, kPaths, 16)});
+  return shapes;
+}
+
+std::vector<BenchCase> blr_infer_cases(Backend<float>& be, const InferShape& s, index_t P, index_t T,
+                                       const std::string& anchor, int reps) {
+  if (!be.blr_ops) return {};
+  Memory& mem = *be.memory;
+  const index_t m = s.m, n = s.n, r = s.r;
+  const auto sz = [](index_t v) { return static_cast<std::size_t>(v); };
+  struct State {
+    std::vector<std::shared_ptr<Buffer<std::uint32_t>>> bits;
+    std::vector<std::shared_ptr<Buffer<float>>> scales;
+    std::vector<BlrPath<float>> paths;
+    std::shared_ptr<Buffer<float>> x, y, a;
+  };
+  auto st = std::make_shared<State>();
+  for (index_t p = 0; p < P; ++p) {
+    const auto seed = static_cast<std::uint64_t>(p) * 8;
+    st->bits.push_back(random_buffer<std::uint32_t>(mem, sz(m * sign_words(r)), 40 + seed, 1.0f));
+    st->bits.push_back(random_buffer<std::uint32_t>(mem, sz(n * sign_words(r)), 41 + seed, 1.0f));
+    st->scales.push_back(random_buffer<float>(mem, sz(m + r + n), 42 + seed, 1.0f));
+    const float* sc = st->scales.back()->data();
+    st->paths.push_back({st->bits[sz(2 * p)]->view({m, sign_words(r)}), st->bits[sz(2 * p + 1)]->view({n, sign_words(r)}),
+                         CView<float>(sc, Shape{m}), CView<float>(sc + m, Shape{r}), CView<float>(sc + m + r, Shape{n}),
+                         {}, {}, {}});
+  }
+  st->x = random_buffer<float>(mem, sz(T * n), 43, 1.0f);
+  st->y = random_buffer<float>(mem, sz(T * m), 44, 1.0f);
+  st->a = random_buffer<float>(mem, sz(P * T * r), 45, 1.0f);
+  const double bytes = static_cast<double>(P) * ((m + n) * r / 8.0 + 4.0 * (m + n + r));
+  const std::string shape = fmt::format("m={} n={} r={} P={} T={} ({:.2f} MB)", m, n, r, P, T, bytes / 1e6);
+  Backend<float>* b = &be;
+  const BlrLayer<float> layer{m, n, r, st->paths};
+  const double flops = 2.0 * T * m * n * reps;
+  return {{"blr_infer", shape, flops, 0, anchor,
+           [=] {
+             for (int i = 0; i < reps; ++i) b->blr().blr_infer(layer, st->x->view({T, n}), st->y->view({T, m}));
+           }},
+          {"blr_forward (inference)", shape, flops, 0, anchor, [=] {
+             for (int i = 0; i < reps; ++i)
+               b->blr().blr_forward(layer, st->x->view({T, n}), st->y->view({T, m}), {st->a->view({P, T, r})});
+           }}};
+}
 
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
                                  const BlrAnchors& anchors) {

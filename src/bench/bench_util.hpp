@@ -60,6 +60,25 @@ struct BlrAnchors {
 std::vector<BenchCase> blr_cases(Backend<float>& be, index_t m, index_t n, index_t r, index_t T, index_t P,
                                  const BlrAnchors& anchors);
 
+// The decode-sized BLR layers the inference cases run: SmolLM2-135M's q
+// (576×576), up (1536×576) and down (576×1536) at the ranks blr::plan_ranks
+// gives its block at 1.0 bpw with 2 paths, and a 7B-class 4096×4096 and
+// 11008×4096 at their 1.0 bpw ranks.
+struct InferShape {
+  index_t m, n, r;
+};
+std::vector<InferShape> blr_infer_shapes();
+
+// Inference of an m×n BLR layer (P paths) at T tokens on `be`: "blr_infer"
+// and "blr_forward (inference)" (inference's path before blr_infer), each
+// body `reps` calls (a GPU's microsecond kernels are timed over many), both
+// counting the dense layer's 2·T·m·n FLOPs a call, so "vs anchor" is the
+// speed ratio to `anchor`, the dense layer of the same shape. The shape
+// names the bytes each must read: bits and f32 scales,
+// P·((m + n)·r/8 + 4·(m + n + r)), against the dense layer's.
+std::vector<BenchCase> blr_infer_cases(Backend<float>& be, const InferShape& s, index_t P, index_t T,
+                                       const std::string& anchor, int reps);
+
 // Attention forward + backward over `windows` windows of T tokens (FLOPs
 // counted as the causal half of 4·T²·hd per head forward, 2.5× that backward).
 BenchCase attention_case(Backend<float>& be, index_t windows, index_t T, index_t heads, index_t kv_heads, index_t hd);

@@ -2,10 +2,12 @@
 // Bits are exact integers; only the final division to bpw is floating point.
 #include "bitrank/blr/accounting.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
-#include "bitrank/model/model.hpp"
+#include "bitrank/error.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -25,19 +27,7 @@ bool fits(std::int64_t bits, index_t m, index_t n, double bpw) {
   return static_cast<double>(bits) <= bpw * static_cast<double>(m) * static_cast<double>(n);
 }
 
-
 }  // namespace
-
-bool is_llama_projection(const std::string& name) {
-  static const char* const suffixes[] = {".attn_q.weight",      ".attn_k.weight",  ".attn_v.weight", ".attn_output.weight",
-                                         ".ffn_gate.weight",    ".ffn_up.weight",  ".ffn_down.weight"};
-  if (name.rfind("blk.", 0) != 0) return false;
-  for (const char* s : suffixes) {
-    const std::string_view sv(s);
-    if (name.size() > sv.size() && name.compare(name.size() - sv.size(), sv.size(), sv) == 0) return true;
-  }
-  return false;
-}
 
 std::int64_t blr_bits(index_t m, index_t n, index_t r, int paths, int scale_bits) {
   check_layout("blr_bits", m, n, paths, scale_bits);
@@ -233,26 +223,6 @@ std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std
       if (group[i] == g) matrices[i].rank = part[k++].rank;
   }
   return matrices;
-}
-
-ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
-  std::vector<RankPlan> projections;
-  for (const auto& [name, shape] : model::expected_tensors(config))
-    if (shape.size() == 2 && is_llama_projection(name)) projections.push_back({name, shape[0], shape[1], 0});
-  const std::vector<RankPlan> plan = plan_ranks(std::move(projections), bpw, paths, scale_bits);
-  ModelBits out;
-  std::size_t next = 0;
-  for (const auto& [name, shape] : model::expected_tensors(config)) {
-    if (next < plan.size() && plan[next].name == name) {
-      const RankPlan& p = plan[next++];
-      out.add_blr(name, p.m, p.n, p.rank, paths, scale_bits);
-    } else {
-      index_t numel = 1;
-      for (index_t d : shape) numel *= d;
-      out.add_dense(name, numel, dense_bits);
-    }
-  }
-  return out;
 }
 
 }  // namespace bitrank::blr

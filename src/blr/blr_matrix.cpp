@@ -1,9 +1,9 @@
 // Host BLR matrix: shape checks and the dense reconstruction Ŵ.
 //
-// reconstruct expands each path's bitmaps into ±1 planes (the CPU backend's
-// expand_sign_planes, exact in f32), forms A = diag(h)·S_U·diag(ℓ) [m][r]
-// and B = diag(g)·S_V [n][r] in f64 and adds A·Bᵀ by dgemm: an f64 oracle
-// of what the stored f32 scales and signs mean, for tests and error reports.
+// reconstruct reads each path's signs from its bitmaps (ops/bitmap.hpp's
+// layout), forms A = diag(h)·S_U·diag(ℓ) [m][r] and B = diag(g)·S_V [n][r]
+// in f64 and adds A·Bᵀ by dgemm: an f64 oracle of what the stored f32
+// scales and signs mean, for tests and error reports.
 #include "bitrank/blr/blr_matrix.hpp"
 
 #include <cblas.h>
@@ -11,7 +11,6 @@
 #include <cmath>
 
 #include "bitrank/ops/bitmap.hpp"
-#include "cpu/kernels.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -50,18 +49,19 @@ std::vector<double> reconstruct(const HostBlrMatrix& blr) {
   check_blr(blr, "reconstruct");
   const index_t m = blr.m, n = blr.n, r = blr.r;
   std::vector<double> w(static_cast<std::size_t>(m * n), 0.0);
-  std::vector<float> plane_u(static_cast<std::size_t>(m * r)), plane_v(static_cast<std::size_t>(n * r));
+  const index_t words = sign_words(r);
   std::vector<double> a(static_cast<std::size_t>(m * r)), b(static_cast<std::size_t>(n * r));
+  const auto sign = [words](const std::vector<std::uint32_t>& bits, index_t row, index_t k) {
+    return sign_bit(bits.data() + row * words, k) ? 1.0 : -1.0;
+  };
   for (const HostBlrPath& path : blr.paths) {
-    cpu::expand_sign_planes<float>(path.sign_u.data(), m, r, plane_u.data(), nullptr, ThreadPool::global());
-    cpu::expand_sign_planes<float>(path.sign_v.data(), n, r, plane_v.data(), nullptr, ThreadPool::global());
     for (index_t i = 0; i < m; ++i)
       for (index_t k = 0; k < r; ++k)
         a[static_cast<std::size_t>(i * r + k)] =
-            double(path.h[static_cast<std::size_t>(i)]) * plane_u[static_cast<std::size_t>(i * r + k)] * double(path.l[static_cast<std::size_t>(k)]);
+            double(path.h[static_cast<std::size_t>(i)]) * sign(path.sign_u, i, k) * double(path.l[static_cast<std::size_t>(k)]);
     for (index_t j = 0; j < n; ++j)
       for (index_t k = 0; k < r; ++k)
-        b[static_cast<std::size_t>(j * r + k)] = double(path.g[static_cast<std::size_t>(j)]) * plane_v[static_cast<std::size_t>(j * r + k)];
+        b[static_cast<std::size_t>(j * r + k)] = double(path.g[static_cast<std::size_t>(j)]) * sign(path.sign_v, j, k);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(r), 1.0, a.data(), static_cast<blasint>(r), b.data(), static_cast<blasint>(r), 1.0,
                 w.data(), static_cast<blasint>(n));

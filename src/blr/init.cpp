@@ -6,8 +6,7 @@
 
 #include <cmath>
 
-#include "bitrank/ops/bitmap.hpp"
-#include "cpu/ops.hpp"
+#include "bitrank/backend.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -95,9 +94,10 @@ HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, 
   path.sign_u.resize(static_cast<std::size_t>(m * words));
   path.sign_v.resize(static_cast<std::size_t>(n * words));
   {
-    auto bitmap = cpu::make_bitmap_ops(ThreadPool::global());  // bit = (x ≥ 0): sign(0) = +1
-    bitmap->pack_signs(CView<float>(up.data(), Shape{m, r}), View<std::uint32_t>(path.sign_u.data(), Shape{m, words}));
-    bitmap->pack_signs(CView<float>(vp.data(), Shape{n, r}), View<std::uint32_t>(path.sign_v.data(), Shape{n, words}));
+    // The CPU backend's pack (host memory): bit = (x ≥ 0), sign(0) = +1.
+    const auto cpu = make_cpu_backend();
+    cpu->bitmap().pack_signs(CView<float>(up.data(), Shape{m, r}), View<std::uint32_t>(path.sign_u.data(), Shape{m, words}));
+    cpu->bitmap().pack_signs(CView<float>(vp.data(), Shape{n, r}), View<std::uint32_t>(path.sign_v.data(), Shape{n, words}));
   }
   for (float& x : up) x = std::abs(x);
   for (float& x : vp) x = std::abs(x);

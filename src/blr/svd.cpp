@@ -1,7 +1,7 @@
 // Truncated SVD on the CPU: exact (dgesdd, f64) and randomized (Halko et
-// al., f32 GEMMs and QR); the checks, sign convention and rounding shared
-// with the GPU engine (svd_internal.hpp). Contract, method choice and
-// numerics in include/bitrank/blr/svd.hpp.
+// al., f32 GEMMs and QR), straight on LAPACKE / CBLAS; the checks, method
+// choice and sign convention are the ones shared with the GPU engine
+// (bitrank/svd_engine.hpp). Numerics in include/bitrank/blr/svd.hpp.
 #include "bitrank/blr/svd.hpp"
 
 #include <cblas.h>
@@ -12,8 +12,6 @@
 #include <cmath>
 
 #include "bitrank/rng.hpp"
-#include "blr/svd_internal.hpp"
-#include "cpu/kernels.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -56,22 +54,31 @@ void orthonormalize(std::vector<float>& y, index_t rows, index_t cols, std::stri
   if (info != 0) fail("truncated_svd: QR of the sketch of {} [{}×{}] failed (info {})", name, rows, cols, info);
 }
 
+// Row-major C [rows][cols] = op(A)·B by OpenBLAS sgemm (A [rows][inner], or
+// [inner][rows] when trans_a; B [inner][cols]), overwritten.
+void sgemm(bool trans_a, index_t rows, index_t cols, index_t inner, const float* a, index_t lda, const float* b,
+           float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(cols), static_cast<blasint>(inner), 1.0f, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(cols), 0.0f, c, static_cast<blasint>(cols));
+}
+
 // Randomized range finder + small exact SVD (see the header): k triplets.
 Thin randomized(std::span<const float> a, index_t m, index_t n, index_t k, const SvdOptions& opts, std::string_view name) {
   const index_t l = detail::sketch_columns(m, n, k, opts);
   const float* A = a.data();
   std::vector<float> omega = gaussian(static_cast<std::size_t>(n * l), opts.seed);
   std::vector<float> q(static_cast<std::size_t>(m * l)), z(static_cast<std::size_t>(n * l));
-  cpu::sgemm(false, false, m, l, n, 1.0f, A, n, omega.data(), l, 0.0f, q.data(), l);  // Y = A·Ω
+  sgemm(false, m, l, n, A, n, omega.data(), q.data());  // Y = A·Ω
   orthonormalize(q, m, l, name);
   for (int it = 0; it < opts.power_iters; ++it) {
-    cpu::sgemm(true, false, n, l, m, 1.0f, A, n, q.data(), l, 0.0f, z.data(), l);  // Z = Aᵀ·Q
+    sgemm(true, n, l, m, A, n, q.data(), z.data());  // Z = Aᵀ·Q
     orthonormalize(z, n, l, name);
-    cpu::sgemm(false, false, m, l, n, 1.0f, A, n, z.data(), l, 0.0f, q.data(), l);  // Y = A·Z
+    sgemm(false, m, l, n, A, n, z.data(), q.data());  // Y = A·Z
     orthonormalize(q, m, l, name);
   }
   std::vector<float> b(static_cast<std::size_t>(l * n));
-  cpu::sgemm(true, false, l, n, m, 1.0f, q.data(), l, A, n, 0.0f, b.data(), n);  // B = Qᵀ·A
+  sgemm(true, l, n, m, q.data(), l, A, b.data());  // B = Qᵀ·A
   Thin small = gesdd(std::vector<double>(b.begin(), b.end()), l, n, k, name);
   // U = Q·Ũ in f64 (Ũ [l][k] is small; Q is rounded to f32 already).
   std::vector<double> qd(q.begin(), q.end());
@@ -86,12 +93,6 @@ Thin randomized(std::span<const float> a, index_t m, index_t n, index_t k, const
 }
 
 }  // namespace
-
-SvdMethod svd_method_for(index_t m, index_t n, index_t r, const SvdOptions& opts) {
-  if (opts.method != SvdMethod::automatic) return opts.method;
-  const index_t mn = std::min(m, n);
-  return mn <= kExactSvdMaxDim || std::min(r, mn) + opts.oversampling >= mn ? SvdMethod::exact : SvdMethod::randomized;
-}
 
 SvdF64 truncated_svd_f64(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts,
                          std::string_view name) {
@@ -131,41 +132,6 @@ Svd truncated_svd(std::span<const float> a, index_t m, index_t n, index_t r, con
                   const SvdEngine& engine) {
   return to_svd(engine ? engine(a, m, n, r, opts, name) : truncated_svd_f64(a, m, n, r, opts, name));
 }
-
-namespace detail {
-
-void check_svd_input(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts,
-                     std::string_view name) {
-  if (m < 1 || n < 1) fail("truncated_svd: {} has an empty shape {}×{}", name, m, n);
-  if (a.size() != static_cast<std::size_t>(m) * static_cast<std::size_t>(n))
-    fail("truncated_svd: {} has {} values, shape {}×{} needs {}", name, a.size(), m, n, m * n);
-  if (r < 1) fail("truncated_svd: rank {} for {} must be at least 1", r, name);
-  if (opts.oversampling < 0) fail("truncated_svd: oversampling {} for {} is negative", opts.oversampling, name);
-  if (opts.power_iters < 0) fail("truncated_svd: {} power iterations for {}", opts.power_iters, name);
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!std::isfinite(a[i]))
-      fail("truncated_svd: {} [{}×{}] has a non-finite value {} at row {}, column {}", name, m, n, a[i],
-           static_cast<index_t>(i) / n, static_cast<index_t>(i) % n);
-}
-
-void normalize_signs(SvdF64& f) {
-  // Entries within kTie (relative) of the largest count as tied, so that two
-  // engines whose vectors differ by rounding pick the same entry: the first.
-  constexpr double kTie = 1e-9;
-  const index_t m = f.m, n = f.n, k = f.k;
-  const auto at = [k](index_t i, index_t c) { return static_cast<std::size_t>(i * k + c); };
-  for (index_t c = 0; c < k; ++c) {
-    double big = 0;
-    for (index_t i = 0; i < m; ++i) big = std::max(big, std::abs(f.u[at(i, c)]));
-    index_t arg = 0;
-    while (arg < m - 1 && std::abs(f.u[at(arg, c)]) < (1 - kTie) * big) ++arg;
-    if (f.u[at(arg, c)] >= 0) continue;
-    for (index_t i = 0; i < m; ++i) f.u[at(i, c)] = -f.u[at(i, c)];
-    for (index_t j = 0; j < n; ++j) f.v[static_cast<std::size_t>(j * k + c)] = -f.v[static_cast<std::size_t>(j * k + c)];
-  }
-}
-
-}  // namespace detail
 
 SvdEngine route_by_size(SvdEngine large, index_t min_dim) {
   if (!large) fail("route_by_size: no engine for the large matrices");

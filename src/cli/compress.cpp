@@ -43,7 +43,7 @@ int run_compress(CompressCliOptions o) {
   if (job.device == "cuda") {
 #ifdef BITRANK_HAS_CUDA
     // Dual-SVID's large SVDs on the GPU, the many small ones on the CPU's threads (blr::route_by_size).
-    job.svd_engine = blr::route_by_size(blr::make_cuda_svd_engine(0), kGpuSvdMinDim);
+    job.svd_engine = blr::route_by_size(make_cuda_svd_engine(0), kGpuSvdMinDim);
     job.svd_label = fmt::format("gpu from {} wide, cpu below", kGpuSvdMinDim);
 #endif
   }

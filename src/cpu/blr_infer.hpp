@@ -17,14 +17,13 @@ SimdLevel best_simd_level();
 bool simd_level_supported(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
 
-// The most tokens blr_infer reads the bits for; above, it runs blr_forward's
-// GEMMs. Measured on the 2-core EPYC (2 threads, shared machine): the bits
+// kBlrInferBitTokens (ops/blr.hpp), the most tokens blr_infer reads the bits
+// for, is 16 from this measurement on the 2-core EPYC (2 threads, shared machine): the bits
 // beat the forward at 16 tokens at every shape tried (576×576 r128: 0.16 ms
 // against ≥ 0.20 ms; 576×192 r64, 1536×576 r192, 4096×4096 r992 by more)
 // and at 32 on all but 576×576 (0.25 against 0.20–0.59 ms, noisy); the
 // kernel's cost grows with the tokens, the forward's (planes written from
 // the bitmaps, then GEMMs) hardly does.
-inline constexpr index_t kBlrInferBitTokens = 16;
 
 // y[ntok][m] (overwritten) = the layer applied to x[ntok][n], reading the
 // sign bitmaps; c: scratch of blr_infer_scratch floats. Threads from `pool` once the

@@ -25,44 +25,11 @@ class CpuGemmOps final : public GemmOps<float> {
 
  protected:
   void stage_impl(CView<float> src, CView<float> col, float scale, View<f16> dst) override {
-    const index_t m = src.dim(0), k = src.dim(1);
-    const float* factor = has_col(col) ? col.data : nullptr;
-    pool_.parallel_for(
-        dst.dim(0),
-        [&](index_t t0, index_t t1) {
-          for (index_t t = t0; t < t1; ++t) {
-            f16* d = dst.data + t * k;
-            if (t >= m) {
-              std::fill(d, d + k, f16{});
-              continue;
-            }
-            const float* s = src.data + t * k;
-            if (factor) {
-              for (index_t j = 0; j < k; ++j) d[j] = staged_half(s[j], factor[j], scale);
-            } else {
-              for (index_t j = 0; j < k; ++j) d[j] = staged_half(s[j], 1.0f, scale);
-            }
-          }
-        },
-        row_grain(k));
+    stage_rows(src.data, src.dim(1), src.dim(0), has_col(col) ? col.data : nullptr, scale, dst);
   }
 
   void stage_cols_impl(CView<float> src, index_t col0, float scale, View<f16> dst) override {
-    const index_t m = src.dim(0), width = src.dim(1), k = dst.dim(1);
-    pool_.parallel_for(
-        dst.dim(0),
-        [&](index_t t0, index_t t1) {
-          for (index_t t = t0; t < t1; ++t) {
-            f16* d = dst.data + t * k;
-            if (t >= m) {
-              std::fill(d, d + k, f16{});
-              continue;
-            }
-            const float* s = src.data + t * width + col0;
-            for (index_t j = 0; j < k; ++j) d[j] = staged_half(s[j], 1.0f, scale);
-          }
-        },
-        row_grain(k));
+    stage_rows(src.data + col0, src.dim(1), src.dim(0), nullptr, scale, dst);
   }
 
   // Blocks of kBlock destination rows (source columns) per task: each task
@@ -96,6 +63,31 @@ class CpuGemmOps final : public GemmOps<float> {
   }
 
  private:
+  // stage and stage_cols: dst row t < m is row t of src (row stride ld; its
+  // first dst.dim(1) values, times factor where there is one) staged; rows
+  // ≥ m are 0.
+  void stage_rows(const float* src, index_t ld, index_t m, const float* factor, float scale, View<f16> dst) {
+    const index_t k = dst.dim(1);
+    pool_.parallel_for(
+        dst.dim(0),
+        [&](index_t t0, index_t t1) {
+          for (index_t t = t0; t < t1; ++t) {
+            f16* d = dst.data + t * k;
+            if (t >= m) {
+              std::fill(d, d + k, f16{});
+              continue;
+            }
+            const float* s = src + t * ld;
+            if (factor) {
+              for (index_t j = 0; j < k; ++j) d[j] = staged_half(s[j], factor[j], scale);
+            } else {
+              for (index_t j = 0; j < k; ++j) d[j] = staged_half(s[j], 1.0f, scale);
+            }
+          }
+        },
+        row_grain(k));
+  }
+
   // dst[rows][k] = the f32 values of src[rows][k] (exact).
   void widen(const f16* src, index_t rows, index_t k, float* dst) {
     pool_.parallel_for(

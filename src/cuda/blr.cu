@@ -37,8 +37,8 @@
 // sign optimizer rewrites in place, are always seen; no host round trip);
 // the backward runs b and dx on the forward's planes when they are given
 // (BlrSaved::planes, used as stored), else expands the other orientation.
-// blr_infer is the forward; f16 scales (BlrPath::scales16) are widened into
-// f32 scratch first, exactly.
+// blr_infer widens f16 scales (BlrPath::scales16) into f32 scratch first,
+// exactly, then runs the bit-reading kernels (blr_infer.cu) or the forward.
 //
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows. Everything runs on the context's stream; nothing synchronises.
@@ -48,6 +48,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cuda/blr_infer.hpp"
 #include "cuda/col_sum.cuh"
 #include "cuda/gemm_kernels.hpp"
 #include "cuda/ops.hpp"
@@ -207,7 +208,7 @@ class Scratch {
 
 class CudaBlrOps final : public BlrOps<float> {
  public:
-  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx) {}
+  explicit CudaBlrOps(Context& ctx) : ctx_(ctx), gemm_(ctx), bit_infer_(ctx) {}
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -234,8 +235,8 @@ class CudaBlrOps final : public BlrOps<float> {
     }
   }
 
-  // The forward, its a kept in scratch (no kernel of its own yet); f16
-  // scales widened into scratch first (exact).
+  // Few tokens: the bit-reading kernels (blr_infer.cu); more: the forward, its
+  // a kept in scratch. f16 scales are widened into scratch first (exact).
   void blr_infer_impl(const BlrLayer<float>& given, CView<float> x, View<float> y) override {
     const BlrLayer<float> layer = with_wide_scales(
         given, widened_paths_, [&](index_t count) { return wide_scales_.get(ctx_.memory, count); },
@@ -244,6 +245,7 @@ class CudaBlrOps final : public BlrOps<float> {
           widen_f16_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(reinterpret_cast<const __half*>(src), count, dst);
           BR_CUDA_LAUNCHED();
         });
+    if (BlrBitInfer::takes(layer, x.dim(0))) return bit_infer_.run(layer, x, y);
     const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
     float* a = infer_a_.get(ctx_.memory, paths * ntok * layer.r);
     blr_forward_impl(layer, x, y, BlrSaved<float>{View<float>(a, Shape{paths, ntok, layer.r})});
@@ -417,6 +419,7 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<f16> act_r_;    // staged [ntok][r]: a⊙ℓ or b⊙ℓ·gs
   Scratch<f16> act_r2_;   // staged [ntok][r]: a⊙ℓ for E_U while act_r_ holds b⊙ℓ·gs
   Scratch<float> b_;      // b of one path when the caller does not keep it [ntok][r]
+  BlrBitInfer bit_infer_;
   Scratch<float> infer_a_;  // blr_infer's a [P][ntok][r], which nobody reads
   Scratch<float> wide_scales_;  // blr_infer's widened f16 scales [P][m + r + n]
   std::vector<BlrPath<float>> widened_paths_;  // the paths over wide_scales_

@@ -1,8 +1,9 @@
-// The GPU engine of the truncated SVD (contract: include/bitrank/blr/svd.hpp):
+// The GPU engine of the truncated SVD (contract: include/bitrank/svd_engine.hpp,
+// which the CPU engine in blr shares; this file sees nothing of blr):
 // f64 throughout, one stream, cuSOLVER for the factorizations and cuBLAS
 // for the products. Input checks, sketch width and the sign convention are
-// the CPU engine's (blr/svd_internal.hpp), applied on the host, so both
-// engines answer the same inputs with the same errors and signs.
+// svd_engine.hpp's, applied on the host, so both engines answer the same
+// inputs with the same errors and signs.
 //
 // Layout: A arrives row-major f32 [m][n]; its bytes are the column-major
 // n×m matrix D = Aᵀ, widened to f64 on the device as it is (no transpose).
@@ -61,14 +62,13 @@
 #include <mutex>
 #include <vector>
 
-#include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/rng.hpp"
-#include "blr/svd_internal.hpp"
+#include "bitrank/svd_engine.hpp"
 #include "cuda/device_info.hpp"
 #include "cuda/runtime.hpp"
 
-namespace bitrank::blr {
+namespace bitrank {
 namespace {
 
 constexpr unsigned kThreads = 256;
@@ -101,6 +101,16 @@ int i32(index_t v, std::string_view name) {
 }
 
 std::size_t sz(index_t v) { return static_cast<std::size_t>(v); }
+
+// The row-major [rows][k] of SvdF64 from a downloaded column-major matrix
+// (leading dimension ld): its first k columns, or, when `transposed`, the
+// transpose of its first k rows.
+std::vector<double> leading_columns(const std::vector<double>& x, index_t rows, index_t k, index_t ld, bool transposed) {
+  std::vector<double> out(sz(rows * k));
+  for (index_t i = 0; i < rows; ++i)
+    for (index_t c = 0; c < k; ++c) out[sz(i * k + c)] = transposed ? x[sz(c + i * ld)] : x[sz(i + c * ld)];
+  return out;
+}
 
 // The device factors of a tall X [rows][cols] (column-major, rows ≥ cols):
 // u (rows×≥k, leading dimension rows), s (cols), vt (cols×cols, ld cols).
@@ -263,10 +273,8 @@ void Engine::exact(std::span<const float> a, SvdF64& out, std::string_view name)
     TallSvd t = tall_svd(d, n, m, k, name);
     const std::vector<double> ud = download(t.u, sz(n * k)), vdt = download(t.vt, sz(m * m));
     out.s = download(t.s, sz(k));
-    for (index_t i = 0; i < m; ++i)
-      for (index_t c = 0; c < k; ++c) out.u[sz(i * k + c)] = vdt[sz(c + i * m)];
-    for (index_t j = 0; j < n; ++j)
-      for (index_t c = 0; c < k; ++c) out.v[sz(j * k + c)] = ud[sz(j + c * n)];
+    out.u = leading_columns(vdt, m, k, m, true);
+    out.v = leading_columns(ud, n, k, n, false);
   } else {
     // A column-major (m×n tall) = Dᵀ; A = U·S·Vᵀ.
     Buffer<double> x(memory_, sz(m * n));
@@ -277,10 +285,8 @@ void Engine::exact(std::span<const float> a, SvdF64& out, std::string_view name)
     TallSvd t = tall_svd(x, m, n, k, name);
     const std::vector<double> u = download(t.u, sz(m * k)), vt = download(t.vt, sz(n * n));
     out.s = download(t.s, sz(k));
-    for (index_t i = 0; i < m; ++i)
-      for (index_t c = 0; c < k; ++c) out.u[sz(i * k + c)] = u[sz(i + c * m)];
-    for (index_t j = 0; j < n; ++j)
-      for (index_t c = 0; c < k; ++c) out.v[sz(j * k + c)] = vt[sz(c + j * n)];
+    out.u = leading_columns(u, m, k, m, false);
+    out.v = leading_columns(vt, n, k, n, true);
   }
 }
 
@@ -311,20 +317,15 @@ void Engine::randomized(std::span<const float> a, SvdF64& out, const SvdOptions&
   TallSvd t = tall_svd(z, n, l, k, name);
   Buffer<double> ua(memory_, sz(m * k));
   gemm(false, true, m, k, l, y.data(), m, t.vt.data(), l, ua.data(), m, name);
-  const std::vector<double> u = download(ua, sz(m * k)), ub = download(t.u, sz(n * k));
   out.s = download(t.s, sz(k));
-  for (index_t i = 0; i < m; ++i)
-    for (index_t c = 0; c < k; ++c) out.u[sz(i * k + c)] = u[sz(i + c * m)];
-  for (index_t j = 0; j < n; ++j)
-    for (index_t c = 0; c < k; ++c) out.v[sz(j * k + c)] = ub[sz(j + c * n)];
+  out.u = leading_columns(download(ua, sz(m * k)), m, k, m, false);
+  out.v = leading_columns(download(t.u, sz(n * k)), n, k, n, false);
 }
 
 SvdF64 Engine::run(std::span<const float> a, index_t m, index_t n, index_t r, const SvdOptions& opts,
                    std::string_view name) {
   detail::check_svd_input(a, m, n, r, opts, name);
   SvdF64 out = detail::svd_frame(m, n, r, opts);
-  out.u.resize(sz(m * out.k));
-  out.v.resize(sz(n * out.k));
   std::lock_guard lock(mu_);
   BR_CUDA_CHECK(cudaSetDevice(device_));  // this thread's current device
   memory_.reset_peak();
@@ -350,4 +351,4 @@ SvdEngine make_cuda_svd_engine(int device) {
                   std::string_view name) { return engine->run(a, m, n, r, opts, name); };
 }
 
-}  // namespace bitrank::blr
+}  // namespace bitrank

@@ -2,7 +2,6 @@
 // include/bitrank/model/load.hpp).
 #include "bitrank/model/load.hpp"
 
-#include "bitrank/blr/accounting.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
@@ -73,7 +72,7 @@ namespace {
 // the head (token_embd when tied) or a block projection (Projection::dense).
 bool is_weight_matrix(const ModelConfig& c, const std::string& name) {
   if (name == "output.weight" || name == "token_embd.weight") return true;
-  if (!c.is_hybrid()) return blr::is_llama_projection(name);
+  if (!c.is_hybrid()) return is_llama_projection(name);
   for (bool full : {true, false})
     for (HybridProj p : hybrid_block_projs(full))
       if (name.starts_with("blk.") && name.ends_with(std::string(".") + hybrid_proj_name(p) + ".weight")) return true;

@@ -1,5 +1,6 @@
-// Decoder projections of every family, dense or BLR: the compressible set,
-// the weight check with BLR matrices, one projection on a backend
+// Decoder projections of every family, dense or BLR: the compressible set
+// and a dense Llama's bit accounting, the weight check with BLR matrices,
+// one projection on a backend
 // (contract: include/bitrank/model/projection.hpp).
 #include "bitrank/model/projection.hpp"
 
@@ -14,6 +15,37 @@
 
 namespace bitrank::model {
 
+bool is_llama_projection(const std::string& name) {
+  static const char* const suffixes[] = {".attn_q.weight",      ".attn_k.weight",  ".attn_v.weight", ".attn_output.weight",
+                                         ".ffn_gate.weight",    ".ffn_up.weight",  ".ffn_down.weight"};
+  if (name.rfind("blk.", 0) != 0) return false;
+  for (const char* s : suffixes) {
+    const std::string_view sv(s);
+    if (name.size() > sv.size() && name.compare(name.size() - sv.size(), sv.size(), sv) == 0) return true;
+  }
+  return false;
+}
+
+blr::ModelBits llama_model_bits(const ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits) {
+  std::vector<blr::RankPlan> projections;
+  for (const auto& [name, shape] : expected_tensors(config))
+    if (shape.size() == 2 && is_llama_projection(name)) projections.push_back({name, shape[0], shape[1], 0});
+  const std::vector<blr::RankPlan> plan = blr::plan_ranks(std::move(projections), bpw, paths, scale_bits);
+  blr::ModelBits out;
+  std::size_t next = 0;
+  for (const auto& [name, shape] : expected_tensors(config)) {
+    if (next < plan.size() && plan[next].name == name) {
+      const blr::RankPlan& p = plan[next++];
+      out.add_blr(name, p.m, p.n, p.rank, paths, scale_bits);
+    } else {
+      index_t numel = 1;
+      for (index_t d : shape) numel *= d;
+      out.add_dense(name, numel, dense_bits);
+    }
+  }
+  return out;
+}
+
 TensorList model_tensors(const ModelConfig& c) {
   return c.is_hybrid() ? hybrid_expected_tensors(c) : expected_tensors(c);
 }
@@ -23,7 +55,7 @@ std::vector<blr::RankPlan> compressible_projections(const ModelConfig& c) {
   if (!c.is_hybrid()) {
     check_llama_config(c, "compressible projections");
     for (const auto& [name, shape] : expected_tensors(c))
-      if (blr::is_llama_projection(name)) out.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
+      if (is_llama_projection(name)) out.push_back({name.substr(0, name.size() - 7), shape[0], shape[1], 0});
     return out;
   }
   check_hybrid_config(c, "compressible projections");

@@ -11,7 +11,7 @@ class RefBitmapOps final : public BitmapOps<double> {
     const f16 plus{0x3c00}, minus{0xbc00};
     for (index_t i = 0; i < rows; ++i)
       for (index_t k = 0; k < r; ++k) {
-        const bool bit = (bits[i * words + k / 32] >> (k % 32)) & 1u;
+        const bool bit = sign_bit(bits.data + i * words, k);
         plane[i * r + k] = bit ? plus : minus;
         plane_t[k * rows + i] = bit ? plus : minus;
       }

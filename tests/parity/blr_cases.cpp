@@ -6,7 +6,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/blr_infer.hpp"
 #include "support/parity.hpp"
 
 namespace bitrank::test {
@@ -139,15 +138,26 @@ void blr_infer_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok,
   p.be.blr().blr_infer(be_layer, x.be(), y.be());
   p.be.blr().blr_forward(be_layer, x.be(), y_fwd.be(), {a.be()});
 
-  // The CPU reads the bits for few tokens: f32 sums over n and r terms with
-  // no f16 rounding (~1e-7 per term, ~1e-6 over the sums; a lost term or a
-  // wrong sign is O(1e-2) and an f16 operand ~5e-4). Otherwise blr_infer is
-  // the forward: f16 operands, 3e-3 as DESIGN §4.
-  const bool bits = p.be.name == "cpu" && ntok <= cpu::kBlrInferBitTokens;
+  // The CPU and CUDA backends read the bits for few tokens: f32 sums over n
+  // and r terms with no f16 rounding (~1e-7 per term, ~1e-6 over the sums; a
+  // lost term or a wrong sign is O(1e-2) and an f16 operand ~5e-4).
+  // Otherwise blr_infer is the forward: f16 operands, 3e-3 as DESIGN §4.
+  const bool bits = (p.be.name == "cpu" || p.be.name == "cuda") && ntok <= kBlrInferBitTokens;
   p.expect_close("y", y, bits ? 1e-5 : 3e-3);
   // Against the backend's own forward (f16 operands): within the forward's tolerance.
   const std::vector<float> fwd = y_fwd.be_values(), inf = y.be_values();
   p.expect_close("y vs blr_forward", inf, std::vector<double>(fwd.begin(), fwd.end()), 3e-3);
+  // A second call on 2x gives exactly 2y (doubling is exact in every sum and
+  // product): nothing the first call left behind (scratch, the CUDA rank
+  // pass's counters) is read as this call's.
+  std::vector<float> x2 = x.be_values();
+  for (float& v : x2) v *= 2.0f;
+  auto x_twice = p.input({ntok, n}, x2);
+  auto y_twice = p.output({ntok, m});
+  p.be.blr().blr_infer(be_layer, x_twice.be(), y_twice.be());
+  std::vector<double> want(inf.size());
+  for (std::size_t i = 0; i < inf.size(); ++i) want[i] = 2.0 * inf[i];
+  p.expect_close("y(2x) = 2y exactly", y_twice.be_values(), want, 0.0);
 }
 
 // blr_infer with f16 scales (BlrPath::scales16, a loaded model's form)
@@ -206,7 +216,7 @@ void blr_infer_f16_case(ParityRun& p, index_t m, index_t n, index_t r, index_t n
   p.be.blr().blr_infer(BlrLayer<float>{m, n, r, be16}, x.be(), y.be());
   p.be.blr().blr_infer(BlrLayer<float>{m, n, r, be32}, x.be(), y_f32.be());
 
-  const bool bits = p.be.name == "cpu" && ntok <= cpu::kBlrInferBitTokens;
+  const bool bits = (p.be.name == "cpu" || p.be.name == "cuda") && ntok <= kBlrInferBitTokens;
   p.expect_close("y", y, bits ? 1e-5 : 3e-3);  // as blr_infer_case
   const std::vector<float> a = y.be_values(), b = y_f32.be_values();
   p.expect_close("y vs f32 scales of the same values", a, std::vector<double>(b.begin(), b.end()), 0.0);
@@ -227,7 +237,10 @@ BR_PARITY_CASE(blr_infer_129x211_r160_t8_p2) { blr_infer_case(p, 129, 211, 160, 
 BR_PARITY_CASE(blr_infer_90x70_r96_t16_p2) { blr_infer_case(p, 90, 70, 96, 16, 2); }
 BR_PARITY_CASE(blr_infer_211x129_r64_t17_p1) { blr_infer_case(p, 211, 129, 64, 17, 1); }
 BR_PARITY_CASE(blr_infer_1000x577_r224_t5_p2) { blr_infer_case(p, 1000, 577, 224, 5, 2); }  // large enough for threads
-// f16 scales: decoding (1, 3 tokens), the kernel's last count (16), the forward past it (17).
+// more than 8 words of ranks and a last word of 32 lanes with one in use (the
+// CUDA rank pass's word groups, the row pass's second sweep), many input chunks
+BR_PARITY_CASE(blr_infer_300x2100_r1056_t2_p2) { blr_infer_case(p, 300, 2100, 1056, 2, 2); }
+// f16 scales: decoding (1, 3 tokens), the kernels' last count (16), the forward past it (17).
 BR_PARITY_CASE(blr_infer_f16_scales_75x53_r32_t1_p1) { blr_infer_f16_case(p, 75, 53, 32, 1, 1); }
 BR_PARITY_CASE(blr_infer_f16_scales_129x211_r160_t3_p2) { blr_infer_f16_case(p, 129, 211, 160, 3, 2); }
 BR_PARITY_CASE(blr_infer_f16_scales_90x70_r96_t16_p2) { blr_infer_f16_case(p, 90, 70, 96, 16, 2); }

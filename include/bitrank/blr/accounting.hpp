@@ -36,9 +36,11 @@
 // cap, until none does. The result's bpw is what the report states, never
 // the target.
 //
-// The whole-model figure adds every tensor that is not compressed
-// (embeddings, head, norms, …) at its stored width: bits = Σ BLR bits +
-// Σ numel·width, over Σ m·n + Σ numel weights.
+// The whole-model figure (ModelBits) adds every tensor that is not
+// compressed (embeddings, head, norms, …) at its stored width: bits = Σ BLR
+// bits + Σ numel·width, over Σ m·n + Σ numel weights. Which tensors a model
+// has is the model layer's to say (model::llama_model_bits): this file
+// knows shapes and names only.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,6 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/hf_config.hpp"
 #include "bitrank/tensor.hpp"
 
 namespace bitrank::blr {
@@ -131,16 +132,5 @@ class ModelBits {
  private:
   std::vector<TensorBits> tensors_;
 };
-
-// Whether a tensor name is a decoder projection of a dense Llama-style
-// model: blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight.
-bool is_llama_projection(const std::string& name);
-
-// A dense Llama-style model (model::expected_tensors) with every decoder
-// projection (attn_q/k/v/output, ffn_gate/up/down) compressed at the ranks
-// plan_ranks gives for `bpw`, and every other tensor (token
-// embeddings, untied head, norms) dense at `dense_bits`. A tied head is the
-// embedding table and counts once.
-ModelBits llama_model_bits(const io::ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits);
 
 }  // namespace bitrank::blr

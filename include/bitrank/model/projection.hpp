@@ -6,7 +6,7 @@
 // Compressible projections (compressible_projections, in load order: block
 // by block, each block's in forward order):
 //   dense Llama   blk.N.{attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down}
-//                 (blr::is_llama_projection)
+//                 (is_llama_projection)
 //   hybrid        gated attention blocks: blk.N.{attn_q, attn_k, attn_v, attn_output};
 //                 GDN blocks: blk.N.{attn_qkv, attn_gate, ssm_out} (in_proj_qkv, in_proj_z,
 //                 out_proj); every block: blk.N.{ffn_gate, ffn_up, ffn_down}.
@@ -52,6 +52,17 @@ TensorList model_tensors(const ModelConfig& config);
 // what blr::plan_ranks takes. Error for a config its family's model would
 // refuse.
 std::vector<blr::RankPlan> compressible_projections(const ModelConfig& config);
+
+// Whether a tensor name is a decoder projection of a dense Llama-style
+// model: blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight.
+bool is_llama_projection(const std::string& name);
+
+// The bit accounting (blr/accounting.hpp) of a dense Llama-style model
+// (expected_tensors) with every decoder projection compressed at the ranks
+// blr::plan_ranks gives for `bpw`, and every other tensor (token
+// embeddings, untied head, norms) dense at `dense_bits`. A tied head is the
+// embedding table and counts once.
+blr::ModelBits llama_model_bits(const ModelConfig& config, double bpw, int paths, int scale_bits, int dense_bits);
 
 // Checks a model of any family whose projections named in `blr` are BLR
 // matrices: the family's config checks; every matrix names a compressible

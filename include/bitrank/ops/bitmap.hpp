@@ -17,6 +17,9 @@ namespace bitrank {
 
 inline index_t sign_words(index_t r) { return (r + 31) / 32; }
 
+// Whether rank k of one bitmap row is +1 (its bit is set).
+inline bool sign_bit(const std::uint32_t* row, index_t k) { return (row[k / 32] >> (k % 32)) & 1u; }
+
 template <class T>
 class BitmapOps {
  public:

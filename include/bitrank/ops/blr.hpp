@@ -39,18 +39,22 @@
 // f32(h·E_U), G_V = f32(g·E_V).
 //
 // Numerics of blr_infer: the f64 reference is its forward (exact). The CPU
-// backend, for at most 16 tokens (cpu/blr_infer.hpp), reads the bitmaps
-// directly in f32 with no f16 rounding: per path and token
+// and CUDA backends, for at most kBlrInferBitTokens (16) tokens, read the
+// bitmaps directly in f32 with no f16 rounding. CPU (cpu/blr_infer.hpp), per
+// path and token:
 //     a_k = Σ_i ±f32(x_i·g_i)         an f32 sum in order of i (the ± from S_V[i][k])
 //     c_k = f32(ℓ_k·a_k)
 //     s_j = Σ_k ±c_k                   32 f32 partial sums (k mod 32), each in order
 //                                      of k, added in a fixed tree (lane l + l+16,
 //                                      then + l+8, + l+4, + l+2, + l+1)
 //     y_j = Σ_p f32(h_j·s_j)           paths added in order, no fused multiply-add
-// the same bits whatever its SIMD width or thread count (relative error
-// ~1e-6 of ‖y‖ at a model's shapes: f32 sums over n and r terms). Above
-// that token count, and on CUDA, blr_infer returns blr_forward's y (f16
-// operands: 3e-3).
+// the same bits whatever its SIMD width or thread count. CUDA (cuda/blr_infer.cu):
+// a_k as chunks of inputs each summed in order of i, the chunk sums added in
+// order; s_j as L lane sums (L = 4…32 by the rank's words; lane i walks the
+// bits of words i, i+L, … from bit i on) added in a shuffle tree; the same
+// bits on every run, not the CPU's. Both: relative error ~1e-6 of ‖y‖ at a
+// model's shapes (f32 sums over n and r terms). Above that token count
+// blr_infer returns blr_forward's y (f16 operands: 3e-3).
 //
 // f16 scales (BlrPath::scales16, blr_infer only): a loaded model keeps h, ℓ,
 // g as the bitrank file stores them, in f16. blr_infer reads them as their
@@ -73,6 +77,10 @@
 #include "bitrank/tensor.hpp"
 
 namespace bitrank {
+
+// The most tokens blr_infer reads the bitmaps for (CPU and CUDA); above, it
+// runs blr_forward's GEMMs (cpu/blr_infer.hpp gives the CPU's measurement).
+inline constexpr index_t kBlrInferBitTokens = 16;
 
 #if defined(__CUDACC__)
 #define BITRANK_HOST_DEVICE __host__ __device__

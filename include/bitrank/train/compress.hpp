@@ -97,7 +97,7 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/blr/accounting.hpp"
-#include "bitrank/blr/svd.hpp"
+#include "bitrank/svd_engine.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/e2e.hpp"
 #include "bitrank/train/layerwise.hpp"
@@ -162,7 +162,7 @@ struct CompressOptions {
   LayerwiseOptions train{};       // learning rates (peaks), sign optimizer, clipping
   double mse_weight = 10.0;       // e2e: λ of the hidden-state MSE terms (weighted λ/T, train/e2e.hpp)
   std::string device = "cpu";     // for the summary
-  blr::SvdEngine svd_engine{};    // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
+  SvdEngine svd_engine{};         // the Dual-SVID SVDs; empty: the CPU (the CLI gives --device cuda the GPU's)
   std::string svd_label;          // where svd_engine runs, for the log and summary (empty: "GPU" when set)
   std::int64_t checkpoint_every = 50;  // steps between checkpoints; 0: only at the end of each block
   bool resume = false;            // continue from <out>.ckpt
