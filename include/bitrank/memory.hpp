@@ -109,6 +109,9 @@ std::unique_ptr<Memory> make_counted_host_memory();
 
 // "1.5 MiB", "3.0 GiB", "512 B": bytes for messages.
 std::string format_bytes(std::size_t bytes);
+// This process's resident memory (VmRSS of /proc/self/status), 0 where the
+// system does not say.
+std::size_t process_resident_bytes();
 // Parses a byte count: "1073741824", "4GiB", "512MiB", "64KiB" (also "GB",
 // "MB", "KB" as powers of 1024, a fractional number before a unit); Error
 // naming `what` otherwise.

@@ -98,14 +98,17 @@ int run_eval(const EvalOptions& o) {
   if (windows == 0) fail("eval: {} tokens do not fill one window of {} (--seq-len)", ids.size(), T);
 
   const auto t_load = std::chrono::steady_clock::now();
-  const model::LoadedWeights loaded = model::load_any(model_path);
-  const model::HostWeights& weights = loaded.weights;
-  const train::StreamChoice streaming =
-      train::choose_streaming(stream, cap_bytes, model::model_device_bytes<float>(weights, loaded.blr));
-  std::fprintf(stderr, "eval: %s (%s)\n",
-               streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
-               streaming.reason.c_str());
-  const auto model = model::make_model(*be, weights, loaded.blr, streaming.stream);
+  std::unique_ptr<model::DecoderModel<float>> model;
+  train::StreamChoice streaming;
+  {  // the host weights go once the model holds its own
+    const model::LoadedWeights loaded = model::load_any(model_path);
+    streaming = train::choose_streaming(
+        stream, cap_bytes, model::model_device_bytes<float>(loaded.weights, loaded.blr, loaded.form));
+    std::fprintf(stderr, "eval: %s (%s)\n",
+                 streaming.stream ? "streaming the blocks from host memory" : "blocks resident on the device",
+                 streaming.reason.c_str());
+    model = model::make_model(*be, loaded.weights, loaded.blr, streaming.stream, loaded.form);
+  }
   const model::DecoderModel<float>& net = *model;
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
@@ -133,7 +136,7 @@ int run_eval(const EvalOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::ordered_json j;
   j["model"] = model_path;
-  j["family"] = std::string(io::model_family_name(weights.config.family));
+  j["family"] = std::string(io::model_family_name(net.config().family));
   j["text"] = text_name;
   j["device"] = o.device;
   j["seq_len"] = T;

@@ -6,9 +6,12 @@
 // KV cache, then one token per step; --no-cache: a whole forward per new
 // token). stdout gets the generated text only, each piece written and
 // flushed as soon as its UTF-8 is complete (model::TextStream), then a
-// newline; the EOS that ends generation is not printed. stderr gets one
-// line: prompt tokens, generated tokens, seconds, prefill tokens/s (prompt
-// tokens over the first step), decode tokens/s (the later steps), load time.
+// newline; the EOS that ends generation is not printed. stderr gets two
+// lines: once loaded, the model's resident weights (DecoderModel::
+// weight_bytes) beside the checkpoint's bytes on disk and the process's
+// resident memory; at the end, prompt tokens, generated tokens, seconds,
+// prefill tokens/s (prompt tokens over the first step), decode tokens/s (the
+// later steps), load time.
 //
 // --device cpu or cuda (cli/device.hpp), as eval.
 #include "cli/generate.hpp"
@@ -17,15 +20,29 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/tokenizer.hpp"
+#include "bitrank/memory.hpp"
 #include "bitrank/model/generate.hpp"
 #include "bitrank/model/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
 namespace bitrank::cli {
+namespace {
+
+// The bytes of a checkpoint on disk: the file, or every file of a directory.
+std::uintmax_t file_bytes(const std::filesystem::path& path) {
+  if (!std::filesystem::is_directory(path)) return std::filesystem::file_size(path);
+  std::uintmax_t sum = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(path))
+    if (e.is_regular_file()) sum += e.file_size();
+  return sum;
+}
+
+}  // namespace
 
 int run_generate(const GenerateCliOptions& o) {
   const std::string model_path = model_or_default(o.model, "generate");
@@ -40,9 +57,11 @@ int run_generate(const GenerateCliOptions& o) {
   const auto t_load = std::chrono::steady_clock::now();
   const io::Tokenizer tokenizer = io::load_model_tokenizer(model_path);
   const std::vector<std::int32_t> prompt = model::encode_prompt(tokenizer, o.prompt);
-  const model::LoadedWeights loaded = model::load_any(model_path);
-  const auto net = model::make_model(*be, loaded.weights, loaded.blr);
+  const auto net = model::load_model(*be, model_path);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  fmt::print(stderr, "generate: weights {} resident ({} bytes; the file {} bytes), process {} resident after load\n",
+             format_bytes(net->weight_bytes()), net->weight_bytes(), file_bytes(model_path),
+             format_bytes(process_resident_bytes()));
 
   const std::int32_t eos = tokenizer.spec().eos_id;
   options.stop_id = o.stop_at_eos ? eos : -1;

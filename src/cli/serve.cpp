@@ -43,8 +43,7 @@ int run_serve(const ServeCliOptions& o) {
 
   const auto t_load = std::chrono::steady_clock::now();
   const io::Tokenizer tokenizer = io::load_model_tokenizer(model_path);
-  const model::LoadedWeights loaded = model::load_any(model_path);
-  const auto net = model::make_model(*be, loaded.weights, loaded.blr);
+  const auto net = model::load_model(*be, model_path);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   const std::string name = model_name(model_path);

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "bitrank/error.hpp"
@@ -131,6 +133,14 @@ Memory& host_memory() {
 }
 
 std::unique_ptr<Memory> make_counted_host_memory() { return std::make_unique<CountedHostMemory>(); }
+
+std::size_t process_resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("VmRSS:")) return static_cast<std::size_t>(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
+  return 0;
+}
 
 std::string format_bytes(std::size_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

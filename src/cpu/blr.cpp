@@ -32,10 +32,13 @@
 // serves one caller at a time.
 //
 // blr_infer reads the bitmaps directly for up to kBlrInferBitTokens (16) tokens
-// (cpu/blr_infer.cpp) and runs the forward's GEMMs above.
+// (cpu/blr_infer.cpp) and runs the forward's GEMMs above; f16 scales
+// (BlrPath::scales16) are widened to f32 first, once per call (F16C, exact),
+// so both paths and every SIMD level read the same f32 scales.
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "bitrank/memory.hpp"
 #include "cpu/blr_infer.hpp"
@@ -83,7 +86,11 @@ class CpuBlrOps final : public BlrOps<float> {
   }
 
   // Few tokens: the bit-reading kernel, its c in scratch; more: the forward, its a in the same scratch.
-  void blr_infer_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y) override {
+  // f16 scales are widened first (exact), so both read f32 scales.
+  void blr_infer_impl(const BlrLayer<float>& given, CView<float> x, View<float> y) override {
+    const BlrLayer<float> layer = with_wide_scales(
+        given, widened_paths_, [&](index_t count) { return scales_.get(count); },
+        [](const f16* src, index_t count, float* dst) { f32_from_f16(src, count, dst); });
     const index_t ntok = x.dim(0), paths = static_cast<index_t>(layer.paths.size());
     float* scratch = infer_.get(blr_infer_scratch(paths, ntok, layer.r));
     if (ntok <= kBlrInferBitTokens) return blr_infer_bits(layer, x.data, ntok, y.data, scratch, simd_, pool_);
@@ -311,6 +318,8 @@ class CpuBlrOps final : public BlrOps<float> {
   ThreadPool& pool_;
   const SimdLevel simd_ = best_simd_level();  // blr_infer's kernel
   Scratch infer_;    // blr_infer's c (bit-reading kernel) or a (forward) [P][ntok][r]
+  Scratch scales_;   // blr_infer's widened f16 scales [P][m + r + n]
+  std::vector<BlrPath<float>> widened_paths_;  // the paths over scales_
   Scratch plane_u_;  // f16(±h/s_h) [m][r] of the path at hand
   Scratch plane_v_;  // f16(±g/s_g) [n][r]
   Scratch act_x_;    // staged x [ntok][n]

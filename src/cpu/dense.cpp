@@ -2,13 +2,25 @@
 //
 // Both products are OpenBLAS sgemm calls (beta 0 or 1 gives overwrite or
 // accumulate); split and merge copy hd-long runs per head, rows in parallel.
+// The forward with an f16 w (a loaded model's head, 49,152 × 576 for
+// SmolLM2) never holds w in f32: for the few rows of x of decoding, each
+// thread widens one row of w at a time (F16C) and takes its dot products
+// with x's rows (dot_lanes); above kDenseF16DotRows rows of x, blocks of
+// kWidenRows rows of w are widened and multiplied by sgemm, so a prefill
+// or an eval window runs at sgemm's rate for a scratch of kWidenRows·k floats.
 #include <algorithm>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
 namespace bitrank::cpu {
 namespace {
+
+// Rows of x up to which the f16 forward takes dot products (decode, short prompts).
+constexpr index_t kDenseF16DotRows = 16;
+// Rows of w widened per sgemm above that.
+constexpr index_t kWidenRows = 512;
 
 class CpuDenseOps final : public DenseOps<float> {
  public:
@@ -18,6 +30,35 @@ class CpuDenseOps final : public DenseOps<float> {
   void dense_forward_impl(CView<float> x, CView<float> w, View<float> out, bool accumulate) override {
     const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0);
     sgemm(false, true, m, r, k, 1.0f, x.data, k, w.data, k, accumulate ? 1.0f : 0.0f, out.data, r);
+  }
+
+  void dense_forward_f16_impl(CView<float> x, CView<f16> w, View<float> out, bool accumulate) override {
+    const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0);
+    if (m <= kDenseF16DotRows) {
+      pool_.parallel_for(
+          r,
+          [&](index_t o0, index_t o1) {
+            std::vector<float> row(static_cast<std::size_t>(k));
+            for (index_t o = o0; o < o1; ++o) {
+              f32_from_f16(w.data + o * k, k, row.data());
+              for (index_t t = 0; t < m; ++t) {
+                const float v = dot_lanes(x.data + t * k, row.data(), k);
+                float& dst = out.data[t * r + o];
+                dst = accumulate ? dst + v : v;
+              }
+            }
+          },
+          std::max<index_t>(1, 65536 / (k * (m + 1))));
+      return;
+    }
+    ensure_size(wide_, host_memory(), std::min(r, kWidenRows) * k);
+    for (index_t o0 = 0; o0 < r; o0 += kWidenRows) {
+      const index_t rows = std::min(kWidenRows, r - o0);
+      const f16* src = w.data + o0 * k;
+      float* dst = wide_.data();
+      pool_.parallel_for(rows * k, [=](index_t i0, index_t i1) { f32_from_f16(src + i0, i1 - i0, dst + i0); }, 16384);
+      sgemm(false, true, m, rows, k, 1.0f, x.data, k, dst, k, accumulate ? 1.0f : 0.0f, out.data + o0, r);
+    }
   }
 
   void dense_backward_impl(CView<float> dy, CView<float> w, View<float> dx) override {
@@ -55,6 +96,7 @@ class CpuDenseOps final : public DenseOps<float> {
   }
 
   ThreadPool& pool_;
+  Buffer<float> wide_;  // widened rows of an f16 w [kWidenRows][k]
 };
 
 }  // namespace

@@ -37,6 +37,9 @@
 // sign optimizer rewrites in place, are always seen; no host round trip);
 // the backward runs b and dx on the forward's planes when they are given
 // (BlrSaved::planes, used as stored), else expands the other orientation.
+// blr_infer widens f16 scales (BlrPath::scales16) into f32 scratch first,
+// exactly, then runs the bit-reading kernels (blr_infer.cu) or the forward.
+//
 // Scratch (planes, staged operands, partials) lives in the ops object and
 // only grows. Everything runs on the context's stream; nothing synchronises.
 // One ops object serves one caller at a time.
@@ -181,6 +184,13 @@ __global__ void signed_row_sums_kernel(const std::uint32_t* __restrict__ bits, f
   }
 }
 
+// dst[i] = the f32 value of src[i], i < n (blr_infer's f16 scales: exact).
+__global__ void widen_f16_kernel(const __half* __restrict__ src, index_t n, float* __restrict__ dst) {
+  const index_t stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = __half2float(src[i]);
+}
+
 // ---- scratch --------------------------------------------------------------
 
 // A grow-only device buffer.
@@ -225,8 +235,16 @@ class CudaBlrOps final : public BlrOps<float> {
     }
   }
 
-  // Few tokens: the bit-reading kernels (blr_infer.cu); more: the forward, its a kept in scratch.
-  void blr_infer_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y) override {
+  // Few tokens: the bit-reading kernels (blr_infer.cu); more: the forward, its
+  // a kept in scratch. f16 scales are widened into scratch first (exact).
+  void blr_infer_impl(const BlrLayer<float>& given, CView<float> x, View<float> y) override {
+    const BlrLayer<float> layer = with_wide_scales(
+        given, widened_paths_, [&](index_t count) { return wide_scales_.get(ctx_.memory, count); },
+        [&](const f16* src, index_t count, float* dst) {
+          const unsigned blocks = static_cast<unsigned>(std::min<index_t>((count + kThreads - 1) / kThreads, 1024));
+          widen_f16_kernel<<<blocks, kThreads, 0, ctx_.stream.get()>>>(reinterpret_cast<const __half*>(src), count, dst);
+          BR_CUDA_LAUNCHED();
+        });
     if (BlrBitInfer::takes(layer, x.dim(0))) return bit_infer_.run(layer, x, y);
     const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
     float* a = infer_a_.get(ctx_.memory, paths * ntok * layer.r);
@@ -403,6 +421,8 @@ class CudaBlrOps final : public BlrOps<float> {
   Scratch<float> b_;      // b of one path when the caller does not keep it [ntok][r]
   BlrBitInfer bit_infer_;
   Scratch<float> infer_a_;  // blr_infer's a [P][ntok][r], which nobody reads
+  Scratch<float> wide_scales_;  // blr_infer's widened f16 scales [P][m + r + n]
+  std::vector<BlrPath<float>> widened_paths_;  // the paths over wide_scales_
   Scratch<float> e_u_;    // E_U of one path [m][r] when G_U is not wanted
   Scratch<float> e_v_;    // E_V of one path [n][r] when G_V is not wanted
   Scratch<double> partial_;  // column-sum partials [blocks][width]

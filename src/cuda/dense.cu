@@ -8,7 +8,13 @@
 // shape gives the same bits every call). They carry the model's frozen dense
 // projections and the logits head (49,152 × 576 for SmolLM2): tensor-core
 // speed is not needed there, a GEMM library's blocking is.
+//   forward with an f16 w (a loaded model's head and dense projections,
+//             kept in f16): one warp per output, each lane summing every
+//             32nd product in f32 with w widened as read, the lanes added
+//             in a fixed tree (__shfl_down_sync) — no f32 copy of w.
 //   split / merge  one thread per q element: a copy, exact.
+#include <cuda_fp16.h>
+
 #include <algorithm>
 
 #include "cuda/gemm_kernels.hpp"
@@ -42,6 +48,22 @@ __global__ void merge_q_gate_kernel(const float* __restrict__ q, const float* __
   }
 }
 
+// out[t][o] (=, or += with accumulate) = Σ_j x[t][j]·w[o][j], warp t·r + o.
+__global__ void dense_f16_kernel(const float* __restrict__ x, const __half* __restrict__ w, index_t m, index_t k,
+                                 index_t r, bool accumulate, float* __restrict__ out) {
+  const index_t warps = static_cast<index_t>(gridDim.x) * (blockDim.x / 32);
+  const unsigned lane = threadIdx.x % 32;
+  for (index_t i = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < m * r; i += warps) {
+    const index_t t = i / r, o = i % r;
+    const float* xt = x + t * k;
+    const __half* wo = w + o * k;
+    float sum = 0;
+    for (index_t j = lane; j < k; j += 32) sum += xt[j] * __half2float(wo[j]);
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+    if (lane == 0) out[i] = accumulate ? out[i] + sum : sum;
+  }
+}
+
 unsigned grid_for(index_t threads) {
   return std::min<unsigned>(kMaxBlocks, blocks_for(static_cast<std::size_t>(threads), kThreads));
 }
@@ -53,6 +75,13 @@ class CudaDenseOps final : public DenseOps<float> {
  protected:
   void dense_forward_impl(CView<float> x, CView<float> w, View<float> out, bool accumulate) override {
     gemm_.run_f32(x.data, w.data, out.data, x.dim(0), w.dim(0), x.dim(1), accumulate);
+  }
+
+  void dense_forward_f16_impl(CView<float> x, CView<f16> w, View<float> out, bool accumulate) override {
+    const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0);
+    dense_f16_kernel<<<grid_for(m * r * 32), kThreads, 0, ctx_.stream.get()>>>(
+        x.data, reinterpret_cast<const __half*>(w.data), m, k, r, accumulate, out.data);
+    BR_CUDA_LAUNCHED();
   }
 
   void dense_backward_impl(CView<float> dy, CView<float> w, View<float> dx) override {

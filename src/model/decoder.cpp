@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "bitrank/error.hpp"
@@ -48,12 +49,53 @@ void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t 
       fail("{}: token {} at position {} is outside the vocabulary of {}", op, tokens[i], i, vocab);
 }
 
+namespace {
+
+// dst[i] = src[i] as T for i < d (an f16 read exactly).
+template <class T, class U>
+void copy_row(const U* src, index_t d, T* dst) {
+  for (index_t i = 0; i < d; ++i) {
+    if constexpr (std::is_same_v<U, f16>)
+      dst[i] = static_cast<T>(to_f32(src[i]));
+    else
+      dst[i] = static_cast<T>(src[i]);
+  }
+}
+
+}  // namespace
+
 template <class T>
-DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain)
+DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain, WeightForm form)
     : be_(be), config_(w.config), final_gain_(final_gain) {
-  embed_host_ = w.at("token_embd.weight").values;
+  const HostTensor& table = w.at("token_embd.weight");
+  const HostTensor& head = config_.tie_word_embeddings ? table : w.at("output.weight");
   final_norm_ = upload(w.at("output_norm.weight"));
-  head_ = upload(w.at(config_.tie_word_embeddings ? "token_embd.weight" : "output.weight"));
+  if (form.f16_matrices)
+    head16_ = upload_values<f16>(*be_.memory, head.values);
+  else
+    head_ = upload(head);
+  embed_from_head_ = config_.tie_word_embeddings && be_.memory->host_accessible();
+  if (embed_from_head_) return;
+  if (form.f16_matrices) {
+    embed_host16_.resize(table.values.size());
+    for (std::size_t i = 0; i < table.values.size(); ++i) embed_host16_[i] = to_f16(table.values[i]);
+  } else {
+    embed_host_ = table.values;
+  }
+}
+
+template <class T>
+CView<T> DecoderModel<T>::head() const {
+  if (head16_.data())
+    fail("head: this model keeps its head in f16 (a loaded bitrank model's weight form); the trainer reads a head of "
+         "its own type");
+  return head_.view({config_.vocab_size, config_.hidden_size});
+}
+
+template <class T>
+std::size_t DecoderModel<T>::weight_bytes() const {
+  return (final_norm_.size() + head_.size()) * sizeof(T) + head16_.size() * sizeof(f16) +
+         embed_host_.size() * sizeof(float) + embed_host16_.size() * sizeof(f16) + block_weight_bytes();
 }
 
 template <class T>
@@ -71,8 +113,14 @@ void DecoderModel<T>::embed(std::span<const std::int32_t> tokens, View<T> h) con
     const std::int32_t id = tokens[static_cast<std::size_t>(r)];
     if (id < 0 || id >= config_.vocab_size)
       fail("embed: token {} at position {} is outside the vocabulary of {}", id, r, config_.vocab_size);
-    const float* src = embed_host_.data() + static_cast<index_t>(id) * d;
-    std::copy(src, src + d, rows.data() + r * d);
+    const index_t at = static_cast<index_t>(id) * d;
+    T* dst = rows.data() + r * d;
+    if (!embed_from_head_)
+      embed_host16_.empty() ? copy_row(embed_host_.data() + at, d, dst) : copy_row(embed_host16_.data() + at, d, dst);
+    else if (head16_.data())
+      copy_row(head16_.data() + at, d, dst);
+    else
+      copy_row(head_.data() + at, d, dst);
   }
   be_.memory->upload(h.data, rows.data(), rows.size() * sizeof(T));
 }
@@ -99,8 +147,12 @@ void DecoderModel<T>::for_each_head_slice(CView<T> rows_h, Fn&& fn) const {
   std::vector<T> host(static_cast<std::size_t>(n * slice));
   for (index_t v0 = 0; v0 < V; v0 += slice) {
     const index_t vs = std::min(slice, V - v0);
-    const CView<T> rows(head_.data() + v0 * d, Shape{vs, d});
-    be_.dense().dense_forward(xn.view({n, d}), rows, out.view({n, vs}), false);
+    if (head16_.data())
+      be_.dense().dense_forward_f16(xn.view({n, d}), CView<f16>(head16_.data() + v0 * d, Shape{vs, d}), out.view({n, vs}),
+                                false);
+    else
+      be_.dense().dense_forward(xn.view({n, d}), CView<T>(head_.data() + v0 * d, Shape{vs, d}), out.view({n, vs}),
+                                false);
     be_.memory->download(host.data(), out.data(), static_cast<std::size_t>(n * vs) * sizeof(T));
     fn(v0, vs, static_cast<const T*>(host.data()));
   }

@@ -37,8 +37,9 @@ typename HybridModel<T>::Block HybridModel<T>::Block::rebased(const std::byte* f
 }
 
 template <class T>
-HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream)
-    : DecoderModel<T>(be, checked(w, blr), GainStyle::zero_centred) {
+HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream,
+                            WeightForm form)
+    : DecoderModel<T>(be, checked(w, blr), GainStyle::zero_centred, form) {
   const index_t L = this->config_.num_layers;
   // Block b's tensors carved from `at`, written through `mem` (nothing while measuring).
   const auto place = [&](index_t b, Memory& mem, Carver& at) {
@@ -52,8 +53,8 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProje
       const std::string name = p + hybrid_proj_name(proj);
       const auto it = blr.find(name);
       Projection<T>& slot = k.proj[static_cast<std::size_t>(proj)];
-      slot = it != blr.end() ? Projection<T>::blr(mem, at, it->second, name)
-                             : Projection<T>::dense(mem, at, w.at(name + ".weight"), name);
+      slot = it != blr.end() ? Projection<T>::blr(mem, at, it->second, name, form.f16_scales)
+                             : Projection<T>::dense(mem, at, w.at(name + ".weight"), name, form.f16_matrices);
     }
     if (k.full) {
       k.q_norm = up("attn_q_norm.weight");

@@ -31,8 +31,9 @@ typename LlamaModel<T>::Block LlamaModel<T>::Block::rebased(const std::byte* fro
 }
 
 template <class T>
-LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream)
-    : DecoderModel<T>(be, checked(w, blr), GainStyle::plain) {
+LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProjections& blr, bool stream,
+                          WeightForm form)
+    : DecoderModel<T>(be, checked(w, blr), GainStyle::plain, form) {
   const index_t L = this->config_.num_layers;
   // Block b's tensors carved from `at`, written through `mem` (nothing while measuring).
   const auto place = [&](index_t b, Memory& mem, Carver& at) {
@@ -44,8 +45,9 @@ LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProject
       const std::string name = p + llama_proj_name(proj);
       const auto it = blr.find(name);
       block.proj[static_cast<int>(proj)] = it != blr.end()
-                                               ? Projection<T>::blr(mem, at, it->second, name)
-                                               : Projection<T>::dense(mem, at, w.at(name + ".weight"), name);
+                                               ? Projection<T>::blr(mem, at, it->second, name, form.f16_scales)
+                                               : Projection<T>::dense(mem, at, w.at(name + ".weight"), name,
+                                                                      form.f16_matrices);
     }
     return block;
   };

@@ -98,34 +98,43 @@ void check_weights(const HostWeights& w, const BlrProjections& blr) {
   check_tensors(w, dense);
 }
 
+namespace {
+
+// values written to p in `mem` as T (f16: rounded to nearest even).
+template <class T>
+void write_values(Memory& mem, T* p, std::span<const float> values) {
+  if constexpr (std::is_same_v<T, float>) {
+    mem.upload(p, values.data(), values.size_bytes());
+  } else {
+    std::vector<T> converted(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if constexpr (std::is_same_v<T, f16>)
+        converted[i] = to_f16(values[i]);
+      else
+        converted[i] = static_cast<T>(values[i]);
+    }
+    mem.upload(p, converted.data(), converted.size() * sizeof(T));
+  }
+}
+
+}  // namespace
+
 template <class T>
 Buffer<T> upload_values(Memory& mem, std::span<const float> values) {
   Buffer<T> b(mem, values.size());
-  if constexpr (std::is_same_v<T, float>) {
-    b.upload(values);
-  } else {
-    const std::vector<T> converted(values.begin(), values.end());
-    b.upload(converted);
-  }
+  if (!values.empty()) write_values(mem, b.data(), values);
   return b;
 }
 
 template <class T>
 CView<T> place_values(Memory& mem, Carver& at, std::span<const float> values) {
   T* p = at.take<T>(static_cast<index_t>(values.size()));
-  if (p) {
-    if constexpr (std::is_same_v<T, float>) {
-      mem.upload(p, values.data(), values.size_bytes());
-    } else {
-      const std::vector<T> converted(values.begin(), values.end());
-      mem.upload(p, converted.data(), converted.size() * sizeof(T));
-    }
-  }
+  if (p) write_values(mem, p, values);
   return CView<T>(p, Shape{static_cast<index_t>(values.size())});
 }
 
 template <class T>
-Projection<T> Projection<T>::dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name) {
+Projection<T> Projection<T>::dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name, bool half) {
   if (w.shape.size() != 2 || w.shape[0] < 1 || w.shape[1] < 1 ||
       static_cast<std::size_t>(w.shape[0] * w.shape[1]) != w.values.size())
     fail("projection {}: a dense weight must be a non-empty matrix with its values, got shape {} with {} values", name,
@@ -133,12 +142,16 @@ Projection<T> Projection<T>::dense(Memory& mem, Carver& at, const HostTensor& w,
   Projection p;
   p.rows_ = w.shape[0];
   p.cols_ = w.shape[1];
-  p.dense_ = place_values<T>(mem, at, w.values).data;
+  if (half)
+    p.dense16_ = place_values<bitrank::f16>(mem, at, w.values).data;
+  else
+    p.dense_ = place_values<T>(mem, at, w.values).data;
   return p;
 }
 
 template <class T>
-Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& h, const std::string& name) {
+Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& h, const std::string& name,
+                                 bool f16_scales) {
   blr::check_blr(h, "projection " + name);
   Projection p;
   p.rows_ = h.m;
@@ -158,18 +171,22 @@ Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatr
     scales.insert(scales.end(), path.l.begin(), path.l.end());
     scales.insert(scales.end(), path.g.begin(), path.g.end());
   }
-  const T* all_scales = place_values<T>(mem, at, scales).data;
+  const T* all_scales = f16_scales ? nullptr : place_values<T>(mem, at, scales).data;
+  const bitrank::f16* all_scales16 = f16_scales ? place_values<bitrank::f16>(mem, at, scales).data : nullptr;
   for (index_t k = 0; k < P; ++k) {
-    const T* s = all_scales ? all_scales + k * per_path : nullptr;
-    const auto off = [&](index_t i) { return s ? s + i : nullptr; };
-    p.paths_.push_back(BlrPath<T>{.sign_u = CView<std::uint32_t>(bits_u ? bits_u + k * h.m * words : nullptr, Shape{h.m, words}),
-                                  .sign_v = CView<std::uint32_t>(bits_v ? bits_v + k * h.n * words : nullptr, Shape{h.n, words}),
-                                  .h = CView<T>(off(0), Shape{h.m}),
-                                  .l = CView<T>(off(h.m), Shape{h.r}),
-                                  .g = CView<T>(off(h.m + h.r), Shape{h.n}),
-                                  .dh = {},
-                                  .dl = {},
-                                  .dg = {}});
+    BlrPath<T> path;
+    path.sign_u = CView<std::uint32_t>(bits_u ? bits_u + k * h.m * words : nullptr, Shape{h.m, words});
+    path.sign_v = CView<std::uint32_t>(bits_v ? bits_v + k * h.n * words : nullptr, Shape{h.n, words});
+    if (f16_scales) {
+      path.scales16 = CView<bitrank::f16>(all_scales16 ? all_scales16 + k * per_path : nullptr, Shape{per_path});
+    } else {
+      const T* s = all_scales ? all_scales + k * per_path : nullptr;
+      const auto off = [&](index_t i) { return s ? s + i : nullptr; };
+      path.h = CView<T>(off(0), Shape{h.m});
+      path.l = CView<T>(off(h.m), Shape{h.r});
+      path.g = CView<T>(off(h.m + h.r), Shape{h.n});
+    }
+    p.paths_.push_back(path);
   }
   return p;
 }
@@ -178,7 +195,9 @@ template <class T>
 Projection<T> Projection<T>::rebased(const std::byte* from, std::byte* to) const {
   Projection p = *this;
   p.dense_ = rebase(dense_, from, to);
+  p.dense16_ = rebase(dense16_, from, to);
   for (BlrPath<T>& path : p.paths_) {
+    path.scales16.data = rebase(path.scales16.data, from, to);
     path.sign_u.data = rebase(path.sign_u.data, from, to);
     path.sign_v.data = rebase(path.sign_v.data, from, to);
     path.h.data = rebase(path.h.data, from, to);
@@ -191,6 +210,10 @@ Projection<T> Projection<T>::rebased(const std::byte* from, std::byte* to) const
 template <class T>
 void Projection<T>::forward(Backend<T>& be, CView<T> in, View<T> out) const {
   if (empty()) fail("projection forward: the projection holds no weight");
+  if (dense16_) {
+    be.dense().dense_forward_f16(in, CView<bitrank::f16>(dense16_, Shape{rows_, cols_}), out, false);
+    return;
+  }
   if (!is_blr()) {
     be.dense().dense_forward(in, CView<T>(dense_, Shape{rows_, cols_}), out, false);
     return;
@@ -202,6 +225,8 @@ template Buffer<float> upload_values(Memory&, std::span<const float>);
 template Buffer<double> upload_values(Memory&, std::span<const float>);
 template CView<float> place_values(Memory&, Carver&, std::span<const float>);
 template CView<double> place_values(Memory&, Carver&, std::span<const float>);
+template Buffer<f16> upload_values(Memory&, std::span<const float>);
+template CView<f16> place_values(Memory&, Carver&, std::span<const float>);
 template class Projection<float>;
 template class Projection<double>;
 

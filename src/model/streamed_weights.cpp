@@ -41,6 +41,18 @@ std::byte* BlockSlots::image(index_t b) const {
   return images_[static_cast<std::size_t>(b)].data();
 }
 
+std::size_t BlockSlots::total_bytes() const {
+  std::size_t sum = slot_bytes_ * slots_.size();
+  for (std::size_t b : bytes_) sum += b;
+  return sum;
+}
+
+std::size_t carved_bytes(const std::vector<Buffer<std::byte>>& storage, const BlockSlots* slots) {
+  std::size_t sum = slots ? slots->total_bytes() : 0;
+  for (const Buffer<std::byte>& b : storage) sum += b.size();
+  return sum;
+}
+
 std::size_t BlockSlots::image_bytes(index_t b) const {
   check(b, "image_bytes");
   return bytes_[static_cast<std::size_t>(b)];

@@ -48,8 +48,19 @@ class RefBlrOps final : public BlrOps<double> {
     }
   }
 
-  // The forward, its a kept in a local buffer.
-  void blr_infer_impl(const BlrLayer<double>& layer, CView<double> x, View<double> y) override {
+  // The forward, its a kept in a local buffer; f16 scales read as their exact values.
+  void blr_infer_impl(const BlrLayer<double>& given, CView<double> x, View<double> y) override {
+    std::vector<double> scales;
+    std::vector<BlrPath<double>> own;
+    const BlrLayer<double> layer = with_wide_scales(
+        given, own,
+        [&](index_t count) {
+          scales.resize(static_cast<std::size_t>(count));
+          return scales.data();
+        },
+        [](const f16* src, index_t count, double* dst) {
+          for (index_t i = 0; i < count; ++i) dst[i] = to_f32(src[i]);
+        });
     const index_t paths = static_cast<index_t>(layer.paths.size()), ntok = x.dim(0);
     std::vector<double> a(static_cast<std::size_t>(paths * ntok * layer.r));
     blr_forward_impl(layer, x, y, BlrSaved<double>{View<double>(a.data(), Shape{paths, ntok, layer.r})});

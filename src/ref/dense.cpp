@@ -4,16 +4,30 @@
 namespace bitrank::ref {
 namespace {
 
+// The value of a weight element: f16 read exactly.
+double value(double v) { return v; }
+double value(f16 v) { return to_f32(v); }
+
 class RefDenseOps final : public DenseOps<double> {
- protected:
-  void dense_forward_impl(CView<double> x, CView<double> w, View<double> out, bool accumulate) override {
+ private:
+  template <class W>
+  static void forward(CView<double> x, CView<W> w, View<double> out, bool accumulate) {
     const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0);
     for (index_t t = 0; t < m; ++t)
       for (index_t o = 0; o < r; ++o) {
         double sum = 0;
-        for (index_t j = 0; j < k; ++j) sum += x[t * k + j] * w[o * k + j];
+        for (index_t j = 0; j < k; ++j) sum += x[t * k + j] * value(w[o * k + j]);
         out[t * r + o] = accumulate ? out[t * r + o] + sum : sum;
       }
+  }
+
+ protected:
+  void dense_forward_impl(CView<double> x, CView<double> w, View<double> out, bool accumulate) override {
+    forward(x, w, out, accumulate);
+  }
+
+  void dense_forward_f16_impl(CView<double> x, CView<f16> w, View<double> out, bool accumulate) override {
+    forward(x, w, out, accumulate);
   }
 
   void dense_backward_impl(CView<double> dy, CView<double> w, View<double> dx) override {

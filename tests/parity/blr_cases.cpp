@@ -1,6 +1,8 @@
 // Parity cases of the BLR layer: forward, backward and sign gradients of a
-// multi-path layer, and the inference op, against the f64 reference.
+// multi-path layer, and the inference op (f32 and f16 scales), against the
+// f64 reference.
 #include <cmath>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -158,6 +160,68 @@ void blr_infer_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok,
   p.expect_close("y(2x) = 2y exactly", y_twice.be_values(), want, 0.0);
 }
 
+// blr_infer with f16 scales (BlrPath::scales16, a loaded model's form)
+// against the reference reading the same f16 scales, and against the
+// backend's own blr_infer with f32 scales of the same values: those must
+// be the same bits (the f16 scales are widened exactly before the kernel).
+void blr_infer_f16_case(ParityRun& p, index_t m, index_t n, index_t r, index_t ntok, index_t paths) {
+  const auto P = static_cast<std::size_t>(paths);
+  const index_t per_path = m + r + n;
+  std::vector<f16> half;
+  std::vector<float> wide;  // the same values in f32: h, ℓ, g of each path in turn
+  const std::tuple<index_t, float, float> parts[] = {{m, 0.02f, 0.05f}, {r, 0.5f, 1.0f}, {n, 0.1f, 0.2f}};
+  for (std::size_t k = 0; k < P; ++k)
+    for (const auto& [count, add, mul] : parts)
+      for (float v : positive(p, static_cast<std::size_t>(count), 0.5f, add, mul)) {
+        half.push_back(to_f16(v));
+        wide.push_back(to_f32(half.back()));
+      }
+  auto scales16 = p.input_f16({paths * per_path}, half);
+  auto scales = p.input({paths * per_path}, wide);
+  auto sign_u = p.input_bits({paths * m, sign_words(r)});
+  auto sign_v = p.input_bits({paths * n, sign_words(r)});
+  auto x = p.input({ntok, n}, 2.0f);
+  auto y = p.output({ntok, m});
+  auto y_f32 = p.output({ntok, m});
+
+  const index_t words = sign_words(r);
+  // The backend's paths, over the f16 scales or over their f32 copy.
+  const auto paths_of = [&](const std::uint32_t* su, const std::uint32_t* sv, const f16* s16, const float* s32) {
+    std::vector<BlrPath<float>> out;
+    for (index_t k = 0; k < paths; ++k) {
+      BlrPath<float> path;
+      path.sign_u = CView<std::uint32_t>(su + k * m * words, Shape{m, words});
+      path.sign_v = CView<std::uint32_t>(sv + k * n * words, Shape{n, words});
+      if (s16) {
+        path.scales16 = CView<f16>(s16 + k * per_path, Shape{per_path});
+      } else {
+        path.h = CView<float>(s32 + k * per_path, Shape{m});
+        path.l = CView<float>(s32 + k * per_path + m, Shape{r});
+        path.g = CView<float>(s32 + k * per_path + m + r, Shape{n});
+      }
+      out.push_back(path);
+    }
+    return out;
+  };
+  std::vector<BlrPath<double>> ref_paths;
+  for (index_t k = 0; k < paths; ++k) {
+    BlrPath<double>& path = ref_paths.emplace_back();
+    path.sign_u = CView<std::uint32_t>(sign_u.ref().data + k * m * words, Shape{m, words});
+    path.sign_v = CView<std::uint32_t>(sign_v.ref().data + k * n * words, Shape{n, words});
+    path.scales16 = CView<f16>(scales16.ref().data + k * per_path, Shape{per_path});
+  }
+  p.ref.blr().blr_infer(BlrLayer<double>{m, n, r, ref_paths}, x.ref(), y.ref());
+  const auto be16 = paths_of(sign_u.be().data, sign_v.be().data, scales16.be().data, nullptr);
+  const auto be32 = paths_of(sign_u.be().data, sign_v.be().data, nullptr, scales.be().data);
+  p.be.blr().blr_infer(BlrLayer<float>{m, n, r, be16}, x.be(), y.be());
+  p.be.blr().blr_infer(BlrLayer<float>{m, n, r, be32}, x.be(), y_f32.be());
+
+  const bool bits = (p.be.name == "cpu" || p.be.name == "cuda") && ntok <= kBlrInferBitTokens;
+  p.expect_close("y", y, bits ? 1e-5 : 3e-3);  // as blr_infer_case
+  const std::vector<float> a = y.be_values(), b = y_f32.be_values();
+  p.expect_close("y vs f32 scales of the same values", a, std::vector<double>(b.begin(), b.end()), 0.0);
+}
+
 }  // namespace
 
 BR_PARITY_CASE(blr_256x384_r128_t70_p2) { blr_case(p, 256, 384, 128, 70, 2); }  // the seed's shape
@@ -176,5 +240,10 @@ BR_PARITY_CASE(blr_infer_1000x577_r224_t5_p2) { blr_infer_case(p, 1000, 577, 224
 // more than 8 words of ranks and a last word of 32 lanes with one in use (the
 // CUDA rank pass's word groups, the row pass's second sweep), many input chunks
 BR_PARITY_CASE(blr_infer_300x2100_r1056_t2_p2) { blr_infer_case(p, 300, 2100, 1056, 2, 2); }
+// f16 scales: decoding (1, 3 tokens), the kernels' last count (16), the forward past it (17).
+BR_PARITY_CASE(blr_infer_f16_scales_75x53_r32_t1_p1) { blr_infer_f16_case(p, 75, 53, 32, 1, 1); }
+BR_PARITY_CASE(blr_infer_f16_scales_129x211_r160_t3_p2) { blr_infer_f16_case(p, 129, 211, 160, 3, 2); }
+BR_PARITY_CASE(blr_infer_f16_scales_90x70_r96_t16_p2) { blr_infer_f16_case(p, 90, 70, 96, 16, 2); }
+BR_PARITY_CASE(blr_infer_f16_scales_211x129_r64_t17_p2) { blr_infer_f16_case(p, 211, 129, 64, 17, 2); }
 
 }  // namespace bitrank::test

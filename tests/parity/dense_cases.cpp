@@ -8,12 +8,22 @@ namespace {
 // keeps many partial sums, measured ≤ 3e-7 here.
 constexpr double kDenseTol = 1e-6;
 
-void dense_forward_case(ParityRun& p, index_t m, index_t k, index_t r, bool accumulate) {
+// dense_forward, or with `half` dense_forward_f16 (a loaded model's head
+// and dense projections): w's f16 values read exactly, f32 sums, the same
+// tolerance; m ≤ 16 takes the CPU's dot products, above it its widened
+// blocks and sgemm.
+void dense_forward_case(ParityRun& p, index_t m, index_t k, index_t r, bool accumulate, bool half = false) {
   auto x = p.input({m, k}, 1.0f);
-  auto w = p.input({r, k}, 0.05f);
   auto out = accumulate ? p.accumulator({m, r}, 1.0f) : p.output({m, r});
-  p.ref.dense().dense_forward(x.ref(), w.ref(), out.ref(), accumulate);
-  p.be.dense().dense_forward(x.be(), w.be(), out.be(), accumulate);
+  if (half) {
+    auto w = p.input_f16({r, k}, 0.05f);
+    p.ref.dense().dense_forward_f16(x.ref(), w.ref(), out.ref(), accumulate);
+    p.be.dense().dense_forward_f16(x.be(), w.be(), out.be(), accumulate);
+  } else {
+    auto w = p.input({r, k}, 0.05f);
+    p.ref.dense().dense_forward(x.ref(), w.ref(), out.ref(), accumulate);
+    p.be.dense().dense_forward(x.be(), w.be(), out.be(), accumulate);
+  }
   p.expect_close("out", out, kDenseTol);
 }
 
@@ -51,6 +61,12 @@ void merge_case(ParityRun& p, index_t m, index_t heads, index_t hd) {
 BR_PARITY_CASE(dense_forward_70x5120_to_48) { dense_forward_case(p, 70, 5120, 48, false); }
 BR_PARITY_CASE(dense_forward_70x5120_to_48_accumulate) { dense_forward_case(p, 70, 5120, 48, true); }
 BR_PARITY_CASE(dense_forward_5x37_to_3_odd) { dense_forward_case(p, 5, 37, 3, true); }
+// The head of SmolLM2 cut to 1,100 rows (two widened blocks and a ragged one), at decode and prefill sizes.
+BR_PARITY_CASE(dense_forward_f16_1x576_to_1100) { dense_forward_case(p, 1, 576, 1100, false, true); }
+BR_PARITY_CASE(dense_forward_f16_16x576_to_1100) { dense_forward_case(p, 16, 576, 1100, false, true); }
+BR_PARITY_CASE(dense_forward_f16_70x576_to_1100) { dense_forward_case(p, 70, 576, 1100, false, true); }
+BR_PARITY_CASE(dense_forward_f16_3x37_to_5_odd_accumulate) { dense_forward_case(p, 3, 37, 5, true, true); }
+BR_PARITY_CASE(dense_forward_f16_20x37_to_5_odd_accumulate) { dense_forward_case(p, 20, 37, 5, true, true); }
 BR_PARITY_CASE(dense_backward_70x48_to_5120) { dense_backward_case(p, 70, 5120, 48); }
 BR_PARITY_CASE(dense_backward_5x3_to_37_odd) { dense_backward_case(p, 5, 37, 3); }
 // Gated attention q_proj: 24 heads of 256 is the 27B shape; 3 heads keeps the ref fast.

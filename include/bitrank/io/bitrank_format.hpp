@@ -71,10 +71,11 @@
 //
 // Other metadata keys are ignored; an incompatible change bumps the version.
 //
-// Numerics: scales and dense values are f32 in memory; F16 storage rounds
-// them to nearest even once (a value that would overflow to ±inf is an
-// error), and loading converts back exactly, so a second save is
-// bit-identical to the first.
+// Numerics: scales and dense values are f32 in a CompressedModel; F16
+// storage rounds them to nearest even once (a value that would overflow to
+// ±inf is an error), and loading converts back exactly, so a second save is
+// bit-identical to the first. A model made from them for inference keeps
+// F16-stored values in f16 again (model::WeightForm, model/decoder.hpp).
 //
 // Checks (save before writing anything, load after reading), each a
 // bitrank::Error naming the file and the tensor or metadata key: format and

@@ -13,9 +13,18 @@
 // gain style (w for Llama, 1 + w for the hybrid), computed over vocabulary
 // slices of at most `vocab_slice` rows so the [n][V] matrix need not exist
 // on the backend. Per-token NLL: an online log-sum-exp in f64 over the
-// slices. Token embedding rows are gathered on the host (the table stays
-// there; it is frozen) and uploaded, so the model reads no backend memory
-// on the host.
+// slices. Token embedding rows are gathered on the host and uploaded: from
+// the head's own buffer when the head is tied and the backend's memory is
+// host memory (cpu, ref: one copy of the table), else from a host copy of
+// the table (it is frozen; cuda keeps it off the device).
+//
+// Weight form (WeightForm): by default every weight is T on the backend. A
+// loaded bitrank model keeps the 16-bit form its file stores — BLR scales
+// and weight matrices (head, token embedding, projections left dense) in
+// f16, read by blr_infer (f16 scales) and dense_forward_f16 and widened row by
+// row by the embedding lookup — so that its resident weights (weight_bytes)
+// are about its file size. Vectors (norm gains, the GDN's small tensors)
+// stay T: a few KB a block.
 //
 // Tokens come as windows of T: n = windows·T rows; position p of a window is
 // row mod T, and no window sees another (attention and the GDN recurrence
@@ -62,6 +71,12 @@ std::string shape_str(const std::vector<index_t>& shape);
 // Tokens of whole windows inside the vocabulary; Error naming `op` otherwise.
 void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t vocab, const char* op);
 
+// How a model keeps its weights (above): false = as T.
+struct WeightForm {
+  bool f16_scales = false;    // BLR scales h, ℓ, g in f16 (BlrPath::scales16)
+  bool f16_matrices = false;  // head, token embedding and dense projections in f16
+};
+
 struct Nll {
   double sum = 0;          // Σ −log p(next token), in nats
   std::int64_t count = 0;  // predictions: window − 1 per window
@@ -100,9 +115,14 @@ class DecoderModel {
 
   // The frozen head as the trainer reads it: the final norm's gain [d], its
   // style, and the head matrix [V][d] (token_embd when tied), on the backend.
+  // head(): Error for a model whose head is f16 (WeightForm::f16_matrices).
   CView<T> final_norm() const { return final_norm_.view({config_.hidden_size}); }
   GainStyle final_gain() const { return final_gain_; }
-  CView<T> head() const { return head_.view({config_.vocab_size, config_.hidden_size}); }
+  CView<T> head() const;
+
+  // The bytes of every weight the model holds (backend allocations and the
+  // host embedding table): its resident weights, before activations and caches.
+  std::size_t weight_bytes() const;
 
   // Logits [n][V] on the host, for tokens cut into windows of `window`.
   std::vector<double> logits(std::span<const std::int32_t> tokens, index_t window) const;
@@ -127,8 +147,10 @@ class DecoderModel {
   virtual void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const = 0;
 
   // Takes token_embd, output_norm and the head (output, or token_embd when
-  // tied) from `w`, which the derived class has checked.
-  DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain);
+  // tied) from `w`, which the derived class has checked, in `form`.
+  DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle final_gain, WeightForm form);
+  // The bytes of the blocks' weights (weight_bytes' share of the family).
+  virtual std::size_t block_weight_bytes() const = 0;
   // A host tensor uploaded to the backend (rounded to T).
   Buffer<T> upload(const HostTensor& t) const;
 
@@ -144,8 +166,11 @@ class DecoderModel {
   template <class Fn>
   void for_each_head_slice(CView<T> h, Fn&& fn) const;
 
-  std::vector<float> embed_host_;  // [V][d]
-  Buffer<T> final_norm_, head_;
+  Buffer<T> final_norm_, head_;  // head_ empty when head16_ holds the head
+  Buffer<f16> head16_;
+  bool embed_from_head_ = false;     // tied, on host memory: embed() reads the head's buffer
+  std::vector<float> embed_host_;    // else the table [V][d] on the host, f32 or
+  std::vector<f16> embed_host16_;    // f16 (WeightForm::f16_matrices)
   GainStyle final_gain_;
 };
 

@@ -140,7 +140,9 @@ class HybridModel final : public DecoderModel<T> {
   // compressed model of the bitrank format, or the student at initialisation.
   // stream: the blocks stay in host memory and move to the device one at a
   // time; the embedding, final norm and head stay on the device.
-  HybridModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false);
+  // form: how the weights are kept (decoder.hpp's WeightForm; default T).
+  HybridModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false,
+              WeightForm form = {});
 
   // State checkpoint interval of the GDN tape (ops/gdn.hpp).
   index_t gdn_ckpt_every = 8;
@@ -168,6 +170,7 @@ class HybridModel final : public DecoderModel<T> {
  protected:
   void check_own_cache(const KvCache<T>& cache) const override;
   void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const override;
+  std::size_t block_weight_bytes() const override { return carved_bytes(storage_, slots_.get()); }
 
  private:
   // Views into the block's allocation.

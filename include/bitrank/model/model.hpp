@@ -87,7 +87,9 @@ class LlamaModel final : public DecoderModel<T> {
   // or the student at initialisation.
   // stream: the blocks stay in host memory and move to the device one at a
   // time (above); the embedding, final norm and head stay on the device.
-  LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false);
+  // form: how the weights are kept (decoder.hpp's WeightForm; default T).
+  LlamaModel(Backend<T>& be, const HostWeights& weights, const BlrProjections& blr = {}, bool stream = false,
+             WeightForm form = {});
 
   // y [n][d] = block b applied to x [n][d], rows being windows of `window`
   // tokens; every intermediate lands in `acts` (resized as needed).
@@ -101,6 +103,7 @@ class LlamaModel final : public DecoderModel<T> {
  protected:
   void check_own_cache(const KvCache<T>& cache) const override;
   void block_forward_cached(index_t b, CView<T> x, KvCache<T>& cache, View<T> y) const override;
+  std::size_t block_weight_bytes() const override { return carved_bytes(storage_, slots_.get()); }
 
  private:
   // Views into the block's allocation.

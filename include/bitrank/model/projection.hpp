@@ -20,7 +20,10 @@
 // matrix (blr_infer: signs as bitmaps, the f32 scales rounded to T; no
 // tape). A BLR projection's tensors are one bitmap per factor, [P][m][r/32]
 // and [P][n_in][r/32], and one scale vector [P][m + r + n_in] (h, ℓ, g of
-// each path in turn), carved from the block's allocation.
+// each path in turn), carved from the block's allocation. A loaded bitrank
+// model (WeightForm, decoder.hpp) keeps that scale vector in f16
+// (BlrPath::scales16) and a dense weight in f16 (dense_forward_f16):
+// the host's f32 values rounded to f16, exact for values read from an F16 file.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +72,7 @@ blr::ModelBits llama_model_bits(const ModelConfig& config, double bpw, int paths
 // Error naming w.source and the tensor.
 void check_weights(const HostWeights& w, const BlrProjections& blr);
 
-// Values uploaded to `mem`, rounded to T.
+// Values uploaded to `mem`, rounded to T (float, double or f16).
 template <class T>
 Buffer<T> upload_values(Memory& mem, std::span<const float> values);
 // The next values.size() elements of T carved from `at`, and, unless `at`
@@ -85,11 +88,14 @@ class Projection {
  public:
   Projection() = default;  // empty: a projection the block does not have
   // A dense weight [m][n_in] carved from `at` (Error unless `w` is a
-  // matrix), its values written through `mem` unless `at` is measuring.
-  static Projection dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name);
+  // matrix), its values written through `mem` unless `at` is measuring;
+  // as f16 with `half`, else as T.
+  static Projection dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name, bool half = false);
   // A BLR matrix (checked by blr::check_blr, naming `name`), likewise:
-  // bitmaps [P][m][r/32], [P][n_in][r/32], then the scales [P][m + r + n_in].
-  static Projection blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& w, const std::string& name);
+  // bitmaps [P][m][r/32], [P][n_in][r/32], then the scales [P][m + r + n_in]
+  // (as f16 with `f16_scales`, else as T).
+  static Projection blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& w, const std::string& name,
+                        bool f16_scales = false);
 
   // The same projection over a copy of its block's bytes: every view moved
   // from the allocation at `from` to the same offset at `to`.
@@ -108,6 +114,7 @@ class Projection {
  private:
   index_t rows_ = 0, cols_ = 0, rank_ = 0;
   const T* dense_ = nullptr;
+  const f16* dense16_ = nullptr;   // the dense weight when kept in f16
   std::vector<BlrPath<T>> paths_;  // views into the block's allocation
 };
 

@@ -53,6 +53,8 @@ class BlockSlots {
   std::byte* image(index_t b) const;
   std::size_t image_bytes(index_t b) const;
   std::size_t slot_bytes() const { return slot_bytes_; }
+  // Every image and slot: what the streamed blocks hold.
+  std::size_t total_bytes() const;
   Memory& device() const { return dev_; }
 
   // The slot holding block b (see above); next < 0: no prefetch.
@@ -83,6 +85,10 @@ class BlockSlots {
   std::uint64_t clock_ = 0;
   bool uploads_pending_ = false;  // copies queued since the compute queue last waited for them
 };
+
+// The bytes of blocks that carve_blocks laid out: the resident allocations
+// in `storage`, or `slots`' images and slots when streamed.
+std::size_t carved_bytes(const std::vector<Buffer<std::byte>>& storage, const BlockSlots* slots);
 
 // A model's blocks, carved: place(b, Memory&, Carver&) → Block lays block
 // b's tensors out from a Carver (writing through the Memory; nothing when

@@ -55,12 +55,22 @@
 // bits on every run, not the CPU's. Both: relative error ~1e-6 of ‖y‖ at a
 // model's shapes (f32 sums over n and r terms). Above that token count
 // blr_infer returns blr_forward's y (f16 operands: 3e-3).
+//
+// f16 scales (BlrPath::scales16, blr_infer only): a loaded model keeps h, ℓ,
+// g as the bitrank file stores them, in f16. blr_infer reads them as their
+// exact f32 (f64 on the reference) values, widened once per call, so its
+// result is bit for bit the one with f32 scales equal to those f16 values:
+// against the f32 scales a model had before it was saved, the only change
+// is that rounding of each scale to f16 (relative 2^-11), which the saved
+// file has always made. The other ops take T scales only.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "bitrank/ops/bitmap.hpp"
 #include "bitrank/ops/check.hpp"
@@ -101,6 +111,10 @@ struct BlrPath {
   View<T> dh;                   // [m], accumulated by blr_backward (unused by the other ops)
   View<T> dl;                   // [r]
   View<T> dg;                   // [n]
+  // blr_infer only: h, ℓ, g in f16, [m + r + n] in that order, in place of
+  // h, l and g (which are then empty); see Numerics.
+  CView<f16> scales16 = {};
+  bool half_scales() const { return scales16.data != nullptr || scales16.rank() > 0; }
 };
 
 // A layer of shape m×n and rank r per path.
@@ -147,7 +161,7 @@ class BlrOps {
   // output with no tape (y overwritten; the scale gradients are not read).
   void blr_infer(const BlrLayer<T>& layer, CView<T> x, View<T> y) {
     constexpr std::string_view op = "blr_infer";
-    check_layer(op, layer, false);
+    check_layer(op, layer, false, true);
     const index_t ntok = tokens(op, x, layer.n);
     check::dense(op, "y", y, Shape{ntok, layer.m});
     blr_infer_impl(layer, x, y);
@@ -191,6 +205,30 @@ class BlrOps {
   }
 
  protected:
+  // blr_infer's f16 scales for a backend: `layer` with each f16-scaled
+  // path's scales widened by widen(src, count, dst) into alloc(count of
+  // every path) ([P][m + r + n] of T) and read from there as h, l, g; the
+  // paths kept in `paths`. `layer` itself when no path has f16 scales.
+  template <class Alloc, class Widen>
+  static BlrLayer<T> with_wide_scales(const BlrLayer<T>& layer, std::vector<BlrPath<T>>& paths, Alloc&& alloc,
+                                      Widen&& widen) {
+    if (std::none_of(layer.paths.begin(), layer.paths.end(), [](const BlrPath<T>& p) { return p.half_scales(); }))
+      return layer;
+    const index_t per_path = layer.m + layer.r + layer.n;
+    T* s = alloc(static_cast<index_t>(layer.paths.size()) * per_path);
+    paths.assign(layer.paths.begin(), layer.paths.end());
+    for (BlrPath<T>& path : paths) {
+      if (!path.half_scales()) continue;
+      widen(path.scales16.data, per_path, s);
+      path.h = CView<T>(s, Shape{layer.m});
+      path.l = CView<T>(s + layer.m, Shape{layer.r});
+      path.g = CView<T>(s + layer.m + layer.r, Shape{layer.n});
+      path.scales16 = {};
+      s += per_path;
+    }
+    return BlrLayer<T>{layer.m, layer.n, layer.r, paths};
+  }
+
   virtual void blr_forward_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y, const BlrSaved<T>& saved) = 0;
   virtual void blr_infer_impl(const BlrLayer<T>& layer, CView<T> x, View<T> y) = 0;
   virtual void blr_backward_impl(const BlrLayer<T>& layer, CView<T> x, CView<T> dy, const BlrSaved<T>& saved,
@@ -223,7 +261,7 @@ class BlrOps {
     check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
   }
 
-  static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads) {
+  static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads, bool half_scales_ok = false) {
     check::positive(op, "layer m", layer.m);
     check::positive(op, "layer n", layer.n);
     check::positive(op, "layer r", layer.r);
@@ -235,6 +273,13 @@ class BlrOps {
       const auto name = [p](const char* what) { return ::bitrank::format("path {} {}", p, what); };
       check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
       check::dense(op, name("sign_v"), path.sign_v, Shape{layer.n, words});
+      if (path.half_scales()) {
+        check::require(half_scales_ok, op, "path {} has f16 scales, which only blr_infer reads", p);
+        check::require(!path.h.data && !path.l.data && !path.g.data, op,
+                       "path {} has both f16 scales and h, l, g", p);
+        check::dense(op, name("scales16"), path.scales16, Shape{layer.m + layer.r + layer.n});
+        continue;
+      }
       check::dense(op, name("h"), path.h, Shape{layer.m});
       check::dense(op, name("l"), path.l, Shape{layer.r});
       check::dense(op, name("g"), path.g, Shape{layer.n});

@@ -4,6 +4,10 @@
 //
 //   dense_forward   out[m][r] = x[m][k] · w[r][k]ᵀ        overwrites, or adds
 //                   into out with `accumulate`
+//   dense_forward_f16  dense_forward with an f16 w: the same product with
+//                   w's f16 values read exactly (a loaded model's 16-bit
+//                   weights: the head, the projections left dense),
+//                   overwrites or adds likewise
 //   dense_backward  dx[m][k] += dy[m][r] · w[r][k]        input gradient of
 //                   dense_forward; ACCUMULATES into dx (the frozen projection's
 //                   contribution is added to the gradient of the shared input)
@@ -16,9 +20,14 @@
 //
 // qg is passed as [m][2·heads·hd]. Numerics: the reference sums in f64, the
 // CPU backend in f32 (OpenBLAS), CUDA in f32 (cuBLASLt, no TF32); tolerance 1e-6. w is not trained here (no
-// weight gradient).
+// weight gradient). dense_forward_f16: the reference in f64 on the exact
+// values; the CPU widens w's rows to f32 as it goes (F16C) and sums in f32
+// (8 interleaved partial sums per output for up to 16 rows of x, OpenBLAS
+// sgemm on widened blocks of rows above); CUDA in f32 (a warp per output,
+// its lanes added in a fixed tree); tolerance 1e-6 as the f32 form.
 #pragma once
 
+#include "bitrank/dtype.hpp"
 #include "bitrank/ops/check.hpp"
 
 namespace bitrank {
@@ -29,14 +38,13 @@ class DenseOps {
   virtual ~DenseOps() = default;
 
   void dense_forward(CView<T> x, CView<T> w, View<T> out, bool accumulate) {
-    constexpr std::string_view op = "dense_forward";
-    check::rank(op, "x", x, 2);
-    check::contiguous(op, "x", x);
-    check::rank(op, "w", w, 2);
-    check::contiguous(op, "w", w);
-    check::require(w.dim(1) == x.dim(1), op, "w {} has {} inputs, x {} has {}", w.shape.str(), w.dim(1), x.shape.str(), x.dim(1));
-    check::dense(op, "out", out, Shape{x.dim(0), w.dim(0)});
+    check_forward("dense_forward", x, w, out);
     dense_forward_impl(x, w, out, accumulate);
+  }
+
+  void dense_forward_f16(CView<T> x, CView<f16> w, View<T> out, bool accumulate) {
+    check_forward("dense_forward_f16", x, w, out);
+    dense_forward_f16_impl(x, w, out, accumulate);
   }
 
   void dense_backward(CView<T> dy, CView<T> w, View<T> dx) {
@@ -68,11 +76,22 @@ class DenseOps {
 
  protected:
   virtual void dense_forward_impl(CView<T> x, CView<T> w, View<T> out, bool accumulate) = 0;
+  virtual void dense_forward_f16_impl(CView<T> x, CView<f16> w, View<T> out, bool accumulate) = 0;
   virtual void dense_backward_impl(CView<T> dy, CView<T> w, View<T> dx) = 0;
   virtual void split_q_gate_impl(CView<T> qg, index_t heads, View<T> q, View<T> gate) = 0;
   virtual void merge_q_gate_impl(CView<T> q, CView<T> gate, index_t heads, View<T> qg) = 0;
 
  private:
+  template <class W>
+  static void check_forward(std::string_view op, CView<T> x, CView<W> w, View<T> out) {
+    check::rank(op, "x", x, 2);
+    check::contiguous(op, "x", x);
+    check::rank(op, "w", w, 2);
+    check::contiguous(op, "w", w);
+    check::require(w.dim(1) == x.dim(1), op, "w {} has {} inputs, x {} has {}", w.shape.str(), w.dim(1), x.shape.str(), x.dim(1));
+    check::dense(op, "out", out, Shape{x.dim(0), w.dim(0)});
+  }
+
   // hd of a [m][2·heads·hd] tensor, checking that it divides evenly.
   template <class U>
   static index_t head_dim(std::string_view op, const View<U>& qg, index_t heads) {
