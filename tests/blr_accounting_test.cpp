@@ -180,27 +180,37 @@ TEST(BlrAccounting, PlanRanksMeetsTheWholeBudget) {
 }
 
 // Per-projection targets: the overridden matrices are planned at their own
-// bpw (as plan_ranks alone would plan them), the rest at the global one; the
-// first matching pattern wins; the input order is kept.
+// bpw (as plan_ranks alone would plan them), the rest at what keeps the whole
+// at the global target; the first matching pattern wins; the input order is kept.
 TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
   const std::vector<RankPlan> in{{"blk.0.attn_v", 192, 576, 0},   {"blk.0.ffn_down", 576, 1536, 0},
                                  {"blk.1.attn_v", 192, 576, 0},   {"blk.1.ffn_down", 576, 1536, 0},
                                  {"blk.0.attn_q", 576, 576, 0},   {"blk.1.attn_q", 576, 576, 0}};
   const std::vector<BpwOverride> ov{{"attn_v", 2.9}, {"blk.1.", 2.0}};
-  const auto plan = plan_ranks(in, 1.0, ov, 2, 16);
+  const auto plan = plan_ranks(in, 1.6, ov, 2, 16);
   ASSERT_EQ(plan.size(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(plan[i].name, in[i].name);
   const auto alone = [](std::vector<RankPlan> part, double bpw) { return plan_ranks(std::move(part), bpw, 2, 16); };
   const auto v = alone({in[0], in[2]}, 2.9);              // attn_v everywhere: the first pattern wins over blk.1.
   const auto b1 = alone({in[3], in[5]}, 2.0);             // the rest of block 1
-  const auto rest = alone({in[1], in[4]}, 1.0);           // the global target
+  std::int64_t taken = 0, weights = 0;
+  const std::int64_t rest_weights = 576 * 1536 + 576 * 576;
+  for (const RankPlan& e : v) taken += blr_bits(e.m, e.n, e.rank, 2, 16);
+  for (const RankPlan& e : b1) taken += blr_bits(e.m, e.n, e.rank, 2, 16);
+  for (const RankPlan& e : in) weights += e.m * e.n;
+  const double rest_bpw = (1.6 * static_cast<double>(weights) - static_cast<double>(taken)) / static_cast<double>(rest_weights);
+  EXPECT_LT(rest_bpw, 1.6);                           // the others pay for the overrides
+  const auto rest = alone({in[1], in[4]}, rest_bpw);  // what keeps the whole at 1.6
+  std::int64_t bits = 0;
+  for (const RankPlan& e : plan) bits += blr_bits(e.m, e.n, e.rank, 2, 16);
+  EXPECT_LE(static_cast<double>(bits), 1.6 * static_cast<double>(weights));  // the whole within its target
   EXPECT_EQ(plan[0].rank, v[0].rank);
   EXPECT_EQ(plan[2].rank, v[1].rank);
   EXPECT_EQ(plan[3].rank, b1[0].rank);
   EXPECT_EQ(plan[5].rank, b1[1].rank);
   EXPECT_EQ(plan[1].rank, rest[0].rank);
   EXPECT_EQ(plan[4].rank, rest[1].rank);
-  EXPECT_GT(plan[0].rank, plan_ranks(in, 1.0, 2, 16)[0].rank);  // the override made a difference
+  EXPECT_GT(plan[0].rank, plan_ranks(in, 1.6, 2, 16)[0].rank);  // the override made a difference
   EXPECT_LE(blr_bits(192, 576, plan[0].rank, 2, 16) + blr_bits(192, 576, plan[2].rank, 2, 16), 2.9 * 2 * 192 * 576);
   // No overrides: plan_ranks itself.
   const auto none = plan_ranks(in, 1.0, std::span<const BpwOverride>{}, 2, 16), plain = plan_ranks(in, 1.0, 2, 16);
@@ -208,6 +218,11 @@ TEST(BlrAccounting, PlanRanksWithPerProjectionTargets) {
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"", 2.0}}, 2, 16); }, "empty pattern");
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_x", 2.0}}, 2, 16); }, "'attn_x'");
   test::expect_error([&] { plan_ranks(in, 1.0, std::vector<BpwOverride>{{"attn_v", -1.0}}, 2, 16); }, "positive bpw");
+  // Overrides that take more than the whole budget, or leave the others less than rank 32 everywhere.
+  test::expect_error([&] { plan_ranks(in, 0.5, std::vector<BpwOverride>{{"blk.0.", 2.5}}, 2, 16); },
+                     "more than the 0.5 bpw target");
+  test::expect_error([&] { plan_ranks(in, 1.1, std::vector<BpwOverride>{{"blk.0.", 2.0}}, 2, 16); },
+                     "the matrices no per-projection pattern matches (planned at 0.");
 }
 
 }  // namespace
@@ -288,13 +303,17 @@ TEST(BlrAccounting, PlanRanksRefusesUnreachableTargets) {
   test::expect_error([&] { plan_ranks(proj, 1.0, std::vector<BpwOverride>{{"attn_v", 4.0}}, 2, 16); },
                      "the matrices matching 'attn_v': target 4 bpw is above the largest useful 2.9444 bpw of these 30 "
                      "matrices");
+  test::expect_error([&] { plan_ranks(proj, 0.05, std::vector<BpwOverride>{{"attn_v", 2.0}}, 2, 16); },
+                     "bpw of the whole, more than the 0.05 bpw target");
   test::expect_error([&] { plan_ranks(proj, 0.1, std::vector<BpwOverride>{{"attn_v", 2.0}}, 2, 16); },
-                     "the matrices no per-projection pattern matches: target 0.1 bpw is below the smallest reachable");
+                     "the matrices no per-projection pattern matches (planned at 0.0390 bpw so that the whole is 0.1 "
+                     "bpw): target 0.03");
 }
 
 // The targets the README and the tests use plan as they did before the cap
-// (recorded from the planner without it): --bpw 1 and 0.55 with 2 paths,
-// 0.8 with --bpw-for attn_v=2.
+// (recorded from the planner without it): --bpw 1 and 0.55 with 2 paths;
+// 0.8 with --bpw-for attn_v=2 as planned since the overrides count in the
+// whole (the other projections pay for attn_v's bits).
 TEST(BlrAccounting, PlanRanksOfSmolLM2Unchanged) {
   const std::vector<RankPlan> proj = model::compressible_projections(smollm2_config());
   const auto digest = [](const std::vector<RankPlan>& plan) {
@@ -311,7 +330,7 @@ TEST(BlrAccounting, PlanRanksOfSmolLM2Unchanged) {
               d055.c_str(), d08.c_str());
   EXPECT_EQ(d1, "attn_k=1920 attn_output=3584 attn_q=3616 attn_v=1920 ffn_down=5760 ffn_gate=5760 ffn_up=5760 bits=106152960");
   EXPECT_EQ(d055, "attn_k=960 attn_output=1888 attn_q=1888 attn_v=960 ffn_down=2880 ffn_gate=2880 ffn_up=2880 bits=58372096");
-  EXPECT_EQ(d08, "attn_k=1952 attn_output=2880 attn_q=2912 attn_v=3744 ffn_down=4416 ffn_gate=4448 ffn_up=4448 bits=88886272");
+  EXPECT_EQ(d08, "attn_k=1920 attn_output=2880 attn_q=2912 attn_v=3744 ffn_down=4128 ffn_gate=4128 ffn_up=4128 bits=84886528");
 }
 
 }  // namespace

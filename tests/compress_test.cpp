@@ -31,6 +31,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/hf_config.hpp"
@@ -1327,6 +1328,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.max_text_tokens, 0);
   EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);
   EXPECT_FLOAT_EQ(cpu.train.signs.lr, 1e-2f);
+  EXPECT_EQ(cpu.allocation, "front");
 
   train::CompressOptions cuda;
   cuda.device = "cuda";
@@ -1336,6 +1338,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.steps, 1000);
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
+  EXPECT_EQ(cuda.allocation, "uniform");
 
   train::CompressOptions ptq;
   ptq.device = "cuda";
@@ -1368,6 +1371,60 @@ TEST(Compress, RecipeDefaults) {
 
   train::CompressOptions bad;
   test::expect_error([&] { train::apply_recipe_defaults(bad, "qat", {}); }, "method 'qat' is not one of train, ptq");
+}
+
+// The "front" allocation on SmolLM2-135M's projections (30 blocks): blocks 0
+// and 1 planned at twice the target, the others lower, the whole within the
+// target and close to it; at a target whose double the first blocks cannot
+// use, their cap; per-projection targets replace it.
+TEST(Compress, FrontAllocation) {
+  std::vector<blr::RankPlan> proj;
+  const std::vector<std::tuple<std::string, index_t, index_t>> shapes{
+      {"attn_q", 576, 576}, {"attn_k", 192, 576},   {"attn_v", 192, 576},  {"attn_output", 576, 576},
+      {"ffn_gate", 1536, 576}, {"ffn_up", 1536, 576}, {"ffn_down", 576, 1536}};
+  for (int b = 0; b < 30; ++b)
+    for (const auto& [name, m, n] : shapes) proj.push_back({fmt::format("blk.{}.{}", b, name), m, n, 0});
+  const auto bits_of = [](const std::vector<blr::RankPlan>& plan, std::string_view block) {
+    std::int64_t bits = 0, weights = 0;
+    for (const blr::RankPlan& p : plan)
+      if (block.empty() || p.name.starts_with(block)) {
+        bits += blr::blr_bits(p.m, p.n, p.rank, 2, 16);
+        weights += p.m * p.n;
+      }
+    return static_cast<double>(bits) / static_cast<double>(weights);
+  };
+  train::CompressOptions o;
+  o.bpw = 1.0;
+  o.allocation = "front";
+  const auto front = train::plan_ranks_for(o, proj);
+  o.allocation = "uniform";
+  const auto uniform = train::plan_ranks_for(o, proj);
+  EXPECT_GT(bits_of(front, "blk.0."), 1.9);
+  EXPECT_LE(bits_of(front, "blk.0."), 2.0);
+  EXPECT_GT(bits_of(front, "blk.1."), 1.9);
+  std::vector<blr::RankPlan> others;
+  for (const blr::RankPlan& e : front)
+    if (!e.name.starts_with("blk.0.") && !e.name.starts_with("blk.1.")) others.push_back(e);
+  EXPECT_LT(bits_of(others, ""), 0.95);  // the others pay
+  EXPECT_LE(bits_of(front, ""), 1.0);
+  EXPECT_GT(bits_of(front, ""), 0.995);
+  EXPECT_NEAR(bits_of(uniform, "blk.0."), bits_of(uniform, "blk.2."), 1e-9);
+
+  o.allocation = "front";
+  o.bpw = 2.0;  // twice is past what blocks 0 and 1 can use (3.10 bpw): their cap
+  const auto capped = train::plan_ranks_for(o, proj);
+  EXPECT_GT(bits_of(capped, "blk.0."), 3.0);
+  EXPECT_LE(bits_of(capped, ""), 2.0);
+
+  o.bpw = 0.29;  // just above the smallest reachable 0.2781: the others keep rank 32
+  const auto low = train::plan_ranks_for(o, proj);
+  EXPECT_GT(bits_of(low, "blk.0."), 0.29);
+  EXPECT_LE(bits_of(low, ""), 0.29);
+
+  o.bpw = 1.0;
+  o.bpw_overrides = {{"attn_v", 2.0}};  // given targets replace the allocation
+  const auto given = train::plan_ranks_for(o, proj), direct = blr::plan_ranks(proj, 1.0, o.bpw_overrides, 2, 16);
+  for (std::size_t i = 0; i < proj.size(); ++i) EXPECT_EQ(given[i].rank, direct[i].rank) << proj[i].name;
 }
 
 }  // namespace

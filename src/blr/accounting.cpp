@@ -204,23 +204,47 @@ std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std
       }
     if (!matched) fail("plan_ranks: no projection's name contains '{}' (e.g. {})", ov.pattern, matrices.front().name);
   }
+  // The overridden groups first; then the rest at the bpw that brings the
+  // whole to `bpw` (what the per-projection targets leave of its bits).
+  std::int64_t total_weights = 0, override_bits = 0, rest_weights = 0;
+  for (std::size_t i = 0; i < matrices.size(); ++i) {
+    const std::int64_t w = static_cast<std::int64_t>(matrices[i].m) * matrices[i].n;
+    total_weights += w;
+    if (group[i] == overrides.size()) rest_weights += w;
+  }
   for (std::size_t g = 0; g <= overrides.size(); ++g) {
     std::vector<RankPlan> part;
     for (std::size_t i = 0; i < matrices.size(); ++i)
       if (group[i] == g) part.push_back(matrices[i]);
     if (part.empty()) continue;  // every matrix overridden, or an override shadowed by an earlier one
+    double target = g < overrides.size() ? overrides[g].bpw : 0.0;
+    if (g == overrides.size()) {
+      const double left = bpw * static_cast<double>(total_weights) - static_cast<double>(override_bits);
+      if (left <= 0)
+        fail("plan_ranks: the per-projection targets take {:.4f} bpw of the whole, more than the {} bpw target; "
+             "lower them or raise --bpw",
+             static_cast<double>(override_bits) / static_cast<double>(total_weights), bpw);
+      target = left / static_cast<double>(rest_weights);
+    }
     try {
-      part = plan_ranks(std::move(part), g < overrides.size() ? overrides[g].bpw : bpw, paths, scale_bits);
+      part = plan_ranks(std::move(part), target, paths, scale_bits);
     } catch (const Error& e) {
       // Name the group: "plan_ranks: target …" → "plan_ranks: the matrices matching 'attn_v': target …".
       const std::string_view what = e.what(), prefix = "plan_ranks: ";
       fail("plan_ranks: {}: {}",
-           g < overrides.size() ? fmt::format("the matrices matching '{}'", overrides[g].pattern)
-                                : std::string("the matrices no per-projection pattern matches"),
+           g < overrides.size()
+               ? fmt::format("the matrices matching '{}'", overrides[g].pattern)
+               : fmt::format("the matrices no per-projection pattern matches (planned at {:.4f} bpw so that the "
+                             "whole is {} bpw)",
+                             target, bpw),
            what.starts_with(prefix) ? what.substr(prefix.size()) : what);
     }
     for (std::size_t i = 0, k = 0; i < matrices.size(); ++i)
-      if (group[i] == g) matrices[i].rank = part[k++].rank;
+      if (group[i] == g) {
+        matrices[i].rank = part[k].rank;
+        if (g < overrides.size()) override_bits += blr_bits(part[k].m, part[k].n, part[k].rank, paths, scale_bits);
+        ++k;
+      }
   }
   return matrices;
 }

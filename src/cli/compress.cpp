@@ -88,7 +88,7 @@ int run_compress(CompressCliOptions o) {
   check_seq_len_fits("compress", "--seq-len", job.seq_len, config);
   check_seq_len_fits("compress", "--eval-seq-len", job.eval_seq_len, config);
   if (job.init.empty())
-    (void)blr::plan_ranks(model::compressible_projections(config), job.bpw, job.bpw_overrides, job.paths, 16);
+    (void)train::plan_ranks_for(job, model::compressible_projections(config));
   const long long per_step = static_cast<long long>(job.seq_len) * job.windows_per_step;
   if (o.steps_given) job.steps = o.steps;
   else if (o.tokens_given) job.steps = (o.tokens + per_step - 1) / per_step;

@@ -142,6 +142,11 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--e2e-sign-lr", compress.job.e2e_sign_lr,
                            "peak learning rate of the sign latents in the --e2e-steps stage (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
+  auto* allocation_opt = compress_cmd->add_option("--allocation", compress.job.allocation,
+                           "front (blocks 0 and 1 at twice --bpw, the rest lower so the projections stay at --bpw; "
+                           "the cpu default) or uniform (every projection at --bpw; the cuda default); --bpw-for "
+                           "replaces it")
+      ->check(CLI::IsMember({"front", "uniform"}));
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
                            "act (Dual-SVID of the activation-weighted weights, default) or svid (plain Dual-SVID)")
       ->check(CLI::IsMember({"act", "svid"}));
@@ -304,7 +309,8 @@ int main(int argc, char** argv) {
                         .steps = false,  // --tokens or --steps: run_compress
                         .lr = lr_opt->count() > 0,
                         .sign_lr = sign_lr_opt->count() > 0,
-                        .e2e_steps = e2e_steps_opt->count() > 0};
+                        .e2e_steps = e2e_steps_opt->count() > 0,
+                        .allocation = allocation_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       compress.tokens_given = tokens_opt->count() > 0;
       compress.steps_given = steps_opt->count() > 0;

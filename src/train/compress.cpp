@@ -45,7 +45,38 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;
   if (!given.sign_lr) o.train.signs.lr = o.objective == "e2e" ? 1e-4f : 1e-2f;
+  if (!given.allocation) o.allocation = cuda ? "uniform" : "front";
   if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
+}
+
+std::vector<blr::RankPlan> plan_ranks_for(const CompressOptions& o, std::vector<blr::RankPlan> matrices) {
+  constexpr int kScaleBits = 16;
+  std::vector<blr::BpwOverride> overrides = o.bpw_overrides;
+  const auto front = [](const std::string& name) { return name.starts_with("blk.0.") || name.starts_with("blk.1."); };
+  std::int64_t all = 0, front_weights = 0, rest_min_bits = 0;
+  for (const blr::RankPlan& p : matrices) {
+    const std::int64_t w = static_cast<std::int64_t>(p.m) * p.n;
+    all += w;
+    if (front(p.name)) front_weights += w;
+    else rest_min_bits += blr::blr_bits(p.m, p.n, 32, o.paths, kScaleBits);
+  }
+  // Only where the other blocks can pay (at least three quarters of the
+  // weights), and never so far that they fall below rank 32.
+  if (overrides.empty() && o.allocation == "front" && 4 * front_weights <= all) {
+    const double most = (o.bpw * static_cast<double>(all) - static_cast<double>(rest_min_bits)) /
+                        static_cast<double>(front_weights) * 0.98;
+    for (const std::string block : {"blk.0.", "blk.1."}) {
+      std::int64_t bits = 0, weights = 0;  // the block's bits with every rank at its cap
+      for (const blr::RankPlan& p : matrices)
+        if (p.name.starts_with(block)) {
+          bits += blr::blr_bits(p.m, p.n, blr::max_useful_rank(p.m, p.n), o.paths, kScaleBits);
+          weights += static_cast<std::int64_t>(p.m) * p.n;
+        }
+      const double target = std::min({2.0 * o.bpw, static_cast<double>(bits) / static_cast<double>(weights), most});
+      if (target > o.bpw) overrides.push_back({block, target});
+    }
+  }
+  return blr::plan_ranks(std::move(matrices), o.bpw, overrides, o.paths, kScaleBits);
 }
 
 nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>& be) {
@@ -91,6 +122,8 @@ void validate(const CompressOptions& o) {
   if (o.out.empty()) fail("compress: no output file (-o) given");
   if (o.objective != "layer" && o.objective != "sequential" && o.objective != "e2e")
     fail("compress: objective '{}' is not one of layer, sequential, e2e", o.objective);
+  if (o.allocation != "uniform" && o.allocation != "front")
+    fail("compress: allocation '{}' is not one of uniform, front", o.allocation);
   if (o.init_method != "act" && o.init_method != "svid")
     fail("compress: init method '{}' is not one of act (activation-weighted Dual-SVID), svid (plain Dual-SVID)",
          o.init_method);

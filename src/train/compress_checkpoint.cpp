@@ -104,6 +104,8 @@ ordered_json compress_options_json(const CompressOptions& o) {
     for (const blr::BpwOverride& b : o.bpw_overrides) ov.push_back({{"pattern", b.pattern}, {"bpw", b.bpw}});
     j["bpw_overrides"] = ov;
   }
+  if (o.allocation != "uniform" && o.bpw_overrides.empty() && o.init.empty())
+    j["allocation"] = o.allocation;  // only when it shapes the plan, as bpw_overrides
   if (!o.init.empty()) j["init"] = abs_path(o.init);  // only when given, as bpw_overrides
   j["steps"] = o.steps;
   j["seq_len"] = o.seq_len;

@@ -131,7 +131,7 @@ void plan_ranks(CompressRun& run) {
     run.plan = model::compressible_projections(run.cfg());
     for (blr::RankPlan& p : run.plan) p.rank = run.from->blr.at(p.name).r;
   } else {
-    run.plan = blr::plan_ranks(model::compressible_projections(run.cfg()), o.bpw, o.bpw_overrides, o.paths, 16);
+    run.plan = plan_ranks_for(o, model::compressible_projections(run.cfg()));
   }
   run.plan_block.resize(run.plan.size());
   for (std::size_t i = 0; i < run.plan.size(); ++i) run.plan_block[i] = block_of(run.plan[i].name);

@@ -96,11 +96,13 @@ struct BpwOverride {
 
 // plan_ranks with overrides: each matrix takes the first override whose
 // pattern its name contains; the matrices of each override are planned
-// together at its bpw (plan_ranks), the others together at `bpw`. The
-// result keeps the input's order. Error (naming it) for an empty pattern, a
-// pattern no matrix matches, or a bad or unreachable target (naming the
-// group: "the matrices matching 'attn_v'" or "the matrices no per-projection
-// pattern matches").
+// together at its bpw (plan_ranks), then the others together at the bpw
+// that brings all the matrices to `bpw` (the bits the overridden groups
+// leave), so `bpw` stays the whole's target. The result keeps the input's
+// order. Error (naming it) for an empty pattern, a pattern no matrix
+// matches, overrides that take the whole budget, or a bad or unreachable
+// target (naming the group: "the matrices matching 'attn_v'" or "the
+// matrices no per-projection pattern matches").
 std::vector<RankPlan> plan_ranks(std::vector<RankPlan> matrices, double bpw, std::span<const BpwOverride> overrides,
                                  int paths, int scale_bits);
 

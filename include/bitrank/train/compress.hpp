@@ -139,6 +139,10 @@ struct CompressOptions {
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
   std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
+  // How the bits are spread when no bpw_overrides are given: "uniform" (every
+  // projection at bpw) or "front" (blocks 0 and 1 at twice bpw, capped at
+  // what their ranks can use; the rest lower, so the whole stays at bpw).
+  std::string allocation = "uniform";
   // A compressed model of the same teacher (a .bitrank) to start from
   // instead of Dual-SVID: its matrices (ranks, paths, scales, signs) and its
   // dense tensors (trained gains) are the student at step 0 — e.g. the e2e
@@ -179,6 +183,7 @@ void validate(const CompressOptions& options);
 struct GivenOptions {
   bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
   bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false, e2e_steps = false;
+  bool allocation = false;
 };
 
 // The defaults that depend on the device, the method and the objective, set
@@ -198,9 +203,21 @@ struct GivenOptions {
 //     windows of 256, 4 a step, 40 steps (the README's main job: 7.4 min on
 //     the 2-core machine), no e2e stage, 16 calibration windows;
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
-//     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there).
+//     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there);
+//   allocation: "front" on cpu (the README's main job: 4,231 → 1,856 at
+//     1.0011 bpw over the projections; the first two blocks carry most of
+//     the initialisation's damage), "uniform" on cuda (front not yet
+//     measured at its budget).
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
+
+// The ranks of `matrices` (compressible_projections) for o.bpw: planned
+// with o.bpw_overrides when given, else by o.allocation — "front" plans
+// the matrices of blocks 0 and 1 at twice o.bpw (at most what their ranks
+// can use and what leaves the others rank 32; never below o.bpw) and the
+// rest so that the whole is o.bpw; models where blocks 0 and 1 hold more
+// than a quarter of the weights are planned uniform. blr::plan_ranks's errors.
+std::vector<blr::RankPlan> plan_ranks_for(const CompressOptions& o, std::vector<blr::RankPlan> matrices);
 
 // Runs the whole job on `be`; returns the summary (also stored in the file).
 nlohmann::ordered_json compress(const CompressOptions& options, Backend<float>& be);
