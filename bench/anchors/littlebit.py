@@ -61,6 +61,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchor_eval import perplexity, read_ids, sync  # noqa: E402  (beside this file)
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,13 +116,6 @@ def load_littlebit(src):
     return apply_littlebit_patch, LittleBitLinear, train_utils.prepare_model_for_training, commit
 
 
-def read_ids(path, vocab):
-    ids = np.fromfile(path, dtype="<i4")
-    if ids.size == 0 or ids.min() < 0 or ids.max() >= vocab:
-        sys.exit(f"littlebit.py: {path}: {ids.size} ids, range [{ids.min(initial=0)}, {ids.max(initial=0)}] "
-                 f"outside the vocabulary of {vocab}")
-    return torch.from_numpy(ids.astype(np.int64))
-
 
 def kd_loss(student_out, teacher_out, l2l_scale):
     """utils/kd_utils.py KDTrainer.compute_loss, in f32."""
@@ -140,26 +136,6 @@ def cosine_with_warmup(warmup, total):
     return factor
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-@torch.no_grad()
-def perplexity(model, ids, T, windows, batch, device, autocast):
-    """exp(mean NLL) over the first `windows` windows of T tokens (0: all), as `bitrank eval`."""
-    was_training = model.training
-    model.eval()
-    n = len(ids) // T if windows == 0 else min(windows, len(ids) // T)
-    nll = 0.0
-    for w in range(0, n, batch):
-        x = ids[w * T:min(n, w + batch) * T].view(-1, T).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            logits = model(input_ids=x, use_cache=False).logits
-        nll += F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten(), reduction="sum").item()
-    model.train(was_training)
-    return {"ppl": math.exp(nll / (n * (T - 1))), "nll": nll / (n * (T - 1)), "windows": n,
-            "predictions": n * (T - 1)}
 
 
 def bpw_report(student, teacher, LittleBitLinear):

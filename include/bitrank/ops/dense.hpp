@@ -49,10 +49,7 @@ class DenseOps {
 
   void dense_backward(CView<T> dy, CView<T> w, View<T> dx) {
     constexpr std::string_view op = "dense_backward";
-    check::rank(op, "dy", dy, 2);
-    check::contiguous(op, "dy", dy);
-    check::rank(op, "w", w, 2);
-    check::contiguous(op, "w", w);
+    check_matrices(op, "dy", dy, w);
     check::require(w.dim(0) == dy.dim(1), op, "w {} has {} outputs, dy {} has {}", w.shape.str(), w.dim(0), dy.shape.str(), dy.dim(1));
     check::dense(op, "dx", dx, Shape{dy.dim(0), w.dim(1)});
     dense_backward_impl(dy, w, dx);
@@ -82,12 +79,18 @@ class DenseOps {
   virtual void merge_q_gate_impl(CView<T> q, CView<T> gate, index_t heads, View<T> qg) = 0;
 
  private:
+  // An activation and a weight, both contiguous matrices.
   template <class W>
-  static void check_forward(std::string_view op, CView<T> x, CView<W> w, View<T> out) {
-    check::rank(op, "x", x, 2);
-    check::contiguous(op, "x", x);
+  static void check_matrices(std::string_view op, std::string_view name, CView<T> a, CView<W> w) {
+    check::rank(op, name, a, 2);
+    check::contiguous(op, name, a);
     check::rank(op, "w", w, 2);
     check::contiguous(op, "w", w);
+  }
+
+  template <class W>
+  static void check_forward(std::string_view op, CView<T> x, CView<W> w, View<T> out) {
+    check_matrices(op, "x", x, w);
     check::require(w.dim(1) == x.dim(1), op, "w {} has {} inputs, x {} has {}", w.shape.str(), w.dim(1), x.shape.str(), x.dim(1));
     check::dense(op, "out", out, Shape{x.dim(0), w.dim(0)});
   }
