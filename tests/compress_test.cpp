@@ -1329,6 +1329,10 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);
   EXPECT_FLOAT_EQ(cpu.train.signs.lr, 1e-2f);
   EXPECT_EQ(cpu.allocation, "front");
+  train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
+  cpu_low.bpw = 0.55;
+  train::apply_recipe_defaults(cpu_low, "train", {});
+  EXPECT_EQ(cpu_low.allocation, "uniform");
 
   train::CompressOptions cuda;
   cuda.device = "cuda";

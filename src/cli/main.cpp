@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   auto* allocation_opt = compress_cmd->add_option("--allocation", compress.job.allocation,
                            "front (blocks 0 and 1 at twice --bpw, the rest lower so the projections stay at --bpw; "
-                           "the cpu default) or uniform (every projection at --bpw; the cuda default); --bpw-for "
-                           "replaces it")
+                           "the cpu default from 1.0 bpw) or uniform (every projection at --bpw; the default below "
+                           "1.0 bpw and on cuda); --bpw-for replaces it")
       ->check(CLI::IsMember({"front", "uniform"}));
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
                            "act (Dual-SVID of the activation-weighted weights, default) or svid (plain Dual-SVID)")

@@ -204,10 +204,10 @@ struct GivenOptions {
 //     the 2-core machine), no e2e stage, 16 calibration windows;
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
 //     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there);
-//   allocation: "front" on cpu (the README's main job: 4,231 → 1,856 at
-//     1.0011 bpw over the projections; the first two blocks carry most of
-//     the initialisation's damage), "uniform" on cuda (front not yet
-//     measured at its budget).
+//   allocation: "front" on cpu from 1.0 bpw (the README's main job: 4,231
+//     → 2,021; the first two blocks carry most of the initialisation's
+//     damage), "uniform" below (at 0.55 front gave 2,649 against 2,313)
+//     and on cuda (front not yet measured at its budget).
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
 
