@@ -29,6 +29,7 @@
 #include "cuda/blr_infer.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 namespace bitrank::cuda {
 namespace {
@@ -181,21 +182,29 @@ int token_group(const BlrLayer<float>& layer, index_t ntok) {
   return tg;
 }
 
-template <class Kernel>
-void launch(Kernel kernel, dim3 grid, unsigned threads, std::size_t smem, cudaStream_t s, const InferArgs& a) {
-  if (smem > (48u << 10))
-    BR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<grid, threads, smem, s>>>(a);
+// One launch of `Kernel`. A kernel that may take more than 48 KiB of
+// shared memory opts in once, to the most any call asks (kRowSmemLimit),
+// not on every call of a decode step.
+template <auto Kernel>
+void launch(dim3 grid, unsigned threads, std::size_t smem, cudaStream_t s, const InferArgs& a) {
+  if (smem > (48u << 10)) {
+    static std::once_flag opted;
+    std::call_once(opted, [] {
+      BR_CUDA_CHECK(
+          cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRowSmemLimit)));
+    });
+  }
+  Kernel<<<grid, threads, smem, s>>>(a);
   BR_CUDA_LAUNCHED();
 }
 
 template <int TG>
 void launch_rows(int lanes, dim3 grid, std::size_t smem, cudaStream_t s, const InferArgs& a) {
   switch (lanes) {
-    case 4: return launch(row_pass_kernel<TG, 4>, grid, kRowThreads, smem, s, a);
-    case 8: return launch(row_pass_kernel<TG, 8>, grid, kRowThreads, smem, s, a);
-    case 16: return launch(row_pass_kernel<TG, 16>, grid, kRowThreads, smem, s, a);
-    default: return launch(row_pass_kernel<TG, 32>, grid, kRowThreads, smem, s, a);
+    case 4: return launch<row_pass_kernel<TG, 4>>(grid, kRowThreads, smem, s, a);
+    case 8: return launch<row_pass_kernel<TG, 8>>(grid, kRowThreads, smem, s, a);
+    case 16: return launch<row_pass_kernel<TG, 16>>(grid, kRowThreads, smem, s, a);
+    default: return launch<row_pass_kernel<TG, 32>>(grid, kRowThreads, smem, s, a);
   }
 }
 
@@ -254,11 +263,11 @@ void BlrBitInfer::run(const BlrLayer<float>& layer, CView<float> x, View<float> 
   const std::size_t rank_smem = static_cast<std::size_t>(nt) * a.chunk * sizeof(float);
   const unsigned rank_threads = 32u * static_cast<unsigned>(warps);
   switch (nt) {
-    case 1: launch(rank_pass_kernel<1>, rank_grid, rank_threads, rank_smem, s, a); break;
-    case 2: launch(rank_pass_kernel<2>, rank_grid, rank_threads, rank_smem, s, a); break;
-    case 4: launch(rank_pass_kernel<4>, rank_grid, rank_threads, rank_smem, s, a); break;
-    case 8: launch(rank_pass_kernel<8>, rank_grid, rank_threads, rank_smem, s, a); break;
-    default: launch(rank_pass_kernel<16>, rank_grid, rank_threads, rank_smem, s, a); break;
+    case 1: launch<rank_pass_kernel<1>>(rank_grid, rank_threads, rank_smem, s, a); break;
+    case 2: launch<rank_pass_kernel<2>>(rank_grid, rank_threads, rank_smem, s, a); break;
+    case 4: launch<rank_pass_kernel<4>>(rank_grid, rank_threads, rank_smem, s, a); break;
+    case 8: launch<rank_pass_kernel<8>>(rank_grid, rank_threads, rank_smem, s, a); break;
+    default: launch<rank_pass_kernel<16>>(rank_grid, rank_threads, rank_smem, s, a); break;
   }
 
   if (sms_ == 0) sms_ = sm_count(ctx_.device);
