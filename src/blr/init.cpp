@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "bitrank/backend.hpp"
+#include "bitrank/blr/refine.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -154,6 +155,7 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
     second.seed += 1;
     blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.engine, opts.name + " (residual)", mag(1)));
   }
+  if (opts.refine_sweeps > 0) refine(blr, w, opts.refine_sweeps);
   return blr;
 }
 

@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
                            "act (Dual-SVID of the activation-weighted weights, default) or svid (plain Dual-SVID)")
       ->check(CLI::IsMember({"act", "svid"}));
+  auto* init_refine_opt = compress_cmd->add_option("--init-refine", compress.job.init_refine,
+                           "sweeps of the exact sign and scale refinement of each matrix after Dual-SVID "
+                           "(towards the activation-weighted weights with --init-method act; default 4, 0: none)")
+      ->check(CLI::Range(0, 100));
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics run over (default: cpu 16, cuda 64)")
       ->check(kNonNegative);
@@ -310,7 +314,8 @@ int main(int argc, char** argv) {
                         .lr = lr_opt->count() > 0,
                         .sign_lr = sign_lr_opt->count() > 0,
                         .e2e_steps = e2e_steps_opt->count() > 0,
-                        .allocation = allocation_opt->count() > 0};
+                        .allocation = allocation_opt->count() > 0,
+                        .init_refine = init_refine_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       compress.tokens_given = tokens_opt->count() > 0;
       compress.steps_given = steps_opt->count() > 0;

@@ -216,7 +216,8 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
       if (run.from) {
         init[k] = std::move(run.from->blr.at(p.name));  // read once: the file's copy is not needed again
       } else {
-        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name};
+        blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name,
+                            .refine_sweeps = o.init_refine};
         io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
         if (weighted) io.column_scale = scale;
         init[k] = blr::dual_svid(w, p.m, p.n, io);

@@ -38,6 +38,10 @@
 // of a transformer's activations are tens of times larger than the rest;
 // weighting puts the error where the inputs are small. The magnitudes
 // returned are the weighted ones.
+//
+// With refine_sweeps > 0 the result is then refined towards W (or W·diag(c))
+// by blr/refine.hpp's exact alternating sign and scale steps; the magnitudes
+// stay the SVD's.
 #pragma once
 
 #include <span>
@@ -56,6 +60,7 @@ struct InitOptions {
   SvdEngine engine{};        // where the SVD runs (svd.hpp); empty: the CPU
   std::string name = "W";    // names the matrix in errors
   std::vector<float> column_scale{};  // empty: plain Dual-SVID; else [n], each > 0 and finite (see above)
+  int refine_sweeps = 0;              // then this many sweeps of blr/refine.hpp (on W·diag(c) when weighted)
 };
 
 // |U'| [m][r] and |V'| [n][r] of one path, row-major.

@@ -136,6 +136,7 @@ struct CompressOptions {
   std::string objective = "layer";   // layer, sequential or e2e (see above)
   std::string init_method = "svid";  // svid (plain Dual-SVID) or act (activation-weighted Dual-SVID)
   std::int64_t calib_windows = 16;   // training windows the calibration statistics run over (0: none; svid only)
+  int init_refine = 0;               // sweeps of the exact sign/scale refinement after Dual-SVID (blr/refine.hpp)
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
   std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
@@ -183,7 +184,7 @@ void validate(const CompressOptions& options);
 struct GivenOptions {
   bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
   bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false, e2e_steps = false;
-  bool allocation = false;
+  bool allocation = false, init_refine = false;
 };
 
 // The defaults that depend on the device, the method and the objective, set
@@ -207,7 +208,10 @@ struct GivenOptions {
 //   allocation: "front" on cpu from 1.0 bpw (the README's main job: 4,231
 //     → 2,021; the first two blocks carry most of the initialisation's
 //     damage), "uniform" below (at 0.55 front gave 2,649 against 2,313)
-//     and on cuda (front not yet measured at its budget).
+//     and on cuda (front not yet measured at its budget);
+//   init_refine: 4 sweeps of blr/refine.hpp after the activation-weighted
+//     Dual-SVID, on both devices (the README's main job: 2,021 → 168.2;
+//     not yet measured at the cuda budget).
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
 

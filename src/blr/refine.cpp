@@ -1,0 +1,283 @@
+// Exact alternating refinement of a BLR matrix (algorithm and guarantees in
+// include/bitrank/blr/refine.hpp).
+//
+// Working form: the K = P·r components side by side, S_U as ±1 floats
+// su [m][K] and S_V as sv [n][K] (column k = p·r + j), the scales in f64,
+// and the factors A = [h_p ⊙ S_U,p] [m][K], B = [g_p ⊙ S_V,p] [n][K] in f32
+// for the GEMMs, so that Ŵ = A·diag(ℓ)·Bᵀ. The residual R = W − Ŵ is
+// recomputed from the factors at the start of each sign pass (no drift).
+#include "bitrank/blr/refine.hpp"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <cmath>
+
+#include "bitrank/ops/bitmap.hpp"
+
+namespace bitrank::blr {
+namespace {
+
+constexpr index_t kBlock = 32;  // components per sign-pass block (one GEMM pair)
+
+using std::size_t;
+inline size_t at(index_t row, index_t ld, index_t col) { return static_cast<size_t>(row * ld + col); }
+inline blasint bi(index_t x) { return static_cast<blasint>(x); }
+
+struct Factors {
+  index_t m = 0, n = 0, r = 0, paths = 0, k = 0;
+  const float* w = nullptr;     // W [m][n]
+  std::vector<float> su, sv;    // ±1 [m][K], [n][K]
+  std::vector<double> h, l, g;  // [P·m], [K], [P·n]
+  std::vector<float> a, b;      // A [m][K], B [n][K]
+
+  index_t path_of(index_t c) const { return c / r; }
+  void build_a() {
+    for (index_t i = 0; i < m; ++i)
+      for (index_t c = 0; c < k; ++c) a[at(i, k, c)] = float(h[size_t(path_of(c) * m + i)]) * su[at(i, k, c)];
+  }
+  void build_b() {
+    for (index_t j = 0; j < n; ++j)
+      for (index_t c = 0; c < k; ++c) b[at(j, k, c)] = float(g[size_t(path_of(c) * n + j)]) * sv[at(j, k, c)];
+  }
+  // R = W − A·diag(ℓ)·Bᵀ.
+  std::vector<float> residual() const {
+    std::vector<float> al(a.size()), res(w, w + m * n);
+    for (index_t i = 0; i < m; ++i)
+      for (index_t c = 0; c < k; ++c) al[at(i, k, c)] = a[at(i, k, c)] * float(l[size_t(c)]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(k), -1.0f, al.data(), bi(k), b.data(), bi(k), 1.0f,
+                res.data(), bi(n));
+    return res;
+  }
+};
+
+Factors unpack(const HostBlrMatrix& blr, std::span<const float> w) {
+  Factors f;
+  f.m = blr.m, f.n = blr.n, f.r = blr.r, f.paths = std::ssize(blr.paths), f.k = f.paths * f.r;
+  f.w = w.data();
+  f.su.resize(size_t(f.m * f.k));
+  f.sv.resize(size_t(f.n * f.k));
+  const index_t words = sign_words(f.r);
+  for (index_t p = 0; p < f.paths; ++p) {
+    const HostBlrPath& path = blr.paths[size_t(p)];
+    for (index_t i = 0; i < f.m; ++i)
+      for (index_t j = 0; j < f.r; ++j) f.su[at(i, f.k, p * f.r + j)] = sign_bit(path.sign_u.data() + i * words, j) ? 1.0f : -1.0f;
+    for (index_t i = 0; i < f.n; ++i)
+      for (index_t j = 0; j < f.r; ++j) f.sv[at(i, f.k, p * f.r + j)] = sign_bit(path.sign_v.data() + i * words, j) ? 1.0f : -1.0f;
+    f.h.insert(f.h.end(), path.h.begin(), path.h.end());
+    f.l.insert(f.l.end(), path.l.begin(), path.l.end());
+    f.g.insert(f.g.end(), path.g.begin(), path.g.end());
+  }
+  f.a.resize(f.su.size());
+  f.b.resize(f.sv.size());
+  f.build_a();
+  f.build_b();
+  return f;
+}
+
+// Rescales so that rms(h) = rms(ℓ) = rms(g) (their geometric mean), the product unchanged.
+void balance(double* h, index_t m, double* l, index_t r, double* g, index_t n) {
+  const auto rms = [](const double* x, index_t len) {
+    double s = 0;
+    for (index_t i = 0; i < len; ++i) s += x[i] * x[i];
+    return std::sqrt(s / double(len));
+  };
+  const double rh = rms(h, m), rl = rms(l, r), rg = rms(g, n);
+  if (!(rh > 0 && rl > 0 && rg > 0)) return;
+  const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
+  for (index_t i = 0; i < m; ++i) h[i] *= target / rh;
+  for (index_t i = 0; i < r; ++i) l[i] *= target / rl;
+  for (index_t i = 0; i < n; ++i) g[i] *= target / rg;
+}
+
+void pack(const Factors& f, HostBlrMatrix& blr) {
+  const index_t words = sign_words(f.r);
+  for (index_t p = 0; p < f.paths; ++p) {
+    HostBlrPath& path = blr.paths[size_t(p)];
+    std::vector<double> h(f.h.begin() + p * f.m, f.h.begin() + (p + 1) * f.m), l(f.l.begin() + p * f.r, f.l.begin() + (p + 1) * f.r),
+        g(f.g.begin() + p * f.n, f.g.begin() + (p + 1) * f.n);
+    balance(h.data(), f.m, l.data(), f.r, g.data(), f.n);
+    path.h.assign(h.begin(), h.end());
+    path.l.assign(l.begin(), l.end());
+    path.g.assign(g.begin(), g.end());
+    const auto put = [&](const std::vector<float>& s, index_t rows, std::vector<std::uint32_t>& bits) {
+      std::ranges::fill(bits, 0u);
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < f.r; ++j)
+          if (s[at(i, f.k, p * f.r + j)] > 0) bits[at(i, words, j / 32)] |= 1u << (j % 32);
+    };
+    put(f.su, f.m, path.sign_u);
+    put(f.sv, f.n, path.sign_v);
+  }
+}
+
+// ℓ by least squares over all components, then negative ones made positive by flipping S_U's column.
+void solve_l(Factors& f) {
+  const index_t m = f.m, n = f.n, k = f.k;
+  std::vector<float> ga(size_t(k * k)), gb(size_t(k * k)), wb(size_t(m * k));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(m), 1.0f, f.a.data(), bi(k), f.a.data(), bi(k), 0.0f,
+              ga.data(), bi(k));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), f.b.data(), bi(k), 0.0f,
+              gb.data(), bi(k));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, f.w, bi(n), f.b.data(), bi(k), 0.0f, wb.data(),
+              bi(k));
+  std::vector<double> normal(size_t(k * k)), rhs(size_t(k), 0.0);
+  double trace = 0;
+  for (size_t i = 0; i < normal.size(); ++i) normal[i] = double(ga[i]) * double(gb[i]);
+  for (index_t c = 0; c < k; ++c) trace += normal[at(c, k, c)];
+  if (!(trace > 0)) return;
+  // A ridge far below any real component's weight: duplicate components
+  // (padded ranks) share their part instead of making the system singular.
+  for (index_t c = 0; c < k; ++c) normal[at(c, k, c)] += 1e-9 * trace / double(k);
+  for (index_t i = 0; i < m; ++i)
+    for (index_t c = 0; c < k; ++c) rhs[size_t(c)] += double(f.a[at(i, k, c)]) * double(wb[at(i, k, c)]);
+  if (LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', bi(k), 1, normal.data(), bi(k), rhs.data(), 1) != 0) return;
+  for (index_t c = 0; c < k; ++c) {
+    if (!std::isfinite(rhs[size_t(c)])) return;
+  }
+  for (index_t c = 0; c < k; ++c) {
+    f.l[size_t(c)] = std::abs(rhs[size_t(c)]);
+    if (rhs[size_t(c)] < 0)
+      for (index_t i = 0; i < m; ++i) f.su[at(i, k, c)] = -f.su[at(i, k, c)];
+  }
+  f.build_a();
+}
+
+// The per-row (side U: h) or per-column (side V: g) P×P least-squares fit.
+// Path p's matrix is M_p = S_U,p·diag(ℓ_p)·B_pᵀ for h (so that Ŵ row i is
+// Σ_p h_pi·M_p,i) and A_p·diag(ℓ_p)·S_V,pᵀ for g (column j: Σ_p g_pj·M_p,·j).
+void solve_outer(Factors& f, bool side_u) {
+  const index_t m = f.m, n = f.n, r = f.r, k = f.k, paths = f.paths;
+  const index_t count = side_u ? m : n;
+  std::vector<std::vector<float>> mats(size_t(paths), std::vector<float>(size_t(m * n)));
+  std::vector<float> left(size_t(m * r));
+  for (index_t p = 0; p < paths; ++p) {
+    const std::vector<float>& src = side_u ? f.su : f.a;  // [m][K]
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < r; ++j) left[at(i, r, j)] = src[at(i, k, p * r + j)] * float(f.l[size_t(p * r + j)]);
+    const float* right = (side_u ? f.b.data() : f.sv.data()) + p * r;  // [n][K], columns of path p
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(r), 1.0f, left.data(), bi(r), right, bi(k), 0.0f,
+                mats[size_t(p)].data(), bi(n));
+  }
+  // gram[x][p][q] = ⟨M_p, M_q⟩ and rhs[x][p] = ⟨M_p, W⟩ over row (or column) x.
+  std::vector<double> gram(size_t(count * paths * paths), 0.0), rhs(size_t(count * paths), 0.0);
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      const index_t x = side_u ? i : j;
+      const double wij = f.w[at(i, n, j)];
+      for (index_t p = 0; p < paths; ++p) {
+        const double mp = mats[size_t(p)][at(i, n, j)];
+        rhs[size_t(x * paths + p)] += mp * wij;
+        for (index_t q = 0; q < paths; ++q) gram[size_t((x * paths + p) * paths + q)] += mp * double(mats[size_t(q)][at(i, n, j)]);
+      }
+    }
+  std::vector<double>& scale = side_u ? f.h : f.g;
+  std::vector<float>& signs = side_u ? f.su : f.sv;
+  for (index_t x = 0; x < count; ++x) {
+    const double* gx = gram.data() + x * paths * paths;
+    const double* bx = rhs.data() + x * paths;
+    double sol[2];
+    if (paths == 1) {
+      if (!(gx[0] > 0)) continue;
+      sol[0] = bx[0] / gx[0];
+    } else {
+      const double det = gx[0] * gx[3] - gx[1] * gx[2];
+      if (!(det > 1e-10 * gx[0] * gx[3])) continue;  // the paths' rows are (nearly) parallel: keep h
+      sol[0] = (bx[0] * gx[3] - bx[1] * gx[1]) / det;
+      sol[1] = (bx[1] * gx[0] - bx[0] * gx[2]) / det;
+    }
+    for (index_t p = 0; p < paths; ++p) {
+      scale[size_t(p * count + x)] = std::abs(sol[p]);
+      if (sol[p] < 0)
+        for (index_t j = 0; j < r; ++j) signs[at(x, k, p * r + j)] = -signs[at(x, k, p * r + j)];
+    }
+  }
+  f.build_a();
+  f.build_b();
+}
+
+// One pass over the sign columns of S_U (side U) or S_V, block by block.
+// For side U the residual is used as R, for side V as Rᵀ; `mine` is the
+// factor whose signs change (A or B), `other` the fixed one.
+void sign_pass(Factors& f, std::vector<float>& res, bool side_u) {
+  const index_t m = f.m, n = f.n, k = f.k;
+  const index_t rows = side_u ? m : n, len = side_u ? n : m;
+  std::vector<float>& signs = side_u ? f.su : f.sv;
+  std::vector<float>& mine = side_u ? f.a : f.b;
+  const std::vector<float>& other = side_u ? f.b : f.a;
+  const std::vector<double>& scale = side_u ? f.h : f.g;
+  std::vector<float> q(size_t(rows * kBlock)), gram(size_t(kBlock * kBlock)), d(size_t(rows * kBlock));
+  for (index_t c0 = 0; c0 < k; c0 += kBlock) {
+    const index_t nb = std::min(kBlock, k - c0);
+    // q = R·B_J (side U) or Rᵀ·A_J (side V); gram = other_Jᵀ·other_J.
+    cblas_sgemm(CblasRowMajor, side_u ? CblasNoTrans : CblasTrans, CblasNoTrans, bi(rows), bi(nb), bi(len), 1.0f, res.data(), bi(n),
+                other.data() + c0, bi(k), 0.0f, q.data(), bi(kBlock));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nb), bi(nb), bi(len), 1.0f, other.data() + c0, bi(k), other.data() + c0,
+                bi(k), 0.0f, gram.data(), bi(kBlock));
+    std::ranges::fill(d, 0.0f);
+    for (index_t t = 0; t < nb; ++t) {
+      const index_t c = c0 + t;
+      const double lc = f.l[size_t(c)];
+      if (lc == 0) continue;
+      const index_t p = f.path_of(c);
+      for (index_t i = 0; i < rows; ++i) {
+        const double s = scale[size_t(p * rows + i)];
+        if (s == 0) continue;
+        // The residual with component c removed, projected on its other factor.
+        double v = double(q[at(i, kBlock, t)]) + lc * double(mine[at(i, k, c)]) * double(gram[at(t, kBlock, t)]);
+        for (index_t u = 0; u < t; ++u) v -= double(d[at(i, kBlock, u)]) * double(gram[at(u, kBlock, t)]);
+        const float old = signs[at(i, k, c)];
+        const float best = v > 0 ? 1.0f : v < 0 ? -1.0f : old;
+        if (best == old) continue;
+        const float updated = float(s) * best;
+        d[at(i, kBlock, t)] = float(lc * (double(updated) - double(mine[at(i, k, c)])));
+        signs[at(i, k, c)] = best;
+        mine[at(i, k, c)] = updated;
+      }
+    }
+    // R −= D·B_Jᵀ (side U) or A_J·Dᵀ (side V).
+    if (side_u)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(nb), -1.0f, d.data(), bi(kBlock), other.data() + c0, bi(k),
+                  1.0f, res.data(), bi(n));
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(nb), -1.0f, other.data() + c0, bi(k), d.data(), bi(kBlock),
+                  1.0f, res.data(), bi(n));
+  }
+}
+
+double norm(const float* x, size_t len) {
+  double s = 0;
+  for (size_t i = 0; i < len; ++i) s += double(x[i]) * double(x[i]);
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int sweeps) {
+  check_blr(blr, "refine");
+  if (w.size() != static_cast<size_t>(blr.m * blr.n))
+    fail("refine: W has {} values, the BLR matrix {}×{} needs {}", w.size(), blr.m, blr.n, blr.m * blr.n);
+  if (sweeps < 0) fail("refine: {} sweeps, expected ≥ 0", sweeps);
+  const double wnorm = norm(w.data(), w.size());
+  std::vector<double> errors;
+  if (sweeps == 0 || wnorm == 0) return errors;  // W = 0: nothing to fit
+  Factors f = unpack(blr, w);
+  const auto scales = [&f] {
+    solve_l(f);
+    solve_outer(f, true);
+    solve_outer(f, false);
+  };
+  for (int s = 0; s < sweeps; ++s) {
+    scales();
+    std::vector<float> res = f.residual();
+    sign_pass(f, res, true);
+    sign_pass(f, res, false);
+    if (s + 1 == sweeps) scales();
+    res = f.residual();
+    errors.push_back(norm(res.data(), res.size()) / wnorm);
+  }
+  pack(f, blr);
+  return errors;
+}
+
+}  // namespace bitrank::blr
