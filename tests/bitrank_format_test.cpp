@@ -9,7 +9,7 @@
 // ffn 96, vocab 40, tied) with blk.0.attn_q as a 1-path rank-32 BLR matrix
 // (64×64) and blk.0.ffn_up as a 2-path rank-64 one (96×64); the other
 // projections, norms and the embedding stay dense.
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 
 #include <gtest/gtest.h>
 

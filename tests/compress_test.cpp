@@ -33,12 +33,12 @@
 #include <thread>
 #include <tuple>
 
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/projection.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"

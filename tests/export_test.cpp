@@ -1,4 +1,4 @@
-// `bitrank export` (model/hf_export.hpp): a compressed tiny model (random
+// `bitrank export` (store/hf_export.hpp): a compressed tiny model (random
 // BLR matrices with two paths in place of projections, F16 scales as
 // compress saves them) written as a Hugging Face directory and read back by
 // bitrank's own HF loaders.
@@ -37,13 +37,13 @@
 
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/dtype.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/store/hf_export.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/rng.hpp"
 #include "support/backends.hpp"

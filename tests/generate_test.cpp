@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "support/model_files.hpp"
 #include "support/backends.hpp"

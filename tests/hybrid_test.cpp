@@ -20,7 +20,7 @@
 
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "support/backends.hpp"
 #include "support/hybrid_fixtures.hpp"

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/streamed_weights.hpp"
 #include "bitrank/rng.hpp"

@@ -26,7 +26,7 @@
 
 #include "bitrank/model/generate.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/rng.hpp"
 #include "bitrank/train/data.hpp"
 #include "support/model_files.hpp"

@@ -24,9 +24,9 @@
 #include <tuple>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/model/generate.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "support/backends.hpp"
 #include "support/command.hpp"
 #include "support/expect.hpp"

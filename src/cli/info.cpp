@@ -13,13 +13,13 @@
 #include <map>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 
 namespace bitrank::cli {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 

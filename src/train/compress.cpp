@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/log.hpp"
 #include "bitrank/progress.hpp"
 #include "train/objective.hpp"

@@ -7,8 +7,8 @@
 
 #include <set>
 
-#include "bitrank/io/bitrank_format.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/plot.hpp"
 #include "train/objective.hpp"
 

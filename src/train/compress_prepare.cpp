@@ -20,10 +20,10 @@
 
 #include "bitrank/blr/init.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/log.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/progress.hpp"
 #include "bitrank/thread_pool.hpp"
 #include "bitrank/train/calibration.hpp"

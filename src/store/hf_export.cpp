@@ -1,9 +1,9 @@
 // A compressed model → a dense Hugging Face directory (contract, layouts and
-// the directory rules: include/bitrank/model/hf_export.hpp). Stages, each a
+// the directory rules: include/bitrank/store/hf_export.hpp). Stages, each a
 // function: expand the BLR matrices (expand_compressed), rename and re-lay
 // the tensors (hf_checkpoint_tensors), the JSON files, then the directory
 // (write_staged: everything into a staging folder, then renamed into place).
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/store/hf_export.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

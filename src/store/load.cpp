@@ -1,9 +1,9 @@
 // Checkpoint → weights → model, by format and family (contract:
-// include/bitrank/model/load.hpp).
-#include "bitrank/model/load.hpp"
+// include/bitrank/store/load.hpp).
+#include "bitrank/store/load.hpp"
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/tokenizer.hpp"

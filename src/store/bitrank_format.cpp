@@ -1,5 +1,5 @@
 // The bitrank model file; tensor names, metadata keys, numerics and checks
-// are described in bitrank/io/bitrank_format.hpp.
+// are described in bitrank/store/bitrank_format.hpp.
 //
 // Loading reads in this order, so that each check can trust the ones before
 // it: format and version, config, tokenizer, storage, the BLR index (sizes
@@ -7,7 +7,7 @@
 // names (present, dtype, shape), every other tensor as dense, the summary;
 // then check_compressed_model (the same checks save makes) and last the
 // stored accounting against one recomputed from what was read.
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 
 #include <fmt/format.h>
 
@@ -21,7 +21,7 @@
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
-#include "json_checked.hpp"
+#include "io/json_checked.hpp"
 
 namespace bitrank::io {
 

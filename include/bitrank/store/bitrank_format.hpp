@@ -16,7 +16,7 @@
 // (rows = outputs, columns = inputs) with its rows and columns in Hugging
 // Face transformers' order, whatever checkpoint the model came from: the
 // reconstruction Ŵ of a BLR matrix N approximates the teacher's N.weight as
-// the loaders (model/load.hpp) hand it over, and those put every layout in
+// the loaders (store/load.hpp) hand it over, and those put every layout in
 // transformers' order first. With d the hidden size, H / Hkv the query / kv
 // heads of hd dims each:
 //

@@ -1,4 +1,4 @@
-// `bitrank export`: a compressed model (io/bitrank_format.hpp) as a dense
+// `bitrank export`: a compressed model (store/bitrank_format.hpp) as a dense
 // Hugging Face directory that transformers (and bitrank's own HF loader)
 // read: every BLR projection expanded to its matrix Ŵ, every other tensor
 // as stored.
@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/decoder.hpp"

@@ -8,7 +8,7 @@
 //                                          qwen3_5 / qwen3_next → hybrid)
 //   a file starting with "GGUF"            GGUF: general.architecture picks it
 //                                          (llama → dense, qwen35 → hybrid)
-//   a safetensors file                     a bitrank model (io/bitrank_format.hpp):
+//   a safetensors file                     a bitrank model (store/bitrank_format.hpp):
 //                                          its dense tensors and BLR projections
 #pragma once
 
