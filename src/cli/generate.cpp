@@ -57,7 +57,7 @@ int run_generate(const GenerateCliOptions& o) {
   const auto t_load = std::chrono::steady_clock::now();
   const io::Tokenizer tokenizer = io::load_model_tokenizer(model_path);
   const std::vector<std::int32_t> prompt = model::encode_prompt(tokenizer, o.prompt);
-  const auto net = model::load_model(*be, model_path);
+  const auto net = store::load_model(*be, model_path);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   fmt::print(stderr, "generate: weights {} resident ({} bytes; the file {} bytes), process {} resident after load\n",
              format_bytes(net->weight_bytes()), net->weight_bytes(), file_bytes(model_path),
