@@ -9,7 +9,7 @@
 // ffn 96, vocab 40, tied) with blk.0.attn_q as a 1-path rank-32 BLR matrix
 // (64×64) and blk.0.ffn_up as a 2-path rank-64 one (96×64); the other
 // projections, norms and the embedding stay dense.
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@
 #define BITRANK_SMOLLM2_GGUF ""
 #endif
 
-namespace bitrank::io {
+namespace bitrank::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -52,20 +52,20 @@ std::string as_string(std::span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-ModelConfig tiny_config() {
-  return parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
+io::ModelConfig tiny_config() {
+  return io::parse_hf_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
       "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 96, "vocab_size": 40,
       "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true})",
                          "tiny");
 }
 
-TokenizerSpec tiny_tokenizer() {
-  TokenizerSpec s;
+io::TokenizerSpec tiny_tokenizer() {
+  io::TokenizerSpec s;
   s.tokens = {"<s>", "a", "b", "c", "Ġ", "ab", "Ġa", "é"};
-  s.types = {TokenType::control, TokenType::normal, TokenType::normal, TokenType::normal,
-             TokenType::normal,  TokenType::normal, TokenType::normal, TokenType::user_defined};
+  s.types = {io::TokenType::control, io::TokenType::normal, io::TokenType::normal, io::TokenType::normal,
+             io::TokenType::normal, io::TokenType::normal, io::TokenType::normal, io::TokenType::user_defined};
   s.merges = {{"a", "b"}, {"Ġ", "a"}};
-  s.pre = PreTokenizer::smollm;
+  s.pre = io::PreTokenizer::smollm;
   s.bos_id = 0;
   s.eos_id = 0;
   s.add_bos = true;
@@ -190,12 +190,12 @@ TEST(BitrankFormat, RoundTripF32IsBitExact) {
   const CompressedModel back = load_bitrank(file);
   expect_model_eq(back, model);
   // The file as stored: the tensor names and dtypes of the format.
-  const Safetensors st = Safetensors::open(file);
-  EXPECT_EQ(st.info("blk.0.attn_q.p0.su").dtype, StDType::U32);
+  const io::Safetensors st = io::Safetensors::open(file);
+  EXPECT_EQ(st.info("blk.0.attn_q.p0.su").dtype, io::StDType::U32);
   EXPECT_EQ(st.info("blk.0.attn_q.p0.su").shape, (std::vector<std::int64_t>{64, 1}));
   EXPECT_EQ(st.info("blk.0.ffn_up.p1.sv").shape, (std::vector<std::int64_t>{64, 2}));
-  EXPECT_EQ(st.info("blk.0.ffn_up.p1.l").dtype, StDType::F32);
-  EXPECT_EQ(st.info("token_embd.weight").dtype, StDType::F32);
+  EXPECT_EQ(st.info("blk.0.ffn_up.p1.l").dtype, io::StDType::F32);
+  EXPECT_EQ(st.info("token_embd.weight").dtype, io::StDType::F32);
   EXPECT_EQ(st.tensors().size(), 3u * 5 + 9);
   EXPECT_EQ(st.metadata().at("bitrank.format"), "bitrank");
   EXPECT_EQ(st.metadata().at("bitrank.version"), "1");
@@ -221,8 +221,8 @@ TEST(BitrankFormat, RoundTripF16RoundsOnceThenIsExact) {
   EXPECT_EQ(h[1], 1.0f);  // the tie rounds to even
   EXPECT_EQ(back.blr.at("blk.0.attn_q").paths[0].l[0], 65504.0f);
   EXPECT_TRUE(std::signbit(back.blr.at("blk.0.attn_q").paths[0].g[0]));
-  EXPECT_EQ(Safetensors::open(file).info("blk.0.attn_q.p0.h").dtype, StDType::F16);
-  EXPECT_EQ(Safetensors::open(file).info("output_norm.weight").dtype, StDType::F16);
+  EXPECT_EQ(io::Safetensors::open(file).info("blk.0.attn_q.p0.h").dtype, io::StDType::F16);
+  EXPECT_EQ(io::Safetensors::open(file).info("output_norm.weight").dtype, io::StDType::F16);
   // From the first rounding on, F16 is exact: the same file, the same values.
   save_bitrank(dir.path() / "again.bitrank", back);
   EXPECT_EQ(slurp(dir.path() / "again.bitrank"), slurp(file));
@@ -257,49 +257,49 @@ TEST(BitrankFormat, DenseNeighboursOfABlrMatrixAreKept) {
 TEST(BitrankFormat, ConfigJsonReadsBackEqualForEveryFixture) {
   int checked = 0;
   for (const auto& e : fs::directory_iterator(kData / "hf_config")) {
-    const ModelConfig c = read_hf_config(e.path());
-    const std::string text = hf_config_to_json(c, e.path().string());
-    EXPECT_TRUE(parse_hf_config(text, "again") == c) << e.path();
+    const io::ModelConfig c = io::read_hf_config(e.path());
+    const std::string text = io::hf_config_to_json(c, e.path().string());
+    EXPECT_TRUE(io::parse_hf_config(text, "again") == c) << e.path();
     ++checked;
   }
   EXPECT_GE(checked, 5);
   // The hybrid MoE one through a whole file.
   CompressedModel m = tiny_model({});
-  m.config = read_hf_config(kData / "hf_config" / "qwen3_next_80b_a3b.json");
+  m.config = io::read_hf_config(kData / "hf_config" / "qwen3_next_80b_a3b.json");
   ASSERT_TRUE(m.config.moe && m.config.linear && m.config.is_hybrid());
   m.tokenizer.reset();
   EXPECT_TRUE(load_bitrank(bitrank_image(m), "hybrid").config == m.config);
 }
 
 TEST(BitrankFormat, ConfigThatWouldNotReadBackIsRefused) {
-  ModelConfig c = tiny_config();
-  c.linear = LinearAttentionConfig{1, 1, 1, 1, 1};  // a dense family has no GDN sizes
-  expect_error_with([&] { (void)hf_config_to_json(c, "here"); }, {"here", "does not read back"});
+  io::ModelConfig c = tiny_config();
+  c.linear = io::LinearAttentionConfig{1, 1, 1, 1, 1};  // a dense family has no GDN sizes
+  expect_error_with([&] { (void)io::hf_config_to_json(c, "here"); }, {"here", "does not read back"});
   c = tiny_config();
   c.head_dim = 33;  // an odd rotary width
-  expect_error_with([&] { (void)hf_config_to_json(c, "here"); }, {"here", "partial_rotary_factor"});
+  expect_error_with([&] { (void)io::hf_config_to_json(c, "here"); }, {"here", "partial_rotary_factor"});
   c = tiny_config();
   c.model_type = "gpt9";
-  expect_error_with([&] { (void)hf_config_to_json(c, "here"); }, {"here", "model_type"});
+  expect_error_with([&] { (void)io::hf_config_to_json(c, "here"); }, {"here", "model_type"});
 }
 
 TEST(BitrankFormat, TokenizerSpecJsonReadsBackEqual) {
-  std::vector<TokenizerSpec> specs{tiny_tokenizer(), load_tokenizer_json(kData / "tokenizer" / "smollm.json"),
-                                   load_tokenizer_json(kData / "tokenizer" / "qwen2.json")};
-  specs[0].normalizer = Normalizer::nfc;
+  std::vector<io::TokenizerSpec> specs{tiny_tokenizer(), io::load_tokenizer_json(kData / "tokenizer" / "smollm.json"),
+                                       io::load_tokenizer_json(kData / "tokenizer" / "qwen2.json")};
+  specs[0].normalizer = io::Normalizer::nfc;
   specs[0].ignore_merges = true;
   specs[0].add_prefix_space = true;
   specs[0].add_eos = true;
   const std::string gguf = BITRANK_SMOLLM2_GGUF;
-  if (!gguf.empty()) specs.push_back(tokenizer_spec_from_gguf(GgufFile::open(gguf, {.verify_data = false})));
-  for (const TokenizerSpec& s : specs) {
-    const TokenizerSpec back = parse_tokenizer_spec_json(tokenizer_spec_to_json(s), "spec");
+  if (!gguf.empty()) specs.push_back(io::tokenizer_spec_from_gguf(io::GgufFile::open(gguf, {.verify_data = false})));
+  for (const io::TokenizerSpec& s : specs) {
+    const io::TokenizerSpec back = io::parse_tokenizer_spec_json(io::tokenizer_spec_to_json(s), "spec");
     EXPECT_TRUE(back == s) << s.tokens.size() << " tokens";
   }
   // A token that is not UTF-8 cannot go into JSON metadata.
-  TokenizerSpec bad = tiny_tokenizer();
+  io::TokenizerSpec bad = tiny_tokenizer();
   bad.tokens[7] = "\xff";
-  expect_error_with([&] { (void)tokenizer_spec_to_json(bad); }, {"UTF-8"});
+  expect_error_with([&] { (void)io::tokenizer_spec_to_json(bad); }, {"UTF-8"});
 }
 
 // ---- bitrank info --------------------------------------------------------------------
@@ -349,7 +349,7 @@ TEST(BitrankFormat, InfoReportsTheHonestNumbers) {
 // The tensors and metadata of a bitrank file image, editable, and back.
 struct Parts {
   struct T {
-    StDType dtype;
+    io::StDType dtype;
     std::vector<std::int64_t> shape;
     std::vector<std::byte> bytes;
   };
@@ -357,17 +357,17 @@ struct Parts {
   std::map<std::string, std::string> meta;
 
   explicit Parts(std::span<const std::byte> image) {
-    const Safetensors st = Safetensors::from_memory(image, "parts");
+    const io::Safetensors st = io::Safetensors::from_memory(image, "parts");
     meta = st.metadata();
-    for (const TensorInfo& t : st.tensors()) {
+    for (const io::TensorInfo& t : st.tensors()) {
       const auto b = st.bytes(t.name);
       tensors[t.name] = {t.dtype, t.shape, std::vector<std::byte>(b.begin(), b.end())};
     }
   }
   std::vector<std::byte> image() const {
-    std::vector<StTensorOut> out;
-    for (const auto& [name, t] : tensors) out.push_back(StTensorOut::raw(name, t.dtype, t.shape, t.bytes));
-    return safetensors_image(out, meta);
+    std::vector<io::StTensorOut> out;
+    for (const auto& [name, t] : tensors) out.push_back(io::StTensorOut::raw(name, t.dtype, t.shape, t.bytes));
+    return io::safetensors_image(out, meta);
   }
   json meta_json(const std::string& key) const { return json::parse(meta.at(key)); }
   void set_meta_json(const std::string& key, const json& j) { meta[key] = j.dump(); }
@@ -472,12 +472,12 @@ TEST(BitrankFormat, IncompleteOrInconsistentBlrIsAnError) {
         t.bytes.resize(63 * 2 * 4);
       },
       {"'blk.0.ffn_up.p0.sv'", "shape [63, 2]", "expected [64, 2]"});
-  expect_bad_file([](Parts& p) { p.tensors.at("blk.0.attn_q.p0.su").dtype = StDType::F32; },
+  expect_bad_file([](Parts& p) { p.tensors.at("blk.0.attn_q.p0.su").dtype = io::StDType::F32; },
                   {"'blk.0.attn_q.p0.su'", "dtype F32", "expected U32"});
   expect_bad_file(
       [](Parts& p) {  // scales stored as F32 where the storage says F16
         auto& t = p.tensors.at("blk.0.attn_q.p0.l");
-        t.dtype = StDType::F32;
+        t.dtype = io::StDType::F32;
         t.shape = {16};
       },
       {"'blk.0.attn_q.p0.l'", "dtype F32", "expected F16"});
@@ -524,22 +524,22 @@ TEST(BitrankFormat, NonFiniteValuesAreAnError) {
 TEST(BitrankFormat, StrayTensorsAndOtherMetadataLiesAreAnError) {
   expect_bad_file(
       [](Parts& p) {  // a dense tensor shadowing a BLR matrix
-        p.tensors["blk.0.attn_q.weight"] = {StDType::F32, {1}, std::vector<std::byte>(4)};
+        p.tensors["blk.0.attn_q.weight"] = {io::StDType::F32, {1}, std::vector<std::byte>(4)};
       },
       {"'blk.0.attn_q.weight'", "BLR matrix 'blk.0.attn_q'"});
   expect_bad_file(
       [](Parts& p) {
-        p.tensors["extra.bits"] = {StDType::U32, {1}, std::vector<std::byte>(4)};
+        p.tensors["extra.bits"] = {io::StDType::U32, {1}, std::vector<std::byte>(4)};
       },
       {"'extra.bits'", "dtype U32", "expected F32"});
   expect_bad_file(
       [](Parts& p) {
-        p.tensors["scalar"] = {StDType::F32, {}, std::vector<std::byte>(4)};
+        p.tensors["scalar"] = {io::StDType::F32, {}, std::vector<std::byte>(4)};
       },
       {"'scalar'", "no dimensions"});
   expect_bad_file(
       [](Parts& p) {
-        p.tensors.at("output_norm.weight").dtype = StDType::BF16;
+        p.tensors.at("output_norm.weight").dtype = io::StDType::BF16;
         p.tensors.at("output_norm.weight").shape = {128};
       },
       {"'output_norm.weight'", "dtype BF16"});
@@ -637,4 +637,4 @@ TEST(BitrankFormat, FailedSaveLeavesTheOldFileAndNoPartialOne) {
 }
 
 }  // namespace
-}  // namespace bitrank::io
+}  // namespace bitrank::store

@@ -11,6 +11,7 @@
 // other options, data or objective is an Error naming the difference; a NaN
 // poked into one gradient skips that step only — for the layer-wise and the
 // end-to-end objective.
+#include "bitrank/model/make.hpp"
 #include "bitrank/train/compress.hpp"
 
 #include <fcntl.h>
@@ -33,14 +34,14 @@
 #include <thread>
 #include <tuple>
 
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/data.hpp"
 #include "bitrank/train/report.hpp"
@@ -98,7 +99,7 @@ TEST(Compress, TinyLlamaEndToEnd) {
   const auto summary = train::compress(o, test::cpu_backend());
 
   // The file: every projection as BLR at the planned rank, the rest dense, bpw honest.
-  const io::CompressedModel cm = io::load_bitrank(o.out);
+  const store::CompressedModel cm = store::load_bitrank(o.out);
   EXPECT_EQ(cm.blr.size(), 14u);
   for (const auto& [name, m] : cm.blr) {
     EXPECT_EQ(m.paths.size(), 2u) << name;
@@ -115,7 +116,7 @@ TEST(Compress, TinyLlamaEndToEnd) {
   const io::Tokenizer tok(*cm.tokenizer);
   const auto ids = tok.encode(test::word_text(2, 10));
   // As `bitrank eval --model tiny.bitrank` loads it (and its tokenizer):
-  const model::LoadedWeights loaded = model::load_any(o.out);
+  const store::LoadedWeights loaded = store::load_any(o.out);
   EXPECT_EQ(loaded.blr.size(), 14u);
   EXPECT_EQ(io::load_model_tokenizer(o.out).encode(test::word_text(2, 10)), ids);
   const auto student = model::make_model(test::cpu_backend(), loaded.weights, loaded.blr);
@@ -196,7 +197,7 @@ TEST(Compress, TinyHybridEndToEnd) {
     ASSERT_TRUE(std::filesystem::exists(o.out));
     EXPECT_EQ(summary.at("init_svd").get<std::string>(), be_name == "cuda" ? "gpu" : "cpu");
 
-    const model::LoadedWeights loaded = model::load_any(o.out);
+    const store::LoadedWeights loaded = store::load_any(o.out);
     EXPECT_TRUE(loaded.weights.config.is_hybrid());
     const auto plan = model::compressible_projections(loaded.weights.config);
     ASSERT_EQ(plan.size(), 3u * 6u + 7u);  // 3 GDN blocks of 6, one attention block of 7
@@ -259,12 +260,12 @@ TEST(Compress, TinyHybridEndToEndObjective) {
                 ppl.at("student").at("ppl").get<double>());
     EXPECT_LT(last, 0.9 * first) << be_name;
 
-    const model::LoadedWeights loaded = model::load_any(o.out);
+    const store::LoadedWeights loaded = store::load_any(o.out);
     const auto plan = model::compressible_projections(loaded.weights.config);
     EXPECT_EQ(loaded.blr.size(), plan.size());
-    const io::CompressedModel cm = io::load_bitrank(o.out);
+    const store::CompressedModel cm = store::load_bitrank(o.out);
     ASSERT_TRUE(cm.dense.contains("output_norm.weight"));
-    const model::HostWeights teacher = model::load_weights(o.model);
+    const model::HostWeights teacher = store::load_weights(o.model);
     EXPECT_NE(cm.dense.at("output_norm.weight").values, teacher.at("output_norm.weight").values)
         << "the final gain is trained";
     const auto ids = io::load_model_tokenizer(o.out).encode(test::word_text(2, 10));
@@ -291,7 +292,7 @@ TEST(Compress, TinyLlamaEndToEndObjective) {
               summary.at("perplexity").at("init").at("ppl").get<double>(),
               summary.at("perplexity").at("student").at("ppl").get<double>());
   EXPECT_LT(last, 0.9 * first);
-  const io::CompressedModel cm = io::load_bitrank(o.out);
+  const store::CompressedModel cm = store::load_bitrank(o.out);
   EXPECT_EQ(cm.blr.size(), 14u);
   EXPECT_TRUE(cm.dense.contains("output_norm.weight"));
 }
@@ -341,7 +342,7 @@ TEST(Compress, InitFromACompressedModel) {
   EXPECT_EQ(sb.at("init_method"), "file");
   for (const auto& [name, m] : sa.at("matrices").items())
     EXPECT_EQ(sb.at("matrices").at(name).at("rank"), m.at("rank")) << name;
-  const io::CompressedModel ma = io::load_bitrank(a.out), mb = io::load_bitrank(b.out);
+  const store::CompressedModel ma = store::load_bitrank(a.out), mb = store::load_bitrank(b.out);
   EXPECT_EQ(mb.dense.at("output_norm.weight").values, ma.dense.at("output_norm.weight").values);
   EXPECT_NE(mb.dense.at("blk.0.attn_norm.weight").values, ma.dense.at("blk.0.attn_norm.weight").values);  // trained on
 
@@ -418,7 +419,7 @@ TEST(Compress, PerProjectionTargets) {
   EXPECT_GT(q_bits / q_weights, 4.0);
   EXPECT_LE(rest_bits / rest_weights, 4.0);
   EXPECT_EQ(summary.at("options").at("bpw_overrides").at(0).at("pattern").get<std::string>(), "attn_q");
-  EXPECT_GE(io::load_bitrank(o.out).blr.at("blk.1.attn_q").r, 64);
+  EXPECT_GE(store::load_bitrank(o.out).blr.at("blk.1.attn_q").r, 64);
 
   o.out = tmp.path() / "other.bitrank";
   o.bpw_overrides = {{"attn_x", 7.0}};
@@ -531,7 +532,7 @@ void expect_same_steps(const std::vector<train::StepRecord>& a, const std::vecto
 
 // The two model files hold the same tensors, value for value.
 void expect_same_tensors(const fs::path& a, const fs::path& b) {
-  const io::CompressedModel ma = io::load_bitrank(a), mb = io::load_bitrank(b);
+  const store::CompressedModel ma = store::load_bitrank(a), mb = store::load_bitrank(b);
   ASSERT_EQ(ma.blr.size(), mb.blr.size());
   for (const auto& [name, w] : ma.blr) {
     ASSERT_TRUE(mb.blr.contains(name)) << name;
@@ -855,8 +856,8 @@ void e2e_stopped_anywhere_resumes_bit_identically(Backend<float>& be, const fs::
     EXPECT_NE(log_a[s].loss, log_c[s].loss) << "step " << s;
     EXPECT_NE(states_a.at(static_cast<std::int64_t>(s)), states_c.at(static_cast<std::int64_t>(s))) << "step " << s;
   }
-  EXPECT_NE(io::load_bitrank(a.out).blr.at("blk.1.ffn_down").paths[0].h,
-            io::load_bitrank(c.out).blr.at("blk.1.ffn_down").paths[0].h);
+  EXPECT_NE(store::load_bitrank(a.out).blr.at("blk.1.ffn_down").paths[0].h,
+            store::load_bitrank(c.out).blr.at("blk.1.ffn_down").paths[0].h);
 }
 
 TEST(CompressResume, E2eStoppedAnywhereResumesBitIdentically) {
@@ -1195,8 +1196,8 @@ TEST(CompressResume, HybridE2eStoppedMidRunResumesBitIdentically) {
     const auto log_other = step_log(other.out);
     ASSERT_EQ(log_other.size(), log_whole.size());
     for (std::size_t s = 0; s < log_whole.size(); ++s) EXPECT_NE(log_whole[s].loss, log_other[s].loss) << "step " << s;
-    EXPECT_NE(io::load_bitrank(whole.out).blr.at("blk.3.attn_q").paths[0].h,
-              io::load_bitrank(other.out).blr.at("blk.3.attn_q").paths[0].h);
+    EXPECT_NE(store::load_bitrank(whole.out).blr.at("blk.3.attn_q").paths[0].h,
+              store::load_bitrank(other.out).blr.at("blk.3.attn_q").paths[0].h);
   }
 }
 
@@ -1206,7 +1207,7 @@ TEST(CompressResume, HybridE2eStoppedMidRunResumesBitIdentically) {
 // whether a student got closer: the teacher's own perplexity is near the
 // vocabulary's size.)
 double kl_to_teacher(Backend<float>& be, const train::CompressOptions& o, const fs::path& student_file) {
-  const model::LoadedWeights teacher_w = model::load_any(o.model), student_w = model::load_any(student_file);
+  const store::LoadedWeights teacher_w = store::load_any(o.model), student_w = store::load_any(student_file);
   const auto teacher = model::make_model(be, teacher_w.weights, teacher_w.blr);
   const auto student = model::make_model(be, student_w.weights, student_w.blr);
   std::ifstream in(o.eval_text);

@@ -1,4 +1,4 @@
-// `bitrank export` (model/hf_export.hpp): a compressed tiny model (random
+// `bitrank export` (store/hf_export.hpp): a compressed tiny model (random
 // BLR matrices with two paths in place of projections, F16 scales as
 // compress saves them) written as a Hugging Face directory and read back by
 // bitrank's own HF loaders.
@@ -37,15 +37,16 @@
 
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/dtype.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/hf_export.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/rng.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/hf_export.hpp"
+#include "bitrank/store/load.hpp"
 #include "support/backends.hpp"
 #include "support/command.hpp"
 #include "support/hybrid_fixtures.hpp"
@@ -67,8 +68,8 @@ std::vector<std::string> all_projections(const model::HostWeights& w) {
   return names;
 }
 
-io::CompressedModel compressed(model::HostWeights w, std::uint64_t seed) {
-  io::CompressedModel cm;
+store::CompressedModel compressed(model::HostWeights w, std::uint64_t seed) {
+  store::CompressedModel cm;
   cm.blr = test::compress_randomly(w, all_projections(w), seed);
   cm.config = w.config;
   cm.tokenizer = test::byte_tokenizer(w.config.vocab_size);
@@ -78,7 +79,7 @@ io::CompressedModel compressed(model::HostWeights w, std::uint64_t seed) {
 
 struct Case {
   std::string name;
-  io::CompressedModel model;
+  store::CompressedModel model;
 };
 
 std::vector<Case> cases() {
@@ -107,7 +108,7 @@ std::vector<std::int32_t> random_tokens(index_t n, index_t vocab, std::uint64_t 
 // The .bitrank file of `cm` in `dir` and its export to dir/hf (f32).
 struct Exported {
   fs::path file, hf;
-  io::CompressedModel loaded;  // the file as read back: the scales as stored
+  store::CompressedModel loaded;  // the file as read back: the scales as stored
 };
 
 double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
@@ -118,7 +119,7 @@ double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
 struct Nlls {
   double blr64, dense64, blr32, dense32;
 };
-Nlls nlls(const model::LoadedWeights& file, const model::HostWeights& dense, std::span<const std::int32_t> tokens,
+Nlls nlls(const store::LoadedWeights& file, const model::HostWeights& dense, std::span<const std::int32_t> tokens,
           index_t window) {
   auto per_token = [&](const auto& m) {
     const model::Nll n = m->nll(tokens, window);
@@ -130,11 +131,11 @@ Nlls nlls(const model::LoadedWeights& file, const model::HostWeights& dense, std
           per_token(model::make_model(test::cpu_backend(), dense))};
 }
 
-Exported save_and_export(const io::CompressedModel& cm, const fs::path& dir, const std::string& name) {
+Exported save_and_export(const store::CompressedModel& cm, const fs::path& dir, const std::string& name) {
   Exported e{dir / (name + ".bitrank"), dir / (name + "_hf"), {}};
-  io::save_bitrank(e.file, cm);
-  e.loaded = io::load_bitrank(e.file);
-  model::export_hf(e.loaded, e.file.string(), e.hf, {});
+  store::save_bitrank(e.file, cm);
+  e.loaded = store::load_bitrank(e.file);
+  store::export_hf(e.loaded, e.file.string(), e.hf, {});
   return e;
 }
 
@@ -143,7 +144,7 @@ TEST(Export, WeightsAreTheReconstructionAndTheForwardIsTheFiles) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     const Exported e = save_and_export(c.model, dir.path(), c.name);
-    const model::HostWeights hf = model::load_weights(e.hf);  // bitrank's HF loader of the family
+    const model::HostWeights hf = store::load_weights(e.hf);  // bitrank's HF loader of the family
     ASSERT_EQ(hf.config.family, c.model.config.family);
 
     // (a) weights: each projection is Ŵ rounded to f32, the rest as stored.
@@ -167,7 +168,7 @@ TEST(Export, WeightsAreTheReconstructionAndTheForwardIsTheFiles) {
                 e.loaded.blr.size(), max_abs, max_wide);
 
     // (b) the forward: NLL of the export against the file's BLR model.
-    const model::LoadedWeights file = model::load_any(e.file);
+    const store::LoadedWeights file = store::load_any(e.file);
     const auto tokens = random_tokens(2 * 48, c.model.config.vocab_size, 7);
     const Nlls n = nlls(file, hf, tokens, 48);
     std::printf("[export] %s: NLL/token, f64 reference: bitrank %.12f export %.12f (rel %.2g); f32 cpu: export %.9f "
@@ -235,16 +236,16 @@ TEST(Export, HalfPrecisionRoundsTheF32ValuesOnce) {
   const test::TempDir dir;
   const Case c = cases().front();
   const Exported e = save_and_export(c.model, dir.path(), c.name);
-  const model::HostWeights f32 = model::load_weights(e.hf);
+  const model::HostWeights f32 = store::load_weights(e.hf);
   using Round = float (*)(float);
   const Round bf16_round = [](float v) { return to_f32(to_bf16(v)); }, f16_round = [](float v) { return round_f16(v); };
   for (const auto& [dtype, round] : {std::pair{io::StDType::BF16, bf16_round}, std::pair{io::StDType::F16, f16_round}}) {
     SCOPED_TRACE(std::string(io::st_dtype_name(dtype)));
     const fs::path out = dir.path() / std::string(io::st_dtype_name(dtype));
-    model::export_hf(e.loaded, "tiny", out, {.dtype = dtype, .force = false, .tokenizer = {}});
+    store::export_hf(e.loaded, "tiny", out, {.dtype = dtype, .force = false, .tokenizer = {}});
     const io::Safetensors st = io::Safetensors::open(out / "model.safetensors");
     EXPECT_EQ(st.info("model.layers.0.self_attn.q_proj.weight").dtype, dtype);
-    const model::HostWeights half = model::load_weights(out);
+    const model::HostWeights half = store::load_weights(out);
     for (const auto& [name, t] : f32.tensors)
       for (std::size_t i = 0; i < t.values.size(); ++i)
         ASSERT_EQ(half.at(name).values[i], round(t.values[i])) << name << " [" << i << "]";
@@ -325,7 +326,7 @@ TEST(Export, TheCommandWritesADirectoryEvalScoresAsTheFile) {
   const test::TempDir dir;
   const Case c = cases().front();
   const fs::path file = dir.path() / "m.bitrank", out = dir.path() / "hf";
-  io::save_bitrank(file, c.model);
+  store::save_bitrank(file, c.model);
   const auto r = cli({"export", "--model", file.string(), "-o", out.string()});
   ASSERT_EQ(r.first, 0) << r.second;
   const nlohmann::json summary = nlohmann::json::parse(r.second);
@@ -349,7 +350,7 @@ TEST(Export, TheCommandWritesADirectoryEvalScoresAsTheFile) {
     EXPECT_EQ(status, 0) << text;
     return nlohmann::json::parse(text).at("ppl").get<double>();
   };
-  const Nlls n = nlls(model::load_any(file), model::load_weights(out), tokens, 64);
+  const Nlls n = nlls(store::load_any(file), store::load_weights(out), tokens, 64);
   const double exact = std::exp(n.blr64), ppl_dir = eval(out), ppl_file = eval(file);
   std::printf("[export] eval perplexity: export %.9g, exact (f64) %.9g (rel %.2g); .bitrank on f32 %.9g (rel %.2g)\n",
               ppl_dir, exact, rel(ppl_dir, exact), ppl_file, rel(ppl_file, exact));
@@ -374,9 +375,9 @@ TEST(Export, TheTokenizerComesFromTheModelOrFromTokenizer) {
   const test::TempDir dir;
   Case c = cases().front();
   const fs::path with = dir.path() / "with.bitrank", without = dir.path() / "without.bitrank";
-  io::save_bitrank(with, c.model);
+  store::save_bitrank(with, c.model);
   c.model.tokenizer.reset();
-  io::save_bitrank(without, c.model);
+  store::save_bitrank(without, c.model);
   const auto bare = cli({"export", "--model", without.string(), "-o", (dir.path() / "bare").string()});
   ASSERT_EQ(bare.first, 0) << bare.second;
   EXPECT_NE(bare.second.find("holds no tokenizer; tokenizer.json is not written"), std::string::npos) << bare.second;
@@ -393,7 +394,7 @@ TEST(Export, BadInputsAreRefusedWithOneLine) {
   const test::TempDir dir;
   const Case c = cases().front();
   const fs::path file = dir.path() / "m.bitrank";
-  io::save_bitrank(file, c.model);
+  store::save_bitrank(file, c.model);
   const std::string out = (dir.path() / "out").string();
 
   EXPECT_EXPORT_REFUSED(cli({"export", "--model", (dir.path() / "none.bitrank").string(), "-o", out}),

@@ -39,11 +39,12 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "support/model_files.hpp"
 #include "support/backends.hpp"
 #include "support/command.hpp"
@@ -93,7 +94,7 @@ TEST(Generate, SmolLM2GreedyMatchesTransformersAndOwnForward) {
   ASSERT_TRUE(in) << "golden/smollm2/golden.json missing";
   const nlohmann::json golden = nlohmann::json::parse(in);
   const io::Tokenizer tokenizer = io::load_model_tokenizer(path);
-  const model::LoadedWeights loaded = model::load_any(path);
+  const store::LoadedWeights loaded = store::load_any(path);
   ASSERT_TRUE(loaded.blr.empty());
 
   for (const std::string& be_name : test::available_backends()) {
@@ -407,20 +408,20 @@ TEST(Generate, BitrankFileGeneratesAndTheCliPrintsIt) {
   };
   for (const Case& c : {Case{"llama", &llama, &llama_blr}, Case{"hybrid", &hybrid, &hybrid_blr}}) {
     SCOPED_TRACE(c.name);
-    io::CompressedModel cm;
+    store::CompressedModel cm;
     cm.config = c.w->config;
     cm.tokenizer = spec;
     cm.dense = c.w->tensors;
     cm.blr = *c.blr;
-    cm.storage.scales = io::StoredFloat::f32;  // the file holds the in-memory model exactly
+    cm.storage.scales = store::StoredFloat::f32;  // the file holds the in-memory model exactly
     const auto file = dir.path() / (c.name + ".bitrank");
-    io::save_bitrank(file, cm);
+    store::save_bitrank(file, cm);
 
     // The library: the file's model generates what the model in memory does.
     const std::string prompt_text = "Once upon";
     const auto prompt = model::encode_prompt(io::load_model_tokenizer(file), prompt_text);
     EXPECT_EQ(prompt, model::encode_prompt(tok, prompt_text));
-    const model::LoadedWeights lw = model::load_any(file);
+    const store::LoadedWeights lw = store::load_any(file);
     ASSERT_EQ(lw.blr.size(), c.blr->size());
     const auto from_file = model::make_model(test::cpu_backend(), lw.weights, lw.blr);
     const auto in_memory = model::make_model(test::cpu_backend(), *c.w, *c.blr);

@@ -17,11 +17,12 @@
 #include "bitrank/blr/accounting.hpp"
 #include "bitrank/blr/init.hpp"
 #include "bitrank/dtype.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/student_hybrid_block.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
@@ -223,18 +224,18 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
     EXPECT_LT(err_block, 3e-3);
     EXPECT_LT(err_cpu, 6e-2);
 
-    for (const io::StoredFloat scales : {io::StoredFloat::f16, io::StoredFloat::f32}) {
-      SCOPED_TRACE(std::string(io::stored_float_name(scales)));
-      io::CompressedModel cm;
+    for (const store::StoredFloat scales : {store::StoredFloat::f16, store::StoredFloat::f32}) {
+      SCOPED_TRACE(std::string(store::stored_float_name(scales)));
+      store::CompressedModel cm;
       cm.config = c.weights.config;
       cm.dense = c.weights.tensors;
       cm.blr = c.blr;
       cm.storage.scales = scales;
       cm.summary = {{"note", "tiny hybrid, Dual-SVID only"}};
-      const auto path = dir.path() / fmt::format("tiny_{}_{}.bitrank", k.paths, io::stored_float_name(scales));
-      io::save_bitrank(path, cm);
+      const auto path = dir.path() / fmt::format("tiny_{}_{}.bitrank", k.paths, store::stored_float_name(scales));
+      store::save_bitrank(path, cm);
 
-      const model::LoadedWeights lw = model::load_any(path);
+      const store::LoadedWeights lw = store::load_any(path);
       EXPECT_TRUE(lw.weights.config == c.weights.config);
       EXPECT_EQ(lw.weights.tensors.size(), c.weights.tensors.size());
       ASSERT_EQ(lw.blr.size(), c.plan.size());
@@ -243,7 +244,7 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
         EXPECT_EQ(static_cast<int>(lw.blr.at(p.name).paths.size()), k.paths) << p.name;
       }
       // What the file holds: the scales as stored.
-      const BlrProjections held = scales == io::StoredFloat::f16 ? f16_scales(c.blr) : c.blr;
+      const BlrProjections held = scales == store::StoredFloat::f16 ? f16_scales(c.blr) : c.blr;
       const auto ref_file = model::make_model(test::ref_backend(), lw.weights, lw.blr);
       ASSERT_NE(dynamic_cast<const HybridModel<double>*>(ref_file.get()), nullptr);
       const auto z_ref_file = ref_file->logits(tokens, kWindow);
@@ -252,7 +253,7 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
       ASSERT_NE(dynamic_cast<const HybridModel<float>*>(cpu_file.get()), nullptr);
       const auto z_cpu_file = cpu_file->logits(tokens, kWindow);
       EXPECT_EQ(z_cpu_file, HybridModel<float>(test::cpu_backend(), c.weights, held).logits(tokens, kWindow));
-      if (scales == io::StoredFloat::f32) {
+      if (scales == store::StoredFloat::f32) {
         EXPECT_EQ(z_ref_file, z_blr);
         EXPECT_EQ(z_cpu_file, z_cpu);
       }
@@ -270,21 +271,21 @@ TEST(HybridBlr, CompressedModelRoundTripsThroughABitrankFile) {
       std::printf(
           "  [hybrid blr]   %s scales, from the file: ref vs dense Ŵ %.2e (tol 3e-6); cpu vs ref: worst block %.2e "
           "(tol 3e-3), logits %.2e (tol 6e-2)\n",
-          std::string(io::stored_float_name(scales)).c_str(), err_file, err_file_block, err_file_cpu);
+          std::string(store::stored_float_name(scales)).c_str(), err_file, err_file_block, err_file_cpu);
       EXPECT_LT(err_file, 3e-6);
       EXPECT_LT(err_file_block, 3e-3);
       EXPECT_LT(err_file_cpu, 6e-2);
 
       // bitrank info.
-      const nlohmann::ordered_json d = io::describe_bitrank(path);
+      const nlohmann::ordered_json d = store::describe_bitrank(path);
       EXPECT_EQ(d.at("architecture").at("model_type"), "qwen3_5");
       const auto& mats = d.at("accounting").at("matrices");
       ASSERT_EQ(mats.size(), c.plan.size());
       for (const auto& p : c.plan) EXPECT_EQ(mats.at(p.name).at("rank").get<index_t>(), p.rank) << p.name;
-      if (scales == io::StoredFloat::f16) {
+      if (scales == store::StoredFloat::f16) {
         EXPECT_LE(d.at("accounting").at("blr").at("bpw").get<double>(), k.bpw);
       }
-      const std::string text = io::describe_bitrank_text(d);
+      const std::string text = store::describe_bitrank_text(d);
       for (const std::string piece : {"qwen3_5: 4 layers", "3 linear + 1 full attention blocks", "blk.0.attn_qkv",
                                       "blk.0.ssm_out", "blk.3.attn_output", "tiny hybrid, Dual-SVID only"})
         EXPECT_NE(text.find(piece), std::string::npos) << piece << " not in:\n" << text;

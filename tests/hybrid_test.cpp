@@ -20,8 +20,9 @@
 
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/model/model.hpp"
+#include "bitrank/store/load.hpp"
 #include "support/backends.hpp"
 #include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
@@ -387,7 +388,7 @@ TEST(Hybrid, GgufBadInputIsAnError) {
 TEST(Hybrid, LoadWeightsPicksTheFamily) {
   const std::string golden = std::string(BITRANK_TEST_DATA_DIR) + "/golden/";
   for (const std::string& path : {golden + "qwen3_5", golden + "qwen3_next/config.json"}) {
-    const HostWeights w = model::load_weights(path);
+    const HostWeights w = store::load_weights(path);
     EXPECT_TRUE(w.config.is_hybrid()) << path;
     const auto m = model::make_model(test::cpu_backend(), w);
     EXPECT_NE(dynamic_cast<const HybridModel<float>*>(m.get()), nullptr) << path;
@@ -400,14 +401,14 @@ TEST(Hybrid, LoadWeightsPicksTheFamily) {
     std::ofstream out(file, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
-  const HostWeights g = model::load_weights(file);
+  const HostWeights g = store::load_weights(file);
   std::filesystem::remove(file);
   EXPECT_EQ(g.config.family, io::ModelFamily::qwen3_5);
   EXPECT_NE(dynamic_cast<const HybridModel<double>*>(model::make_model(test::ref_backend(), g).get()), nullptr);
   // The dense default model stays a LlamaModel.
   const std::string smollm2 = BITRANK_SMOLLM2_GGUF;
   if (smollm2.empty()) return;
-  const HostWeights d = model::load_weights(smollm2);
+  const HostWeights d = store::load_weights(smollm2);
   EXPECT_NE(dynamic_cast<const model::LlamaModel<float>*>(model::make_model(test::cpu_backend(), d).get()), nullptr);
 }
 

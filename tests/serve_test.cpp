@@ -32,7 +32,7 @@
 
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/generate.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "serve/api.hpp"
 #include "serve/server.hpp"
 #include "support/backends.hpp"

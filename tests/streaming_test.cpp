@@ -32,11 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/streamed_weights.hpp"
 #include "bitrank/rng.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/compress.hpp"
 #include "bitrank/train/e2e.hpp"
 #include "bitrank/train/report.hpp"
@@ -295,7 +296,7 @@ void same_files(const std::filesystem::path& a, const std::filesystem::path& b, 
     EXPECT_EQ(std::bit_cast<std::uint64_t>(la[i].loss), std::bit_cast<std::uint64_t>(lb[i].loss)) << what << " step " << i;
     EXPECT_EQ(la[i].flips, lb[i].flips) << what << " step " << i;
   }
-  const io::CompressedModel ma = io::load_bitrank(a), mb = io::load_bitrank(b);
+  const store::CompressedModel ma = store::load_bitrank(a), mb = store::load_bitrank(b);
   ASSERT_EQ(ma.blr.size(), mb.blr.size()) << what;
   for (const auto& [name, w] : ma.blr) {
     const blr::HostBlrMatrix& v = mb.blr.at(name);
@@ -352,7 +353,7 @@ void compress_streams_under_a_cap(Backend<float>& be, const std::string& objecti
 
   // A quarter of the way from the streamed peak to the resident one.
   const std::size_t cap = base + peak(streamed) + (peak(resident) - peak(streamed)) / 4;
-  const std::size_t teacher_bytes = model::model_device_bytes<float>(model::load_weights(o.model));
+  const std::size_t teacher_bytes = model::model_device_bytes<float>(store::load_weights(o.model));
   // The teacher's weights alone exceed the cap (cpu's exact byte counts;
   // the device's size classes may round past them), and then auto streams.
   if (be.name == "cpu" && objective == "layer") {

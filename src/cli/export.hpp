@@ -1,6 +1,6 @@
 // `bitrank export --model M.bitrank -o DIR`: a compressed model as a dense
 // Hugging Face directory that transformers and lm-eval load
-// (model/hf_export.hpp); prints one JSON line (model, out, dtype, tensors,
+// (store/hf_export.hpp); prints one JSON line (model, out, dtype, tensors,
 // params, BLR matrices expanded, files, bytes, seconds).
 #pragma once
 

@@ -1,4 +1,4 @@
-// `bitrank generate`: loads a model and its tokenizer (model/load.hpp,
+// `bitrank generate`: loads a model and its tokenizer (store/load.hpp,
 // io::load_model_tokenizer: a GGUF, a Hugging Face directory or a bitrank
 // file; the default model is eval's, cli/inputs.hpp), turns the prompt into
 // ids (model::encode_prompt: control tokens matched, BOS as the tokenizer
@@ -26,7 +26,7 @@
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/memory.hpp"
 #include "bitrank/model/generate.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
@@ -57,7 +57,7 @@ int run_generate(const GenerateCliOptions& o) {
   const auto t_load = std::chrono::steady_clock::now();
   const io::Tokenizer tokenizer = io::load_model_tokenizer(model_path);
   const std::vector<std::int32_t> prompt = model::encode_prompt(tokenizer, o.prompt);
-  const auto net = model::load_model(*be, model_path);
+  const auto net = store::load_model(*be, model_path);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   fmt::print(stderr, "generate: weights {} resident ({} bytes; the file {} bytes), process {} resident after load\n",
              format_bytes(net->weight_bytes()), net->weight_bytes(), file_bytes(model_path),

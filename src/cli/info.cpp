@@ -13,13 +13,13 @@
 #include <map>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 
 namespace bitrank::cli {
 namespace {
@@ -30,7 +30,7 @@ using nlohmann::ordered_json;
 // bitrank does not run this model (the rest of the description stands).
 void put_architecture(ordered_json& d, const std::filesystem::path& path) {
   try {
-    d["architecture"] = ordered_json::parse(io::hf_config_to_json(model::read_model_config(path), path.string()));
+    d["architecture"] = ordered_json::parse(io::hf_config_to_json(store::read_model_config(path), path.string()));
   } catch (const Error& e) {
     d["architecture"] = nullptr;
     d["architecture_error"] = e.what();
@@ -57,7 +57,7 @@ ordered_json describe_gguf(const std::filesystem::path& path) {
   d["tensor_types"] = types;
   d["params"] = params;
   try {
-    d["tokenizer"] = io::tokenizer_description(io::tokenizer_spec_from_gguf(g));
+    d["tokenizer"] = store::tokenizer_description(io::tokenizer_spec_from_gguf(g));
   } catch (const Error& e) {
     d["tokenizer"] = nullptr;
     d["tokenizer_error"] = e.what();
@@ -87,7 +87,7 @@ ordered_json describe_hf(const std::filesystem::path& given) {
     d["tensors_error"] = e.what();
   }
   try {
-    d["tokenizer"] = io::tokenizer_description(io::load_tokenizer_json(dir / "tokenizer.json"));
+    d["tokenizer"] = store::tokenizer_description(io::load_tokenizer_json(dir / "tokenizer.json"));
   } catch (const Error& e) {
     d["tokenizer"] = nullptr;
     d["tokenizer_error"] = e.what();
@@ -113,10 +113,10 @@ std::string describe_text(const ordered_json& d) {
                                              ? d.at("gguf_architecture").get<std::string>() + ", "
                                              : std::string(),
                                          d.at("architecture_error").get<std::string>())
-                           : io::architecture_text(d.at("architecture")));
+                           : store::architecture_text(d.at("architecture")));
   line("tokenizer", d.at("tokenizer").is_null() && d.contains("tokenizer_error")
                         ? "none (" + d.at("tokenizer_error").get<std::string>() + ")"
-                        : io::tokenizer_text(d.at("tokenizer")));
+                        : store::tokenizer_text(d.at("tokenizer")));
   if (d.at("tensors").is_null()) {
     line("tensors", "? (" + d.at("tensors_error").get<std::string>() + ")");
   } else {
@@ -136,8 +136,8 @@ int run_info(const InfoOptions& o) {
   std::string text;
   switch (io::identify_model_file(o.file)) {
     case io::ModelFileKind::safetensors:
-      d = io::describe_bitrank(o.file);
-      if (!o.json) text = io::describe_bitrank_text(d);
+      d = store::describe_bitrank(o.file);
+      if (!o.json) text = store::describe_bitrank_text(d);
       break;
     case io::ModelFileKind::gguf:
       d = describe_gguf(o.file);

@@ -1,5 +1,5 @@
 // `bitrank serve`: loads a model and its tokenizer once, as `bitrank
-// generate` does (io::load_model_tokenizer, model::load_any,
+// generate` does (io::load_model_tokenizer, store::load_any,
 // model::make_model on the --device backend; the default model is eval's,
 // cli/inputs.hpp), then serves the OpenAI-compatible routes of
 // serve/server.hpp until the process is stopped. stdout gets one line once
@@ -16,7 +16,7 @@
 
 #include "bitrank/error.hpp"
 #include "bitrank/io/tokenizer.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/store/load.hpp"
 #include "cli/device.hpp"
 #include "cli/inputs.hpp"
 
@@ -43,7 +43,7 @@ int run_serve(const ServeCliOptions& o) {
 
   const auto t_load = std::chrono::steady_clock::now();
   const io::Tokenizer tokenizer = io::load_model_tokenizer(model_path);
-  const auto net = model::load_model(*be, model_path);
+  const auto net = store::load_model(*be, model_path);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   const std::string name = model_name(model_path);

@@ -10,7 +10,7 @@
 #include "bitrank/error.hpp"
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/safetensors.hpp"
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/model/hf_names.hpp"
 #include "bitrank/model/model.hpp"
 #include "model/gguf_util.hpp"
 

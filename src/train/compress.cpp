@@ -10,9 +10,9 @@
 #include <cmath>
 
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/log.hpp"
 #include "bitrank/progress.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "train/objective.hpp"
 
 namespace bitrank::train {
@@ -98,7 +98,7 @@ nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>&
     if (!fs::exists(first.out))
       fail("compress --resume: the end-to-end stage's checkpoint {} exists but its start {} does not",
            compress_checkpoint_path(second.out).string(), first.out.string());
-    stage1 = io::load_bitrank(first.out).summary;
+    stage1 = store::load_bitrank(first.out).summary;
     BR_LOG_INFO("compress: the block-wise stage is done ({}); the end-to-end stage {}", first.out.string(),
                 second_started ? "resumes" : "starts");
   } else {

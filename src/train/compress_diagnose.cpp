@@ -14,7 +14,7 @@
 #include <functional>
 #include <set>
 
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "train/compress_run.hpp"
 
 namespace bitrank::train {

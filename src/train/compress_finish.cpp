@@ -7,8 +7,8 @@
 
 #include <set>
 
-#include "bitrank/io/bitrank_format.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/train/plot.hpp"
 #include "train/objective.hpp"
 
@@ -16,11 +16,11 @@ namespace bitrank::train {
 namespace {
 
 // The tensors: the BLR matrices trained, every other teacher tensor (a trained gain replaced by its value).
-io::CompressedModel assemble(CompressRun& run) {
-  io::CompressedModel cm;
+store::CompressedModel assemble(CompressRun& run) {
+  store::CompressedModel cm;
   cm.config = run.cfg();
   cm.tokenizer = run.tokenizer->spec();
-  cm.storage = io::Storage{.scales = io::StoredFloat::f16, .dense = io::StoredFloat::f16};
+  cm.storage = store::Storage{.scales = store::StoredFloat::f16, .dense = store::StoredFloat::f16};
   std::set<std::string> compressed;  // the tensor names the BLR matrices replace
   for (const blr::RankPlan& p : run.plan) compressed.insert(p.name + ".weight");
   for (const auto& [name, t] : run.weights.tensors) {
@@ -89,7 +89,7 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
   nlohmann::ordered_json blocks;
   std::int64_t flips = 0, skipped = 0;
   write_loss_plot(run, objective, blocks, flips, skipped);
-  io::CompressedModel cm = assemble(run);
+  store::CompressedModel cm = assemble(run);
   cm.summary = run_summary(run, std::move(blocks));
 
   // Training is over: the teacher gives its device memory back before the
@@ -102,8 +102,8 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
     // The student measured is the file's image read back (f16 scales and
     // dense tensors, as a user loads it); the file is written once, below,
     // with the same tensors and the finished summary.
-    const std::vector<std::byte> image = io::bitrank_image(cm);
-    const io::CompressedModel saved = io::load_bitrank(image, o.out.string());
+    const std::vector<std::byte> image = store::bitrank_image(cm);
+    const store::CompressedModel saved = store::load_bitrank(image, o.out.string());
     model::HostWeights dense{saved.config, o.out.string(), saved.dense};
     const std::unique_ptr<model::DecoderModel<float>> m =
         model::make_model(run.be, dense, saved.blr, run.streaming.stream);
@@ -131,7 +131,7 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
   save_bitrank(o.out, cm);
   // The model is complete: the checkpoint has served (a kill before this line resumes into the save).
   std::filesystem::remove(run.ckpt_path);
-  cm.summary["accounting"] = io::bitrank_accounting(cm);
+  cm.summary["accounting"] = store::bitrank_accounting(cm);
   cm.summary["file"] = o.out.string();
   cm.summary["file_bytes"] = std::filesystem::file_size(o.out);
   cm.summary["log"] = run.log_path.string();

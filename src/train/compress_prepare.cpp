@@ -20,11 +20,12 @@
 
 #include "bitrank/blr/init.hpp"
 #include "bitrank/error.hpp"
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/corpus.hpp"
 #include "bitrank/log.hpp"
-#include "bitrank/model/load.hpp"
+#include "bitrank/model/make.hpp"
 #include "bitrank/progress.hpp"
+#include "bitrank/store/bitrank_format.hpp"
+#include "bitrank/store/load.hpp"
 #include "bitrank/thread_pool.hpp"
 #include "bitrank/train/calibration.hpp"
 #include "bitrank/train/teacher_text.hpp"
@@ -43,7 +44,7 @@ index_t block_of(const std::string& name) {
 }
 
 InitModel load_init(const std::filesystem::path& path, const model::HostWeights& teacher, int paths) {
-  io::CompressedModel from = io::load_bitrank(path);
+  store::CompressedModel from = store::load_bitrank(path);
   const io::ModelConfig &a = from.config, &b = teacher.config;
   if (a.family != b.family || a.num_layers != b.num_layers || a.hidden_size != b.hidden_size ||
       a.vocab_size != b.vocab_size)
@@ -318,7 +319,7 @@ std::vector<std::int32_t> training_ids(CompressRun& run) {
 void prepare_run(CompressRun& run) {
   const CompressOptions& o = run.o;
   read_checkpoint(run);
-  run.weights = model::load_weights(o.model);
+  run.weights = store::load_weights(o.model);
   const io::ModelConfig& cfg = run.cfg();
   if (!o.init.empty()) run.from = load_init(o.init, run.weights, o.paths);
   run.streaming = choose_streaming(o.stream, o.device_memory_cap, model::model_device_bytes<float>(run.weights));

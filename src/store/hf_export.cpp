@@ -1,9 +1,9 @@
 // A compressed model → a dense Hugging Face directory (contract, layouts and
-// the directory rules: include/bitrank/model/hf_export.hpp). Stages, each a
+// the directory rules: include/bitrank/store/hf_export.hpp). Stages, each a
 // function: expand the BLR matrices (expand_compressed), rename and re-lay
 // the tensors (hf_checkpoint_tensors), the JSON files, then the directory
 // (write_staged: everything into a staging folder, then renamed into place).
-#include "bitrank/model/hf_export.hpp"
+#include "bitrank/store/hf_export.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -19,58 +19,16 @@
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/error.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
+#include "bitrank/model/hf_names.hpp"
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/projection.hpp"
 
-namespace bitrank::model {
+namespace bitrank::store {
 namespace fs = std::filesystem;
 
 namespace {
 
 using nlohmann::ordered_json;
-
-// Per-block tensors: internal name after "blk.N." → transformers' name after
-// "model.layers.N.". Dense Llama uses ffn_norm, the hybrids post_attention_norm.
-constexpr std::pair<std::string_view, std::string_view> kBlockNames[] = {
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
-    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-    {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
-    {"attn_gate.weight", "linear_attn.in_proj_z.weight"},
-    {"ssm_beta.weight", "linear_attn.in_proj_b.weight"},
-    {"ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
-    {"ssm_conv1d.weight", "linear_attn.conv1d.weight"},
-    {"ssm_a_log", "linear_attn.A_log"},
-    {"ssm_dt.bias", "linear_attn.dt_bias"},
-    {"ssm_norm.weight", "linear_attn.norm.weight"},
-    {"ssm_out.weight", "linear_attn.out_proj.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-};
-
-// Qwen3-Next keeps these four inside in_proj_qkvz and in_proj_ba.
-constexpr std::string_view kQwen3NextFused[] = {"attn_qkv.weight", "attn_gate.weight", "ssm_beta.weight",
-                                                "ssm_alpha.weight"};
-
-bool is_qwen3_next_fused(const ModelConfig& c, std::string_view rest) {
-  return c.family == io::ModelFamily::qwen3_next &&
-         std::ranges::find(kQwen3NextFused, rest) != std::end(kQwen3NextFused);
-}
-
-// "blk.N.<rest>" → {N, rest}; {"", ""} for other names.
-std::pair<std::string, std::string> split_block(const std::string& name) {
-  if (!name.starts_with("blk.")) return {};
-  const std::size_t dot = name.find('.', 4);
-  if (dot == std::string::npos || dot == 4) return {};
-  return {name.substr(4, dot - 4), name.substr(dot + 1)};
-}
 
 // Rows [from, from + count) of a row-major matrix with `cols` columns, appended to out.
 void append_rows(std::vector<float>& out, const std::vector<float>& m, index_t cols, index_t from, index_t count) {
@@ -80,7 +38,8 @@ void append_rows(std::vector<float>& out, const std::vector<float>& m, index_t c
 // Qwen3-Next's in_proj_qkvz [Hk][q (dk) | k (dk) | v (r·dv) | z (r·dv)] and
 // in_proj_ba [Hk][b (r) | a (r)] of block `blk` from the separate tensors
 // (the inverse of the HF loader's deinterleave_qwen3_next).
-void fuse_qwen3_next(const ModelConfig& c, HostWeights& w, const std::string& blk, std::vector<HfTensor>& out) {
+void fuse_qwen3_next(const io::ModelConfig& c, model::HostWeights& w, const std::string& blk,
+                     std::vector<HfTensor>& out) {
   const index_t d = c.hidden_size, hk = c.linear->num_key_heads, dk = c.linear->key_head_dim,
                 dv = c.linear->value_head_dim, r = c.linear->num_value_heads / hk;
   const std::string p = "blk." + blk + ".";
@@ -98,7 +57,7 @@ void fuse_qwen3_next(const ModelConfig& c, HostWeights& w, const std::string& bl
   const std::string h = "model.layers." + blk + ".linear_attn.";
   out.push_back({h + "in_proj_qkvz.weight", {2 * hk * dk + 2 * hk * r * dv, d}, std::move(qkvz)});
   out.push_back({h + "in_proj_ba.weight", {2 * hk * r, d}, std::move(ba)});
-  for (const std::string_view rest : kQwen3NextFused) w.tensors.erase(p + std::string(rest));
+  for (const std::string_view rest : model::kQwen3NextFused) w.tensors.erase(p + std::string(rest));
 }
 
 const char* architecture_class(io::ModelFamily f) {
@@ -190,22 +149,9 @@ void write_staged(const fs::path& dir, const ExportFiles& files, io::StDType dty
 
 }  // namespace
 
-std::string hf_tensor_name(const ModelConfig& c, const std::string& name) {
-  if (name == "token_embd.weight") return "model.embed_tokens.weight";
-  if (name == "output_norm.weight") return "model.norm.weight";
-  if (name == "output.weight") return "lm_head.weight";
-  const auto [block, rest] = split_block(name);
-  const TensorList expected = model_tensors(c);
-  const bool known = std::ranges::any_of(expected, [&](const auto& t) { return t.first == name; });
-  if (known && !is_qwen3_next_fused(c, rest))
-    for (const auto& [internal, hf] : kBlockNames)
-      if (rest == internal) return fmt::format("model.layers.{}.{}", block, hf);
-  fail("model: tensor {} has no Hugging Face name of its own in a {} checkpoint", name, c.model_type);
-}
-
-HostWeights expand_compressed(const io::CompressedModel& model, const std::string& source) {
-  HostWeights w{model.config, source, model.dense};
-  check_weights(w, model.blr);
+model::HostWeights expand_compressed(const CompressedModel& model, const std::string& source) {
+  model::HostWeights w{model.config, source, model.dense};
+  model::check_weights(w, model.blr);
   for (const auto& [name, m] : model.blr) {
     const std::vector<double> wide = blr::reconstruct(m);
     HostTensor t{{m.m, m.n}, std::vector<float>(wide.begin(), wide.end())};
@@ -214,17 +160,17 @@ HostWeights expand_compressed(const io::CompressedModel& model, const std::strin
   return w;
 }
 
-std::vector<HfTensor> hf_checkpoint_tensors(HostWeights&& w) {
-  const ModelConfig& c = w.config;
+std::vector<HfTensor> hf_checkpoint_tensors(model::HostWeights&& w) {
+  const io::ModelConfig& c = w.config;
   std::vector<HfTensor> out;
   if (c.family == io::ModelFamily::qwen3_next) {
     std::vector<std::string> gdn_blocks;
     for (const auto& [name, t] : w.tensors)
-      if (const auto [block, rest] = split_block(name); rest == "attn_qkv.weight") gdn_blocks.push_back(block);
+      if (const auto [block, rest] = model::split_block(name); rest == "attn_qkv.weight") gdn_blocks.push_back(block);
     for (const std::string& block : gdn_blocks) fuse_qwen3_next(c, w, block, out);
   }
   for (auto& [name, t] : w.tensors) {
-    HfTensor h{hf_tensor_name(c, name), std::move(t.shape), std::move(t.values)};
+    HfTensor h{model::hf_tensor_name(c, name), std::move(t.shape), std::move(t.values)};
     if (name.ends_with(".ssm_conv1d.weight")) h.shape = {h.shape[0], 1, h.shape[1]};  // nn.Conv1d, depthwise
     out.push_back(std::move(h));
   }
@@ -232,9 +178,9 @@ std::vector<HfTensor> hf_checkpoint_tensors(HostWeights&& w) {
   return out;
 }
 
-std::string hf_export_config_json(const ModelConfig& config, const std::optional<io::TokenizerSpec>& tokenizer,
+std::string hf_export_config_json(const io::ModelConfig& config, const std::optional<io::TokenizerSpec>& tokenizer,
                                   io::StDType dtype) {
-  ModelConfig c = config;
+  io::ModelConfig c = config;
   const char* arch = architecture_class(c.family);
   if (!arch)
     fail("export: model_type '{}' has no Hugging Face export (llama, qwen3_5, qwen3_next)", c.model_type);
@@ -254,7 +200,7 @@ std::string hf_export_config_json(const ModelConfig& config, const std::optional
   return text;
 }
 
-HfExportSummary export_hf(const io::CompressedModel& model, const std::string& source, const fs::path& dir,
+HfExportSummary export_hf(const CompressedModel& model, const std::string& source, const fs::path& dir,
                           const HfExportOptions& o) {
   (void)torch_dtype_name(o.dtype);
   HfExportSummary s;
@@ -289,4 +235,4 @@ HfExportSummary export_hf(const io::CompressedModel& model, const std::string& s
   return s;
 }
 
-}  // namespace bitrank::model
+}  // namespace bitrank::store

@@ -16,7 +16,7 @@
 // (rows = outputs, columns = inputs) with its rows and columns in Hugging
 // Face transformers' order, whatever checkpoint the model came from: the
 // reconstruction Ŵ of a BLR matrix N approximates the teacher's N.weight as
-// the loaders (model/load.hpp) hand it over, and those put every layout in
+// the loaders (store/load.hpp) hand it over, and those put every layout in
 // transformers' order first. With d the hidden size, H / Hkv the query / kv
 // heads of hd dims each:
 //
@@ -105,7 +105,7 @@
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/tensor.hpp"
 
-namespace bitrank::io {
+namespace bitrank::store {
 
 inline constexpr const char* kBitrankFormatName = "bitrank";
 inline constexpr int kBitrankFormatVersion = 1;
@@ -125,8 +125,8 @@ struct Storage {
 // (bitrank_accounting) so that it cannot disagree with them. A compressor's
 // own notes (target bpw, rank allocation, losses) belong in `summary`.
 struct CompressedModel {
-  ModelConfig config;
-  std::optional<TokenizerSpec> tokenizer;
+  io::ModelConfig config;
+  std::optional<io::TokenizerSpec> tokenizer;
   std::map<std::string, HostTensor> dense;  // by tensor name (e.g. token_embd.weight)
   std::map<std::string, blr::HostBlrMatrix> blr;   // by matrix name (e.g. blk.3.attn_q)
   Storage storage;
@@ -158,7 +158,7 @@ std::vector<std::byte> bitrank_image(const CompressedModel& model);
 CompressedModel load_bitrank(const std::filesystem::path& path);
 // The format and version checks and the architecture (bitrank.config) only:
 // no tensor is read.
-ModelConfig bitrank_config(const std::filesystem::path& path);
+io::ModelConfig bitrank_config(const std::filesystem::path& path);
 CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name);
 
 // `bitrank info`: the file's description,
@@ -173,7 +173,7 @@ std::string describe_bitrank_text(const nlohmann::ordered_json& description);
 // GGUF or a Hugging Face directory): the architecture line of a config.json
 // object (hf_config_to_json), the tokenizer object and its line ("none" for null).
 std::string architecture_text(const nlohmann::ordered_json& config_json);
-nlohmann::ordered_json tokenizer_description(const TokenizerSpec& tokenizer);
+nlohmann::ordered_json tokenizer_description(const io::TokenizerSpec& tokenizer);
 std::string tokenizer_text(const nlohmann::ordered_json& tokenizer_description);
 
-}  // namespace bitrank::io
+}  // namespace bitrank::store

@@ -1,5 +1,5 @@
 // The bitrank model file; tensor names, metadata keys, numerics and checks
-// are described in bitrank/io/bitrank_format.hpp.
+// are described in bitrank/store/bitrank_format.hpp.
 //
 // Loading reads in this order, so that each check can trust the ones before
 // it: format and version, config, tokenizer, storage, the BLR index (sizes
@@ -7,7 +7,7 @@
 // names (present, dtype, shape), every other tensor as dense, the summary;
 // then check_compressed_model (the same checks save makes) and last the
 // stored accounting against one recomputed from what was read.
-#include "bitrank/io/bitrank_format.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 
 #include <fmt/format.h>
 
@@ -21,9 +21,9 @@
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
-#include "json_checked.hpp"
+#include "io/json_checked.hpp"
 
-namespace bitrank::io {
+namespace bitrank::store {
 
 namespace {
 
@@ -49,7 +49,7 @@ std::string path_tensor(const std::string& matrix, std::size_t p, std::string_vi
 }
 
 std::int64_t value_bits(StoredFloat f) { return f == StoredFloat::f16 ? 16 : 32; }
-StDType st_dtype(StoredFloat f) { return f == StoredFloat::f16 ? StDType::F16 : StDType::F32; }
+io::StDType st_dtype(StoredFloat f) { return f == StoredFloat::f16 ? io::StDType::F16 : io::StDType::F32; }
 
 std::string shape_text(std::span<const std::int64_t> shape) {
   std::string s = "[";
@@ -128,36 +128,36 @@ void check_matrix(const std::string& name, const blr::HostBlrMatrix& w, StoredFl
 
 // Tensors and metadata of a checked model, as the writer takes them.
 struct Contents {
-  std::vector<StTensorOut> tensors;
+  std::vector<io::StTensorOut> tensors;
   std::map<std::string, std::string> metadata;
 };
 
 Contents contents_of(const CompressedModel& model, const std::string& where) {
   Contents c;
-  const StDType scale_dtype = st_dtype(model.storage.scales), dense_dtype = st_dtype(model.storage.dense);
+  const io::StDType scale_dtype = st_dtype(model.storage.scales), dense_dtype = st_dtype(model.storage.dense);
   json index = json::object();
   for (const auto& [name, w] : model.blr) {
     const std::int64_t words = w.r / 32;
     for (std::size_t p = 0; p < w.paths.size(); ++p) {
       const blr::HostBlrPath& path = w.paths[p];
-      c.tensors.push_back(StTensorOut::u32(path_tensor(name, p, "su"), {w.m, words}, path.sign_u));
-      c.tensors.push_back(StTensorOut::u32(path_tensor(name, p, "sv"), {w.n, words}, path.sign_v));
-      c.tensors.push_back(StTensorOut::f32(path_tensor(name, p, "h"), scale_dtype, {w.m}, path.h));
-      c.tensors.push_back(StTensorOut::f32(path_tensor(name, p, "l"), scale_dtype, {w.r}, path.l));
-      c.tensors.push_back(StTensorOut::f32(path_tensor(name, p, "g"), scale_dtype, {w.n}, path.g));
+      c.tensors.push_back(io::StTensorOut::u32(path_tensor(name, p, "su"), {w.m, words}, path.sign_u));
+      c.tensors.push_back(io::StTensorOut::u32(path_tensor(name, p, "sv"), {w.n, words}, path.sign_v));
+      c.tensors.push_back(io::StTensorOut::f32(path_tensor(name, p, "h"), scale_dtype, {w.m}, path.h));
+      c.tensors.push_back(io::StTensorOut::f32(path_tensor(name, p, "l"), scale_dtype, {w.r}, path.l));
+      c.tensors.push_back(io::StTensorOut::f32(path_tensor(name, p, "g"), scale_dtype, {w.n}, path.g));
     }
     index[name] = {{"m", w.m}, {"n", w.n}, {"rank", w.r}, {"paths", w.paths.size()}};
   }
   for (const auto& [name, t] : model.dense)
     c.tensors.push_back(
-        StTensorOut::f32(name, dense_dtype, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), t.values));
+        io::StTensorOut::f32(name, dense_dtype, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), t.values));
 
   c.metadata[key::format] = kBitrankFormatName;
   c.metadata[key::version] = std::to_string(kBitrankFormatVersion);
-  c.metadata[key::config] = hf_config_to_json(model.config, where + ": config");
+  c.metadata[key::config] = io::hf_config_to_json(model.config, where + ": config");
   if (model.tokenizer) {
     try {
-      c.metadata[key::tokenizer] = tokenizer_spec_to_json(*model.tokenizer);
+      c.metadata[key::tokenizer] = io::tokenizer_spec_to_json(*model.tokenizer);
     } catch (const Error& e) {
       fail("{}: {}", where, e.what());
     }
@@ -175,10 +175,10 @@ Contents contents_of(const CompressedModel& model, const std::string& where) {
 
 class Loader {
  public:
-  Loader(const Safetensors& st, std::string file) : st_(st), file_(std::move(file)) {}
+  Loader(const io::Safetensors& st, std::string file) : st_(st), file_(std::move(file)) {}
 
   // The format and version checks, then the architecture alone.
-  ModelConfig config() const {
+  io::ModelConfig config() const {
     const std::string& format = need(key::format, " (not a bitrank model file?)");
     if (format != kBitrankFormatName)
       fail("{}: metadata '{}' is \"{}\", expected \"{}\"", file_, key::format, format, kBitrankFormatName);
@@ -186,32 +186,33 @@ class Loader {
     if (version != std::to_string(kBitrankFormatVersion))
       fail("{}: metadata '{}' is \"{}\": this build reads bitrank format version {}", file_, key::version, version,
            kBitrankFormatVersion);
-    return parse_hf_config(need(key::config), meta_where(key::config));
+    return io::parse_hf_config(need(key::config), meta_where(key::config));
   }
 
   CompressedModel load() {
     CompressedModel model;
     model.config = config();
     if (const std::string* t = find(key::tokenizer))
-      model.tokenizer = parse_tokenizer_spec_json(*t, meta_where(key::tokenizer));
+      model.tokenizer = io::parse_tokenizer_spec_json(*t, meta_where(key::tokenizer));
     model.storage = read_storage();
     read_blr(model);
     read_dense(model);
-    model.summary = parse_json_checked(need(key::summary), file_, meta_name(key::summary), /*max_depth=*/64);
+    model.summary = io::parse_json_checked(need(key::summary), file_, meta_name(key::summary), /*max_depth=*/64);
     if (!model.summary.is_object())
       fail("{}: metadata '{}' must be a JSON object, got {}", file_, key::summary, model.summary.type_name());
 
     check_compressed_model(model, file_);
 
-    const json stored = parse_json_checked(need(key::accounting), file_, meta_name(key::accounting), /*max_depth=*/8);
+    const json stored =
+        io::parse_json_checked(need(key::accounting), file_, meta_name(key::accounting), /*max_depth=*/8);
     const json computed = bitrank_accounting(model);
     if (stored != computed) {
       const json patch = json::diff(stored, computed);
       const std::string at = patch.empty() ? "" : patch[0].value("path", "");
       const json::json_pointer ptr(at);
       fail("{}: metadata '{}' disagrees with the tensors at '{}': stored {}, computed {}", file_, key::accounting, at,
-           stored.contains(ptr) ? json_excerpt(stored.at(ptr)) : "nothing",
-           computed.contains(ptr) ? json_excerpt(computed.at(ptr)) : "nothing");
+           stored.contains(ptr) ? io::json_excerpt(stored.at(ptr)) : "nothing",
+           computed.contains(ptr) ? io::json_excerpt(computed.at(ptr)) : "nothing");
     }
     return model;
   }
@@ -230,27 +231,27 @@ class Loader {
   std::string meta_where(const char* k) const { return fmt::format("{}: metadata '{}'", file_, k); }
 
   Storage read_storage() const {
-    const json j = parse_json_checked(need(key::storage), file_, meta_name(key::storage), /*max_depth=*/1);
+    const json j = io::parse_json_checked(need(key::storage), file_, meta_name(key::storage), /*max_depth=*/1);
     if (!j.is_object() || j.size() != 2)
       fail("{}: metadata '{}' must be {{\"scales\": ..., \"dense\": ...}}, got {}", file_, key::storage,
-           json_excerpt(j));
+           io::json_excerpt(j));
     auto one = [&](const char* k) {
       const auto it = j.find(k);
       if (it != j.end() && *it == "F16") return StoredFloat::f16;
       if (it != j.end() && *it == "F32") return StoredFloat::f32;
       fail("{}: metadata '{}': '{}' must be \"F16\" or \"F32\", got {}", file_, key::storage, k,
-           it == j.end() ? std::string("nothing") : json_excerpt(*it));
+           it == j.end() ? std::string("nothing") : io::json_excerpt(*it));
     };
     return Storage{.scales = one("scales"), .dense = one("dense")};
   }
 
   // The tensor `name` of BLR matrix `matrix`: present, of `dtype` and `shape`.
-  void expect_tensor(const std::string& name, const std::string& matrix, StDType dtype,
+  void expect_tensor(const std::string& name, const std::string& matrix, io::StDType dtype,
                      const std::vector<std::int64_t>& shape) {
     if (!st_.contains(name)) fail("{}: tensor '{}' of BLR matrix '{}' is missing", file_, name, matrix);
-    const TensorInfo& t = st_.info(name);
+    const io::TensorInfo& t = st_.info(name);
     if (t.dtype != dtype)
-      fail("{}: tensor '{}': dtype {}, expected {}", file_, name, st_dtype_name(t.dtype), st_dtype_name(dtype));
+      fail("{}: tensor '{}': dtype {}, expected {}", file_, name, io::st_dtype_name(t.dtype), io::st_dtype_name(dtype));
     if (t.shape != shape)
       fail("{}: tensor '{}': shape {}, expected {} (BLR matrix '{}')", file_, name, shape_text(t.shape),
            shape_text(shape), matrix);
@@ -258,9 +259,9 @@ class Loader {
   }
 
   void read_blr(CompressedModel& model) {
-    const json index = parse_json_checked(need(key::blr), file_, meta_name(key::blr), /*max_depth=*/2);
+    const json index = io::parse_json_checked(need(key::blr), file_, meta_name(key::blr), /*max_depth=*/2);
     if (!index.is_object()) fail("{}: metadata '{}' must be a JSON object, got {}", file_, key::blr, index.type_name());
-    const StDType scale_dtype = st_dtype(model.storage.scales);
+    const io::StDType scale_dtype = st_dtype(model.storage.scales);
     for (const auto& item : index.items()) {
       const std::string& name = item.key();  // plain names: clang 14 lambdas cannot capture bindings
       const json& entry = item.value();
@@ -268,13 +269,13 @@ class Loader {
         fail("{}: metadata '{}': matrix '{}': {}", file_, key::blr, name, what);
       };
       if (!entry.is_object() || entry.size() != 4)
-        bad(fmt::format("expected {{m, n, rank, paths}}, got {}", json_excerpt(entry)));
+        bad(fmt::format("expected {{m, n, rank, paths}}, got {}", io::json_excerpt(entry)));
       auto size = [&](const char* k, std::int64_t hi) {
         const auto it = entry.find(k);
         if (it == entry.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() < 1 ||
             it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
           bad(fmt::format("'{}' must be an integer in 1..{}, got {}", k, hi,
-                          it == entry.end() ? std::string("nothing") : json_excerpt(*it)));
+                          it == entry.end() ? std::string("nothing") : io::json_excerpt(*it)));
         return it->get<std::int64_t>();
       };
       blr::HostBlrMatrix w;
@@ -288,8 +289,8 @@ class Loader {
         blr::HostBlrPath path;
         const std::string su = path_tensor(name, p, "su"), sv = path_tensor(name, p, "sv"),
                           h = path_tensor(name, p, "h"), l = path_tensor(name, p, "l"), g = path_tensor(name, p, "g");
-        expect_tensor(su, name, StDType::U32, {w.m, words});
-        expect_tensor(sv, name, StDType::U32, {w.n, words});
+        expect_tensor(su, name, io::StDType::U32, {w.m, words});
+        expect_tensor(sv, name, io::StDType::U32, {w.n, words});
         expect_tensor(h, name, scale_dtype, {w.m});
         expect_tensor(l, name, scale_dtype, {w.r});
         expect_tensor(g, name, scale_dtype, {w.n});
@@ -305,15 +306,15 @@ class Loader {
   }
 
   void read_dense(CompressedModel& model) {
-    const StDType dtype = st_dtype(model.storage.dense);
-    for (const TensorInfo& t : st_.tensors()) {
+    const io::StDType dtype = st_dtype(model.storage.dense);
+    for (const io::TensorInfo& t : st_.tensors()) {
       if (consumed_.contains(t.name)) continue;
       if (const std::string* m = shadowed_matrix(t.name, model.blr))
         fail("{}: tensor '{}' is named as a part of BLR matrix '{}' but is not one of its {} paths' tensors", file_,
              t.name, *m, model.blr.at(*m).paths.size());
       if (t.dtype != dtype)
-        fail("{}: dense tensor '{}': dtype {}, expected {} (metadata '{}')", file_, t.name, st_dtype_name(t.dtype),
-             st_dtype_name(dtype), key::storage);
+        fail("{}: dense tensor '{}': dtype {}, expected {} (metadata '{}')", file_, t.name, io::st_dtype_name(t.dtype),
+             io::st_dtype_name(dtype), key::storage);
       if (t.shape.empty()) fail("{}: dense tensor '{}' has no dimensions", file_, t.name);
       HostTensor h;
       h.shape.assign(t.shape.begin(), t.shape.end());
@@ -322,7 +323,7 @@ class Loader {
     }
   }
 
-  const Safetensors& st_;
+  const io::Safetensors& st_;
   std::string file_;
   std::set<std::string> consumed_;
 };
@@ -374,13 +375,13 @@ json bitrank_accounting(const CompressedModel& model) {
 }
 
 void check_compressed_model(const CompressedModel& model, const std::string& where) {
-  (void)hf_config_to_json(model.config, where + ": config");
+  (void)io::hf_config_to_json(model.config, where + ": config");
   if (model.tokenizer) {
     const auto n = static_cast<std::int64_t>(model.tokenizer->tokens.size());
     if (n > model.config.vocab_size)
       fail("{}: tokenizer: {} tokens, more than the config's vocab_size {}", where, n, model.config.vocab_size);
     try {
-      (void)Tokenizer(*model.tokenizer);
+      (void)io::Tokenizer(*model.tokenizer);
     } catch (const Error& e) {
       fail("{}: {}", where, e.what());
     }
@@ -407,41 +408,41 @@ void save_bitrank(const std::filesystem::path& path, const CompressedModel& mode
   const std::string where = path.string();
   check_compressed_model(model, where);
   const Contents c = contents_of(model, where);
-  write_safetensors(path, c.tensors, c.metadata);
+  io::write_safetensors(path, c.tensors, c.metadata);
 }
 
 std::vector<std::byte> bitrank_image(const CompressedModel& model) {
   const std::string where = "bitrank image";
   check_compressed_model(model, where);
   const Contents c = contents_of(model, where);
-  return safetensors_image(c.tensors, c.metadata);
+  return io::safetensors_image(c.tensors, c.metadata);
 }
 
 namespace {
 // A file that is not safetensors at all is named as such, not by the
 // safetensors reader's first complaint ("header length 14064895815 exceeds …").
-Safetensors open_bitrank_file(const std::filesystem::path& path) {
+io::Safetensors open_bitrank_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) {
-    const std::string problem = safetensors_header_problem(path);
+    const std::string problem = io::safetensors_header_problem(path);
     if (!problem.empty()) fail("{}: not a bitrank model file (no safetensors header: {})", path.string(), problem);
   }
-  return Safetensors::open(path);
+  return io::Safetensors::open(path);
 }
 }  // namespace
 
 CompressedModel load_bitrank(const std::filesystem::path& path) {
-  const Safetensors st = open_bitrank_file(path);
+  const io::Safetensors st = open_bitrank_file(path);
   return Loader(st, path.string()).load();
 }
 
-ModelConfig bitrank_config(const std::filesystem::path& path) {
-  const Safetensors st = open_bitrank_file(path);
+io::ModelConfig bitrank_config(const std::filesystem::path& path) {
+  const io::Safetensors st = open_bitrank_file(path);
   return Loader(st, path.string()).config();
 }
 
 CompressedModel load_bitrank(std::span<const std::byte> image, const std::string& name) {
-  const Safetensors st = Safetensors::from_memory(image, name);
+  const io::Safetensors st = io::Safetensors::from_memory(image, name);
   return Loader(st, name).load();
 }
 
@@ -468,7 +469,7 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
   d["file_bytes"] = bytes;
   d["format"] = kBitrankFormatName;
   d["version"] = kBitrankFormatVersion;
-  d["architecture"] = ordered_json::parse(hf_config_to_json(model.config, path.string()));
+  d["architecture"] = ordered_json::parse(io::hf_config_to_json(model.config, path.string()));
   d["tokenizer"] = model.tokenizer ? tokenizer_description(*model.tokenizer) : ordered_json(nullptr);
   d["storage"] = {{"scales", std::string(stored_float_name(model.storage.scales))},
                   {"dense", std::string(stored_float_name(model.storage.dense))}};
@@ -496,11 +497,11 @@ std::string architecture_text(const ordered_json& a) {
   return arch;
 }
 
-ordered_json tokenizer_description(const TokenizerSpec& t) {
+ordered_json tokenizer_description(const io::TokenizerSpec& t) {
   return {{"tokens", t.tokens.size()},
           {"merges", t.merges.size()},
-          {"pre", std::string(pre_tokenizer_name(t.pre))},
-          {"normalizer", t.normalizer == Normalizer::nfc ? "nfc" : "none"}};
+          {"pre", std::string(io::pre_tokenizer_name(t.pre))},
+          {"normalizer", t.normalizer == io::Normalizer::nfc ? "nfc" : "none"}};
 }
 
 std::string tokenizer_text(const ordered_json& tok) {
@@ -564,4 +565,4 @@ std::string describe_bitrank_text(const ordered_json& d) {
   return out;
 }
 
-}  // namespace bitrank::io
+}  // namespace bitrank::store

@@ -1,4 +1,4 @@
-// `bitrank export`: a compressed model (io/bitrank_format.hpp) as a dense
+// `bitrank export`: a compressed model (store/bitrank_format.hpp) as a dense
 // Hugging Face directory that transformers (and bitrank's own HF loader)
 // read: every BLR projection expanded to its matrix Ŵ, every other tensor
 // as stored.
@@ -16,10 +16,11 @@
 // Layout. The bitrank file already holds every projection in transformers'
 // row order (bitrank_format.hpp: the GGUF loaders undo llama.cpp's q/k RoPE
 // permutation and the qwen35 v-head tiling before compression), so dense
-// Llama tensors are written as they are, only renamed. Hybrids: GDN conv1d
-// becomes nn.Conv1d's [C][1][K]; Qwen3-Next's in_proj_qkvz and in_proj_ba
-// are put back together per k-head group from the separate q, k, v, z, b, a
-// (the inverse of the loader's split). Tied heads are not written.
+// Llama tensors are written as they are, only renamed (model/hf_names.hpp).
+// Hybrids: GDN conv1d becomes nn.Conv1d's [C][1][K]; Qwen3-Next's
+// in_proj_qkvz and in_proj_ba are put back together per k-head group from
+// the separate q, k, v, z, b, a (the inverse of the loader's split). Tied
+// heads are not written.
 //
 // Numerics: Ŵ = blr::reconstruct (f64 sums of the f32 scales), rounded once
 // to f32 (nearest); with --dtype bf16 / f16 the writer rounds the f32 values
@@ -40,24 +41,17 @@
 #include <string>
 #include <vector>
 
-#include "bitrank/io/bitrank_format.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/tokenizer.hpp"
 #include "bitrank/model/decoder.hpp"
+#include "bitrank/store/bitrank_format.hpp"
 
-namespace bitrank::model {
-
-// The transformers name of an internal (GGUF-style) tensor name of a model of
-// `config`'s family: token_embd.weight → model.embed_tokens.weight,
-// blk.3.attn_q.weight → model.layers.3.self_attn.q_proj.weight, blk.0.attn_qkv.weight
-// → model.layers.0.linear_attn.in_proj_qkv.weight, … Error for a name the family
-// has not (and for Qwen3-Next's qkv/gate/beta/alpha, which have no name of their own).
-std::string hf_tensor_name(const ModelConfig& config, const std::string& name);
+namespace bitrank::store {
 
 // The compressed model as dense weights: each BLR matrix N reconstructed to
 // N.weight [m][n] (f32), beside the dense tensors; checked as a model of its
 // family first (check_weights with its BLR projections). `source` names it.
-HostWeights expand_compressed(const io::CompressedModel& model, const std::string& source);
+model::HostWeights expand_compressed(const CompressedModel& model, const std::string& source);
 
 struct HfTensor {
   std::string name;
@@ -66,10 +60,10 @@ struct HfTensor {
 };
 // The tensors of a checkpoint of w's family in transformers' names and
 // layouts (above), in w's name order; consumes w.tensors.
-std::vector<HfTensor> hf_checkpoint_tensors(HostWeights&& w);
+std::vector<HfTensor> hf_checkpoint_tensors(model::HostWeights&& w);
 
 // config.json of the export (above); `tokenizer` gives bos/eos ids.
-std::string hf_export_config_json(const ModelConfig& config, const std::optional<io::TokenizerSpec>& tokenizer,
+std::string hf_export_config_json(const io::ModelConfig& config, const std::optional<io::TokenizerSpec>& tokenizer,
                                   io::StDType dtype);
 
 struct HfExportOptions {
@@ -88,7 +82,7 @@ struct HfExportSummary {
   bool tokenizer = false;          // tokenizer files written
 };
 
-HfExportSummary export_hf(const io::CompressedModel& model, const std::string& source, const std::filesystem::path& dir,
+HfExportSummary export_hf(const CompressedModel& model, const std::string& source, const std::filesystem::path& dir,
                           const HfExportOptions& options);
 
-}  // namespace bitrank::model
+}  // namespace bitrank::store
