@@ -1330,7 +1330,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);
   EXPECT_FLOAT_EQ(cpu.train.signs.lr, 1e-2f);
   EXPECT_EQ(cpu.allocation, "front");
-  EXPECT_EQ(cpu.init_refine, 4);
+  EXPECT_EQ(cpu.init_refine, 8);
   train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});
@@ -1345,7 +1345,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
   EXPECT_EQ(cuda.allocation, "uniform");
-  EXPECT_EQ(cuda.init_refine, 4);
+  EXPECT_EQ(cuda.init_refine, 8);
 
   train::CompressOptions ptq;
   ptq.device = "cuda";

@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"act", "svid"}));
   auto* init_refine_opt = compress_cmd->add_option("--init-refine", compress.job.init_refine,
                            "sweeps of the exact sign and scale refinement of each matrix after Dual-SVID "
-                           "(towards the activation-weighted weights with --init-method act; default 4, 0: none)")
+                           "(towards the activation-weighted weights with --init-method act; default 8, 0: none)")
       ->check(CLI::Range(0, 100));
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics run over (default: cpu 16, cuda 64)")

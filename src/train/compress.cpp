@@ -45,7 +45,7 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;
   if (!given.sign_lr) o.train.signs.lr = o.objective == "e2e" ? 1e-4f : 1e-2f;
-  if (!given.init_refine) o.init_refine = 4;
+  if (!given.init_refine) o.init_refine = 8;
   if (!given.allocation) o.allocation = !cuda && o.bpw >= 1.0 ? "front" : "uniform";
   if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
 }

@@ -209,9 +209,10 @@ struct GivenOptions {
 //     → 2,021; the first two blocks carry most of the initialisation's
 //     damage), "uniform" below (at 0.55 front gave 2,649 against 2,313)
 //     and on cuda (front not yet measured at its budget);
-//   init_refine: 4 sweeps of blr/refine.hpp after the activation-weighted
-//     Dual-SVID, on both devices (the README's main job: 2,021 → 168.2;
-//     not yet measured at the cuda budget).
+//   init_refine: 8 sweeps of blr/refine.hpp after the activation-weighted
+//     Dual-SVID, on both devices (the README's main job: none 2,021, 4
+//     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; not yet measured
+//     at the cuda budget).
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
 
