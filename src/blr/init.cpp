@@ -8,6 +8,7 @@
 
 #include "bitrank/backend.hpp"
 #include "bitrank/blr/refine.hpp"
+#include "blr/balance.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -53,18 +54,6 @@ Rank1 rank1_nonneg(const std::vector<float>& mf, index_t rows, index_t cols) {
   for (std::size_t i = 0; i < u.size(); ++i) out.a[i] = u[i] / sigma * root;
   for (std::size_t k = 0; k < v.size(); ++k) out.b[k] = v[k] * root;
   return out;
-}
-
-double rms(const std::vector<double>& x) { return norm2(x) / std::sqrt(double(x.size())); }
-
-// Rescales so that rms(h) = rms(ℓ) = rms(g) (their geometric mean), the product unchanged.
-void balance(std::vector<double>& h, std::vector<double>& l, std::vector<double>& g) {
-  const double rh = rms(h), rl = rms(l), rg = rms(g);
-  if (!(rh > 0 && rl > 0 && rg > 0)) return;
-  const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
-  for (double& x : h) x *= target / rh;
-  for (double& x : l) x *= target / rl;
-  for (double& x : g) x *= target / rg;
 }
 
 // g /= c on every path of the BLR matrix of W·diag(c), then rebalanced: the matrix of W.

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "bitrank/ops/bitmap.hpp"
+#include "blr/balance.hpp"
 
 namespace bitrank::blr {
 namespace {
@@ -75,28 +76,13 @@ Factors unpack(const HostBlrMatrix& blr, std::span<const float> w) {
   return f;
 }
 
-// Rescales so that rms(h) = rms(ℓ) = rms(g) (their geometric mean), the product unchanged.
-void balance(double* h, index_t m, double* l, index_t r, double* g, index_t n) {
-  const auto rms = [](const double* x, index_t len) {
-    double s = 0;
-    for (index_t i = 0; i < len; ++i) s += x[i] * x[i];
-    return std::sqrt(s / double(len));
-  };
-  const double rh = rms(h, m), rl = rms(l, r), rg = rms(g, n);
-  if (!(rh > 0 && rl > 0 && rg > 0)) return;
-  const double target = std::cbrt(rh) * std::cbrt(rl) * std::cbrt(rg);
-  for (index_t i = 0; i < m; ++i) h[i] *= target / rh;
-  for (index_t i = 0; i < r; ++i) l[i] *= target / rl;
-  for (index_t i = 0; i < n; ++i) g[i] *= target / rg;
-}
-
 void pack(const Factors& f, HostBlrMatrix& blr) {
   const index_t words = sign_words(f.r);
   for (index_t p = 0; p < f.paths; ++p) {
     HostBlrPath& path = blr.paths[size_t(p)];
     std::vector<double> h(f.h.begin() + p * f.m, f.h.begin() + (p + 1) * f.m), l(f.l.begin() + p * f.r, f.l.begin() + (p + 1) * f.r),
         g(f.g.begin() + p * f.n, f.g.begin() + (p + 1) * f.n);
-    balance(h.data(), f.m, l.data(), f.r, g.data(), f.n);
+    balance(h, l, g);
     path.h.assign(h.begin(), h.end());
     path.l.assign(l.begin(), l.end());
     path.g.assign(g.begin(), g.end());
