@@ -1346,6 +1346,14 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.calib_windows, 64);
   EXPECT_EQ(cuda.allocation, "uniform");
   EXPECT_EQ(cuda.init_refine, 8);
+  train::CompressOptions from_file;  // --init: the file's matrices, nothing to refine
+  from_file.model = "teacher.gguf";  // validate reads no file before this check
+  from_file.out = "out.bitrank";
+  from_file.init = "start.bitrank";
+  train::apply_recipe_defaults(from_file, "train", {});
+  EXPECT_EQ(from_file.init_refine, 0);
+  from_file.init_refine = 2;
+  test::expect_error([&] { train::validate(from_file); }, "--init-refine refines the Dual-SVID start");
 
   train::CompressOptions ptq;
   ptq.device = "cuda";

@@ -45,7 +45,7 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
   if (!given.lr) o.train.scales.lr = 1e-2f;
   if (!given.sign_lr) o.train.signs.lr = o.objective == "e2e" ? 1e-4f : 1e-2f;
-  if (!given.init_refine) o.init_refine = 8;
+  if (!given.init_refine) o.init_refine = o.init.empty() ? 8 : 0;  // --init: the file's matrices, no Dual-SVID
   if (!given.allocation) o.allocation = !cuda && o.bpw >= 1.0 ? "front" : "uniform";
   if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
 }
@@ -155,6 +155,9 @@ void validate(const CompressOptions& o) {
   if (!(std::isfinite(o.tau) && o.tau > 0)) fail("compress: tau must be positive, got {}", o.tau);
   if (o.init_refine < 0 || o.init_refine > 100)
     fail("compress: --init-refine {} is not a number of sweeps from 0 to 100", o.init_refine);
+  if (o.init_refine > 0 && !o.init.empty())
+    fail("compress: --init-refine refines the Dual-SVID start; with --init {} the matrices are the file's (drop one of them)",
+         o.init.string());
   check_stream_mode(o.stream, "compress");
   if (o.checkpoint_every < 0)
     fail("compress: --checkpoint-every must be 0 (block ends only) or positive, got {}", o.checkpoint_every);
