@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "bitrank/backend.hpp"
 #include "bitrank/ops/bitmap.hpp"
 #include "blr/balance.hpp"
 
@@ -78,6 +79,7 @@ Factors unpack(const HostBlrMatrix& blr, std::span<const float> w) {
 
 void pack(const Factors& f, HostBlrMatrix& blr) {
   const index_t words = sign_words(f.r);
+  const auto cpu = make_cpu_backend();
   for (index_t p = 0; p < f.paths; ++p) {
     HostBlrPath& path = blr.paths[size_t(p)];
     std::vector<double> h(f.h.begin() + p * f.m, f.h.begin() + (p + 1) * f.m), l(f.l.begin() + p * f.r, f.l.begin() + (p + 1) * f.r),
@@ -86,11 +88,12 @@ void pack(const Factors& f, HostBlrMatrix& blr) {
     path.h.assign(h.begin(), h.end());
     path.l.assign(l.begin(), l.end());
     path.g.assign(g.begin(), g.end());
+    // Path p's ±1 columns, packed by the CPU backend's pack (host memory), as Dual-SVID packs them.
     const auto put = [&](const std::vector<float>& s, index_t rows, std::vector<std::uint32_t>& bits) {
-      std::ranges::fill(bits, 0u);
+      std::vector<float> plane(size_t(rows * f.r));
       for (index_t i = 0; i < rows; ++i)
-        for (index_t j = 0; j < f.r; ++j)
-          if (s[at(i, f.k, p * f.r + j)] > 0) bits[at(i, words, j / 32)] |= 1u << (j % 32);
+        for (index_t j = 0; j < f.r; ++j) plane[at(i, f.r, j)] = s[at(i, f.k, p * f.r + j)];
+      cpu->bitmap().pack_signs(CView<float>(plane.data(), Shape{rows, f.r}), View<std::uint32_t>(bits.data(), Shape{rows, words}));
     };
     put(f.su, f.m, path.sign_u);
     put(f.sv, f.n, path.sign_v);
@@ -258,8 +261,10 @@ std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int swe
     std::vector<float> res = f.residual();
     sign_pass(f, res, true);
     sign_pass(f, res, false);
-    if (s + 1 == sweeps) scales();
-    res = f.residual();
+    if (s + 1 == sweeps) {  // the scales moved: the residual anew
+      scales();
+      res = f.residual();
+    }  // else the sign passes kept `res` current
     errors.push_back(norm(res.data(), res.size()) / wnorm);
   }
   pack(f, blr);
