@@ -309,8 +309,13 @@ TEST_F(Cli, NewUserMistakesAreRefusedEarly) {
                  "corpus: cannot read /nonexistent/t.txt: No such file or directory");
   EXPECT_REFUSED(cli({"eval", "--model", model_, "--text", text_, "--ids", text_}, 30), "give --text or --ids, not both");
   EXPECT_REFUSED(cli({"generate", "--model", model_, "--prompt", ""}, 30), "generate: --prompt is empty");
+#ifdef BITRANK_HAS_SERVE
   EXPECT_REFUSED(cli({"serve", "--model", model_, "--host", "256.0.0.1", "--port", "0"}, 30),
                  "serve: cannot listen on 256.0.0.1:0");
+#else
+  EXPECT_REFUSED(cli({"serve", "--model", model_, "--host", "256.0.0.1", "--port", "0"}, 30),
+                 "serve: this bitrank was built without cpp-httplib");
+#endif
   EXPECT_REFUSED(cli({"info", adir}, 30), "a directory without config.json, not a Hugging Face model directory");
   write_file(path("empty.txt"), "");
   // (--seq-len not given: 512, shortened to this model's context of 256.)

@@ -1288,6 +1288,7 @@ TEST(Compress, RecipeBlockwiseThenEndToEndResumes) {
     a.objective = "sequential";
     a.steps = 6;
     a.e2e_steps = 6;
+    a.init_refine = 1;  // the block-wise stage's start only: the e2e stage starts from its file
     a.checkpoint_every = 2;
     const auto sa = train::compress_recipe(a, be);
     EXPECT_EQ(sa.at("objective"), "e2e");

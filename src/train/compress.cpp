@@ -90,6 +90,7 @@ nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>&
   second.steps = o.e2e_steps;
   second.train.signs.lr = o.e2e_sign_lr;
   second.init = first.out;
+  second.init_refine = 0;  // the block-wise file's matrices: refined (if asked) before that stage trained
   second.bpw_overrides = {};  // the ranks are the block-wise file's
   const bool second_started = fs::exists(compress_checkpoint_path(second.out));
   const bool first_done = fs::exists(first.out) && !fs::exists(compress_checkpoint_path(first.out));
