@@ -42,6 +42,7 @@
 #include "bitrank/model/projection.hpp"
 #include "bitrank/store/bitrank_format.hpp"
 #include "bitrank/store/load.hpp"
+#include "bitrank/train/calibration.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/data.hpp"
 #include "bitrank/train/report.hpp"
@@ -1275,6 +1276,53 @@ TEST(Compress, SequentialTrainsFromTheStudentsInputs) {
     EXPECT_LT(kl_ptq, kl_start);
     EXPECT_LT(kl_seq, kl_start);
   });
+}
+
+// The calibration statistics with Grams: one Gram per distinct input (q, k,
+// v share one; gate, up another), symmetric, and its diagonal less the
+// damping is the squared rms of the same rows; then the Gram-refined init
+// (init method gram) compresses end to end and reports each matrix's output
+// error under its Gram, below 1.
+TEST(Compress, InputGramsAndTheGramRefinedInit) {
+  test::TempDir tmp;
+  const train::CompressOptions base = tiny_options(tmp.path(), "gram.bitrank");
+  Backend<float>& be = test::cpu_backend();
+  const auto teacher = store::load_model(be, base.model);
+  std::vector<std::int32_t> ids(4 * 32);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7 + 3) % 50);
+  const train::ProjectionInputs in = train::projection_inputs(*teacher, ids, 32, true);
+  ASSERT_EQ(in.gram.size(), in.rms.size());
+  EXPECT_EQ(in.gram.at("blk.0.attn_q").get(), in.gram.at("blk.0.attn_v").get());
+  EXPECT_EQ(in.gram.at("blk.1.ffn_gate").get(), in.gram.at("blk.1.ffn_up").get());
+  EXPECT_NE(in.gram.at("blk.0.attn_q").get(), in.gram.at("blk.0.attn_output").get());
+  for (const auto& [name, gram] : in.gram) {
+    const std::vector<float>& rms = in.rms.at(name);
+    const auto n = rms.size();
+    ASSERT_EQ(gram->size(), n * n) << name;
+    double trace = 0, mean_sq = 0;
+    for (std::size_t j = 0; j < n; ++j) mean_sq += double(rms[j]) * rms[j];
+    for (std::size_t j = 0; j < n; ++j) trace += (*gram)[j * n + j];
+    // trace = (1 + n·λ/n)·Σ rms² with λ a fraction of the mean diagonal: Σ rms² (1 + kGramDamping).
+    EXPECT_NEAR(trace, mean_sq * (1 + train::kGramDamping), 1e-4 * trace) << name;
+    const double ridge = train::kGramDamping * mean_sq / double(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      EXPECT_NEAR((*gram)[j * n + j] - ridge, double(rms[j]) * rms[j], 1e-4 * (*gram)[j * n + j] + 1e-9) << name << " " << j;
+      for (std::size_t t = 0; t < j; ++t) EXPECT_EQ((*gram)[j * n + t], (*gram)[t * n + j]) << name;
+    }
+  }
+
+  train::CompressOptions o = base;
+  o.init_method = "gram";
+  o.init_refine = 2;
+  o.steps = 2;
+  const auto summary = train::compress(o, be);
+  EXPECT_EQ(summary.at("init_method"), "gram");
+  for (const auto& [name, m] : summary.at("matrices").items()) {
+    const double e = m.at("init_output_error").get<double>();
+    EXPECT_TRUE(e > 0 && e < 1) << name << ": " << e;
+  }
+  o.init_refine = 0;
+  test::expect_error([&] { train::compress(o, be); }, "with --init-refine 0 there is nothing to refine");
 }
 
 // compress_recipe: the block-wise stage, then e2e_steps end-to-end steps

@@ -85,4 +85,36 @@ double relative_error(std::span<const float> w, const HostBlrMatrix& blr, std::s
   return std::sqrt(num / den);
 }
 
+void check_gram(std::span<const float> gram, index_t n, std::string_view what) {
+  if (gram.empty()) return;
+  const auto un = static_cast<std::size_t>(n);
+  if (gram.size() != un * un) fail("{}: the input Gram has {} values, {}×{} needs {}", what, gram.size(), n, n, un * un);
+  for (std::size_t i = 0; i < un; ++i) {
+    if (!(gram[i * un + i] >= 0)) fail("{}: the input Gram's diagonal entry {} is {}, expected ≥ 0", what, i, gram[i * un + i]);
+    for (std::size_t j = 0; j < i; ++j)
+      if (!std::isfinite(gram[i * un + j]) || gram[i * un + j] != gram[j * un + i])
+        fail("{}: the input Gram is not symmetric and finite at ({}, {})", what, i, j);
+  }
+}
+
+double relative_output_error(std::span<const float> w, const HostBlrMatrix& blr, std::span<const float> gram) {
+  check_gram(gram, blr.n, "relative_output_error");
+  if (gram.empty()) fail("relative_output_error: no input Gram");
+  const std::vector<double> what = reconstruct(blr);
+  if (w.size() != what.size()) fail("relative_output_error: W has {} values, the BLR matrix {}×{} has {}", w.size(), blr.m, blr.n, what.size());
+  // tr(D·C·Dᵀ) and tr(W·C·Wᵀ): the products in f32 (sgemm), the sums in f64.
+  const auto m = static_cast<blasint>(blr.m), n = static_cast<blasint>(blr.n);
+  std::vector<float> d(w.size()), dc(w.size()), wc(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) d[i] = static_cast<float>(double(w[i]) - what[i]);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, n, 1.0f, d.data(), n, gram.data(), n, 0.0f, dc.data(), n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, n, 1.0f, w.data(), n, gram.data(), n, 0.0f, wc.data(), n);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    num += double(d[i]) * double(dc[i]);
+    den += double(w[i]) * double(wc[i]);
+  }
+  if (!(den > 0)) fail("relative_output_error: W·C·Wᵀ is {}", den);
+  return std::sqrt(std::max(num, 0.0) / den);
+}
+
 }  // namespace bitrank::blr

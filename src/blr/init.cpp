@@ -124,8 +124,10 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
     for (std::size_t i = 0; i < weighted.size(); ++i) weighted[i] *= c[i % c.size()];
     InitOptions plain = opts;
     plain.column_scale = {};
+    if (!opts.input_gram.empty()) plain.refine_sweeps = 0;  // refined on W under the Gram below
     HostBlrMatrix blr = dual_svid(weighted, m, n, plain, magnitudes);
     unweight_columns(blr, c);
+    if (!opts.input_gram.empty() && opts.refine_sweeps > 0) refine(blr, w, opts.refine_sweeps, opts.input_gram);
     return blr;
   }
 
@@ -144,7 +146,7 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
     second.seed += 1;
     blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.engine, opts.name + " (residual)", mag(1)));
   }
-  if (opts.refine_sweeps > 0) refine(blr, w, opts.refine_sweeps);
+  if (opts.refine_sweeps > 0) refine(blr, w, opts.refine_sweeps, opts.input_gram);
   return blr;
 }
 

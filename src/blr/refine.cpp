@@ -21,6 +21,8 @@ namespace bitrank::blr {
 namespace {
 
 constexpr index_t kBlock = 32;  // components per sign-pass block (one GEMM pair)
+constexpr int kMaxFlipPasses = 4;  // coordinate passes over one S_V column (weighted), at most
+constexpr int kGramCgSteps = 32;   // conjugate-gradient steps of the coupled g fit, at most
 
 using std::size_t;
 inline size_t at(index_t row, index_t ld, index_t col) { return static_cast<size_t>(row * ld + col); }
@@ -32,6 +34,34 @@ struct Factors {
   std::vector<float> su, sv;    // ±1 [m][K], [n][K]
   std::vector<double> h, l, g;  // [P·m], [K], [P·n]
   std::vector<float> a, b;      // A [m][K], B [n][K]
+  std::vector<float> c;         // the input Gram C [n][n], or empty: C = I
+  std::vector<float> wc;        // W·C [m][n] when C is given
+
+  bool weighted() const { return !c.empty(); }
+  // C·X for X [n][cols] with row stride ld (row-major, [n][cols] out); X itself when C = I.
+  std::vector<float> times_c(const float* x, index_t ld, index_t cols) const {
+    std::vector<float> out(size_t(n * cols));
+    if (!weighted()) {
+      for (index_t j = 0; j < n; ++j)
+        for (index_t t = 0; t < cols; ++t) out[at(j, cols, t)] = x[at(j, ld, t)];
+      return out;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(cols), bi(n), 1.0f, c.data(), bi(n), x, bi(ld), 0.0f, out.data(),
+                bi(cols));
+    return out;
+  }
+  // tr(X·C·Xᵀ) for X [m][n]: the squared (weighted) norm.
+  double sq_norm(const float* x) const {
+    double s = 0;
+    if (!weighted()) {
+      for (index_t i = 0; i < m * n; ++i) s += double(x[i]) * double(x[i]);
+      return s;
+    }
+    std::vector<float> xc(size_t(m * n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(n), bi(n), 1.0f, x, bi(n), c.data(), bi(n), 0.0f, xc.data(), bi(n));
+    for (index_t i = 0; i < m * n; ++i) s += double(xc[size_t(i)]) * double(x[i]);
+    return s;
+  }
 
   index_t path_of(index_t c) const { return c / r; }
   void build_a() {
@@ -53,10 +83,16 @@ struct Factors {
   }
 };
 
-Factors unpack(const HostBlrMatrix& blr, std::span<const float> w) {
+Factors unpack(const HostBlrMatrix& blr, std::span<const float> w, std::span<const float> gram) {
   Factors f;
   f.m = blr.m, f.n = blr.n, f.r = blr.r, f.paths = std::ssize(blr.paths), f.k = f.paths * f.r;
   f.w = w.data();
+  if (!gram.empty()) {
+    f.c.assign(gram.begin(), gram.end());
+    f.wc.resize(size_t(f.m * f.n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(f.m), bi(f.n), bi(f.n), 1.0f, f.w, bi(f.n), f.c.data(), bi(f.n), 0.0f,
+                f.wc.data(), bi(f.n));
+  }
   f.su.resize(size_t(f.m * f.k));
   f.sv.resize(size_t(f.n * f.k));
   const index_t words = sign_words(f.r);
@@ -106,9 +142,11 @@ void solve_l(Factors& f) {
   std::vector<float> ga(size_t(k * k)), gb(size_t(k * k)), wb(size_t(m * k));
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(m), 1.0f, f.a.data(), bi(k), f.a.data(), bi(k), 0.0f,
               ga.data(), bi(k));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), f.b.data(), bi(k), 0.0f,
+  // With C: (Bᵀ·C·B) and W·C·B in place of BᵀB and W·B.
+  const std::vector<float> cb = f.times_c(f.b.data(), k, k);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), cb.data(), bi(k), 0.0f,
               gb.data(), bi(k));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, f.w, bi(n), f.b.data(), bi(k), 0.0f, wb.data(),
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, f.w, bi(n), cb.data(), bi(k), 0.0f, wb.data(),
               bi(k));
   std::vector<double> normal(size_t(k * k)), rhs(size_t(k), 0.0);
   double trace = 0;
@@ -132,6 +170,94 @@ void solve_l(Factors& f) {
   f.build_a();
 }
 
+// g under the input Gram C: the columns are coupled through C, so all P·n
+// values move at once. With Q_p = A_p·diag(ℓ_p)·S_V,pᵀ (`mats`), Ŵ =
+// Σ_p Q_p·diag(g_p) and the error tr((W − Ŵ)·C·(W − Ŵ)ᵀ) is the quadratic
+// of H·g = b with H_pq = (Q_pᵀQ_q) ⊙ C and b_p = diag(Q_pᵀ·W·C). Solved by
+// Jacobi-preconditioned conjugate gradients from the current g (each
+// iterate lowers the quadratic, so the error never rises): kGramCgSteps at
+// most, against a P·n Cholesky that costs (P·n)³/3 — most of a sweep at
+// n = 1536. A non-finite iterate keeps g.
+void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
+  const index_t m = f.m, n = f.n, r = f.r, k = f.k, paths = f.paths, size = paths * n;
+  std::vector<std::vector<float>> blocks(size_t(paths * paths));  // H_pq for q ≥ p, [n][n]
+  for (index_t p = 0; p < paths; ++p)
+    for (index_t q = p; q < paths; ++q) {
+      std::vector<float>& hpq = blocks[size_t(p * paths + q)];
+      hpq.resize(size_t(n * n));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(n), bi(m), 1.0f, mats[size_t(p)].data(), bi(n),
+                  mats[size_t(q)].data(), bi(n), 0.0f, hpq.data(), bi(n));
+      for (size_t e = 0; e < hpq.size(); ++e) hpq[e] *= f.c[e];
+    }
+  const auto apply = [&](const std::vector<float>& x, std::vector<float>& y) {  // y = H·x
+    for (index_t p = 0; p < paths; ++p) {
+      float* yp = y.data() + p * n;
+      for (index_t q = 0; q < paths; ++q) {
+        const bool upper = q >= p;
+        const std::vector<float>& h = blocks[size_t(upper ? p * paths + q : q * paths + p)];
+        cblas_sgemv(CblasRowMajor, upper ? CblasNoTrans : CblasTrans, bi(n), bi(n), 1.0f, h.data(), bi(n), x.data() + q * n, 1,
+                    q == 0 ? 0.0f : 1.0f, yp, 1);
+      }
+    }
+  };
+  std::vector<double> b(static_cast<size_t>(size), 0.0);
+  for (index_t p = 0; p < paths; ++p)
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) b[size_t(p * n + j)] += double(mats[size_t(p)][at(i, n, j)]) * double(f.wc[at(i, n, j)]);
+  const auto len = static_cast<size_t>(size);
+  std::vector<float> x(len), hx(len), dir(len), hd(len);
+  std::vector<double> res(len), z(len), precond(len);
+  double bnorm = 0;
+  for (index_t p = 0; p < paths; ++p)
+    for (index_t j = 0; j < n; ++j) {
+      const size_t e = size_t(p * n + j);
+      x[e] = float(f.g[e]);
+      const double d = blocks[size_t(p * paths + p)][at(j, n, j)];
+      precond[e] = d > 0 ? 1.0 / d : 1.0;
+      bnorm += b[e] * b[e];
+    }
+  if (!(bnorm > 0)) return;
+  apply(x, hx);
+  double rz = 0;
+  for (size_t e = 0; e < size_t(size); ++e) {
+    res[e] = b[e] - double(hx[e]);
+    z[e] = precond[e] * res[e];
+    dir[e] = float(z[e]);
+    rz += res[e] * z[e];
+  }
+  for (int step = 0; step < kGramCgSteps; ++step) {
+    apply(dir, hd);
+    double dhd = 0, rr = 0;
+    for (size_t e = 0; e < size_t(size); ++e) dhd += double(dir[e]) * double(hd[e]);
+    if (!(dhd > 0)) break;
+    const double alpha = rz / dhd;
+    for (size_t e = 0; e < size_t(size); ++e) {
+      x[e] = float(double(x[e]) + alpha * double(dir[e]));
+      res[e] -= alpha * double(hd[e]);
+      rr += res[e] * res[e];
+    }
+    if (rr < 1e-14 * bnorm) break;
+    double rz_next = 0;
+    for (size_t e = 0; e < size_t(size); ++e) {
+      z[e] = precond[e] * res[e];
+      rz_next += res[e] * z[e];
+    }
+    const double beta = rz_next / rz;
+    rz = rz_next;
+    for (size_t e = 0; e < size_t(size); ++e) dir[e] = float(z[e] + beta * double(dir[e]));
+  }
+  for (float v : x)
+    if (!std::isfinite(v)) return;
+  for (index_t p = 0; p < paths; ++p)
+    for (index_t j = 0; j < n; ++j) {
+      const double v = x[size_t(p * n + j)];
+      f.g[size_t(p * n + j)] = std::abs(v);
+      if (v < 0)
+        for (index_t t = 0; t < r; ++t) f.sv[at(j, k, p * r + t)] = -f.sv[at(j, k, p * r + t)];
+    }
+  f.build_b();
+}
+
 // The per-row (side U: h) or per-column (side V: g) P×P least-squares fit.
 // Path p's matrix is M_p = S_U,p·diag(ℓ_p)·B_pᵀ for h (so that Ŵ row i is
 // Σ_p h_pi·M_p,i) and A_p·diag(ℓ_p)·S_V,pᵀ for g (column j: Σ_p g_pj·M_p,·j).
@@ -148,6 +274,16 @@ void solve_outer(Factors& f, bool side_u) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(r), 1.0f, left.data(), bi(r), right, bi(k), 0.0f,
                 mats[size_t(p)].data(), bi(n));
   }
+  if (f.weighted() && !side_u) return solve_g_coupled(f, mats);
+  // With C, row i's fit weighs by C: ⟨M_p,i, M_q,i⟩_C = (M_p·C)_i · M_q,i.
+  std::vector<std::vector<float>> weighted_mats;
+  if (f.weighted())
+    for (const std::vector<float>& mp : mats) {
+      std::vector<float>& out = weighted_mats.emplace_back(size_t(m * n));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(n), bi(n), 1.0f, mp.data(), bi(n), f.c.data(), bi(n), 0.0f,
+                  out.data(), bi(n));
+    }
+  const std::vector<std::vector<float>>& left_mats = f.weighted() ? weighted_mats : mats;
   // gram[x][p][q] = ⟨M_p, M_q⟩ and rhs[x][p] = ⟨M_p, W⟩ over row (or column) x.
   std::vector<double> gram(size_t(count * paths * paths), 0.0), rhs(size_t(count * paths), 0.0);
   for (index_t i = 0; i < m; ++i)
@@ -155,7 +291,7 @@ void solve_outer(Factors& f, bool side_u) {
       const index_t x = side_u ? i : j;
       const double wij = f.w[at(i, n, j)];
       for (index_t p = 0; p < paths; ++p) {
-        const double mp = mats[size_t(p)][at(i, n, j)];
+        const double mp = left_mats[size_t(p)][at(i, n, j)];
         rhs[size_t(x * paths + p)] += mp * wij;
         for (index_t q = 0; q < paths; ++q) gram[size_t((x * paths + p) * paths + q)] += mp * double(mats[size_t(q)][at(i, n, j)]);
       }
@@ -195,13 +331,17 @@ void sign_pass(Factors& f, std::vector<float>& res, bool side_u) {
   std::vector<float>& mine = side_u ? f.a : f.b;
   const std::vector<float>& other = side_u ? f.b : f.a;
   const std::vector<double>& scale = side_u ? f.h : f.g;
+  // Under the input Gram C (side U only; side V is sign_pass_v_weighted) B
+  // is read through C·B: q = R·C·B_J, gram = B_Jᵀ·C·B_J.
+  const std::vector<float> weighted_other = side_u && f.weighted() ? f.times_c(f.b.data(), k, k) : std::vector<float>{};
+  const float* q_other = weighted_other.empty() ? other.data() : weighted_other.data();
   std::vector<float> q(size_t(rows * kBlock)), gram(size_t(kBlock * kBlock)), d(size_t(rows * kBlock));
   for (index_t c0 = 0; c0 < k; c0 += kBlock) {
     const index_t nb = std::min(kBlock, k - c0);
     // q = R·B_J (side U) or Rᵀ·A_J (side V); gram = other_Jᵀ·other_J.
     cblas_sgemm(CblasRowMajor, side_u ? CblasNoTrans : CblasTrans, CblasNoTrans, bi(rows), bi(nb), bi(len), 1.0f, res.data(), bi(n),
-                other.data() + c0, bi(k), 0.0f, q.data(), bi(kBlock));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nb), bi(nb), bi(len), 1.0f, other.data() + c0, bi(k), other.data() + c0,
+                q_other + c0, bi(k), 0.0f, q.data(), bi(kBlock));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nb), bi(nb), bi(len), 1.0f, other.data() + c0, bi(k), q_other + c0,
                 bi(k), 0.0f, gram.data(), bi(kBlock));
     std::ranges::fill(d, 0.0f);
     for (index_t t = 0; t < nb; ++t) {
@@ -234,6 +374,64 @@ void sign_pass(Factors& f, std::vector<float>& res, bool side_u) {
   }
 }
 
+// The S_V pass under the input Gram C. A column's quadratic term
+// ℓ²‖a‖²·bᵀC·b now depends on its signs (C couples the inputs), so the
+// column is not the sign of a projection; it is improved by exact single
+// flips instead: with γ = ∂/∂b of tr(R·C·Rᵀ) = −2ℓ·C·Rᵀa, flipping entry i
+// (δ = −2b_i) changes the error by γ_i·δ + ℓ²‖a‖²·C_ii·δ², so a flip is
+// taken only when that is negative (the error never rises), and γ follows
+// each flip (n values). Passes over the column until none flips. Blocked
+// as sign_pass: C·Rᵀ·A_J is one GEMM a block, and the earlier components'
+// changes d_u enter through C·d_u.
+void sign_pass_v_weighted(Factors& f, std::vector<float>& res) {
+  const index_t m = f.m, n = f.n, k = f.k;
+  std::vector<float> q(size_t(n * kBlock)), cq(size_t(n * kBlock)), gram(size_t(kBlock * kBlock)), d(size_t(n * kBlock));
+  std::vector<double> cd(size_t(n * kBlock)), grad(static_cast<size_t>(n));
+  for (index_t c0 = 0; c0 < k; c0 += kBlock) {
+    const index_t nb = std::min(kBlock, k - c0);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(nb), bi(m), 1.0f, res.data(), bi(n), f.a.data() + c0, bi(k), 0.0f,
+                q.data(), bi(kBlock));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(nb), bi(n), 1.0f, f.c.data(), bi(n), q.data(), bi(kBlock), 0.0f,
+                cq.data(), bi(kBlock));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nb), bi(nb), bi(m), 1.0f, f.a.data() + c0, bi(k), f.a.data() + c0, bi(k),
+                0.0f, gram.data(), bi(kBlock));
+    std::ranges::fill(d, 0.0f);
+    std::ranges::fill(cd, 0.0);
+    for (index_t t = 0; t < nb; ++t) {
+      const index_t c = c0 + t;
+      const double lc = f.l[size_t(c)], alpha = lc * lc * double(gram[at(t, kBlock, t)]);
+      if (lc == 0 || alpha == 0) continue;
+      // γ = −2ℓ·C·(Rᵀa) with R as the earlier components of the block left it.
+      for (index_t j = 0; j < n; ++j) {
+        double v = cq[at(j, kBlock, t)];
+        for (index_t u = 0; u < t; ++u) v -= cd[at(j, kBlock, u)] * double(gram[at(u, kBlock, t)]);
+        grad[size_t(j)] = -2.0 * lc * v;
+      }
+      for (int pass = 0; pass < kMaxFlipPasses; ++pass) {
+        bool flipped = false;
+        for (index_t i = 0; i < n; ++i) {
+          const double bi_old = f.b[at(i, k, c)], delta = -2.0 * bi_old;
+          if (delta == 0) continue;  // g_i = 0: the sign does not matter
+          if (grad[size_t(i)] * delta + alpha * double(f.c[at(i, n, i)]) * delta * delta >= 0) continue;
+          flipped = true;
+          f.sv[at(i, k, c)] = -f.sv[at(i, k, c)];
+          f.b[at(i, k, c)] = float(-bi_old);
+          d[at(i, kBlock, t)] = float(double(d[at(i, kBlock, t)]) + lc * delta);
+          const float* ci = f.c.data() + i * n;  // C's row i = column i
+          for (index_t j = 0; j < n; ++j) {
+            grad[size_t(j)] += 2.0 * alpha * delta * double(ci[j]);
+            cd[at(j, kBlock, t)] += lc * delta * double(ci[j]);
+          }
+        }
+        if (!flipped) break;
+      }
+    }
+    // R −= A_J·Dᵀ.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(nb), -1.0f, f.a.data() + c0, bi(k), d.data(), bi(kBlock), 1.0f,
+                res.data(), bi(n));
+  }
+}
+
 double norm(const float* x, size_t len) {
   double s = 0;
   for (size_t i = 0; i < len; ++i) s += double(x[i]) * double(x[i]);
@@ -242,15 +440,16 @@ double norm(const float* x, size_t len) {
 
 }  // namespace
 
-std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int sweeps) {
+std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int sweeps, std::span<const float> input_gram) {
   check_blr(blr, "refine");
   if (w.size() != static_cast<size_t>(blr.m * blr.n))
     fail("refine: W has {} values, the BLR matrix {}×{} needs {}", w.size(), blr.m, blr.n, blr.m * blr.n);
   if (sweeps < 0) fail("refine: {} sweeps, expected ≥ 0", sweeps);
-  const double wnorm = norm(w.data(), w.size());
+  check_gram(input_gram, blr.n, "refine");
   std::vector<double> errors;
-  if (sweeps == 0 || wnorm == 0) return errors;  // W = 0: nothing to fit
-  Factors f = unpack(blr, w);
+  if (sweeps == 0 || norm(w.data(), w.size()) == 0) return errors;  // W = 0: nothing to fit
+  Factors f = unpack(blr, w, input_gram);
+  const double wnorm = std::sqrt(f.sq_norm(w.data()));
   const auto scales = [&f] {
     solve_l(f);
     solve_outer(f, true);
@@ -260,12 +459,15 @@ std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int swe
     scales();
     std::vector<float> res = f.residual();
     sign_pass(f, res, true);
-    sign_pass(f, res, false);
+    if (f.weighted())
+      sign_pass_v_weighted(f, res);
+    else
+      sign_pass(f, res, false);
     if (s + 1 == sweeps) {  // the scales moved: the residual anew
       scales();
       res = f.residual();
     }  // else the sign passes kept `res` current
-    errors.push_back(norm(res.data(), res.size()) / wnorm);
+    errors.push_back(std::sqrt(f.sq_norm(res.data())) / wnorm);
   }
   pack(f, blr);
   return errors;

@@ -126,8 +126,9 @@ void validate(const CompressOptions& o) {
     fail("compress: objective '{}' is not one of layer, sequential, e2e", o.objective);
   if (o.allocation != "uniform" && o.allocation != "front")
     fail("compress: allocation '{}' is not one of uniform, front", o.allocation);
-  if (o.init_method != "act" && o.init_method != "svid")
-    fail("compress: init method '{}' is not one of act (activation-weighted Dual-SVID), svid (plain Dual-SVID)",
+  if (o.init_method != "act" && o.init_method != "gram" && o.init_method != "svid")
+    fail("compress: init method '{}' is not one of act (activation-weighted Dual-SVID), gram (act, refined under the "
+         "inputs' Gram), svid (plain Dual-SVID)",
          o.init_method);
   if (o.diagnose && o.resume) fail("compress: --diagnose trains nothing and has nothing to resume");
   if (o.data != "text" && o.data != "teacher")
@@ -142,8 +143,12 @@ void validate(const CompressOptions& o) {
   if (o.max_text_tokens < 0)
     fail("compress: --max-text-tokens must be 0 (the whole text) or positive, got {}", o.max_text_tokens);
   if (o.calib_windows < 0) fail("compress: --calib-windows must be 0 (none) or positive, got {}", o.calib_windows);
-  if (o.init_method == "act" && o.calib_windows == 0 && o.init.empty())
-    fail("compress: the activation-weighted init (--init-method act) needs calibration windows (--calib-windows > 0)");
+  if (o.init_method != "svid" && o.calib_windows == 0 && o.init.empty())
+    fail("compress: the activation-weighted init (--init-method {}) needs calibration windows (--calib-windows > 0)",
+         o.init_method);
+  if (o.init_method == "gram" && o.init_refine == 0 && o.init.empty())
+    fail("compress: --init-method gram refines under the inputs' Gram; with --init-refine 0 there is nothing to refine "
+         "(use --init-method act)");
   if (!(std::isfinite(o.mse_weight) && o.mse_weight >= 0))
     fail("compress: the hidden-state MSE weight must be finite and ≥ 0, got {}", o.mse_weight);
   if (!(std::isfinite(o.bpw) && o.bpw > 0 && o.bpw <= 16)) fail("compress: --bpw must be in (0, 16], got {}", o.bpw);

@@ -192,10 +192,11 @@ std::span<const std::int32_t> calibration_ids(const CompressRun& run) {
 void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
   const CompressOptions& o = run.o;
   const auto t_init = CompressClock::now();
-  const bool weighted = o.init_method == "act" && !run.from;
-  const std::string init_what = run.from           ? fmt::format("from {}", o.init.string())
-                                : weighted        ? std::string("activation-weighted Dual-SVID")
-                                                  : std::string("Dual-SVID");
+  const bool weighted = o.init_method != "svid" && !run.from;
+  const std::string init_what = run.from                   ? fmt::format("from {}", o.init.string())
+                                : o.init_method == "gram" ? std::string("activation-weighted Dual-SVID, refined under the input Grams")
+                                : weighted                ? std::string("activation-weighted Dual-SVID")
+                                                          : std::string("Dual-SVID");
   std::vector<blr::HostBlrMatrix> init(run.plan.size());
   run.init_error.assign(run.plan.size(), 0.0);
   run.init_output_error.assign(run.plan.size(), std::numeric_limits<double>::quiet_NaN());
@@ -211,9 +212,12 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
       if (!needed[k]) continue;
       const blr::RankPlan& p = run.plan[k];
       const auto& w = run.weights.at(weight_name(p.name)).values;
-      const auto rms = run.input_rms.find(p.name);
+      const auto rms = run.inputs.rms.find(p.name);
       const std::vector<float> scale =
-          rms == run.input_rms.end() ? std::vector<float>{} : column_scale_from_rms(rms->second);
+          rms == run.inputs.rms.end() ? std::vector<float>{} : column_scale_from_rms(rms->second);
+      const auto gram = run.inputs.gram.find(p.name);
+      const std::span<const float> input_gram =
+          gram == run.inputs.gram.end() ? std::span<const float>{} : std::span<const float>(*gram->second);
       if (run.from) {
         init[k] = std::move(run.from->blr.at(p.name));  // read once: the file's copy is not needed again
       } else {
@@ -221,10 +225,15 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
                             .refine_sweeps = o.init_refine};
         io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
         if (weighted) io.column_scale = scale;
+        io.input_gram = input_gram;
         init[k] = blr::dual_svid(w, p.m, p.n, io);
       }
       run.init_error[k] = blr::relative_error(w, init[k]);
-      if (!scale.empty()) run.init_output_error[k] = blr::relative_error(w, init[k], scale);
+      // The output error: under the Gram where there is one, else its diagonal approximation.
+      if (!input_gram.empty())
+        run.init_output_error[k] = blr::relative_output_error(w, init[k], input_gram);
+      else if (!scale.empty())
+        run.init_output_error[k] = blr::relative_error(w, init[k], scale);
       const std::int64_t count = ++done;
       std::lock_guard lock(mu);
       progress.update(fmt::format("init: {} {}/{} matrices", init_what, count, to_init));
@@ -361,9 +370,10 @@ void plan_and_initialise(CompressRun& run, index_t units) {
   if (o.calib_windows > 0 && std::ranges::count(needed, 1) > 0) {
     const auto t = CompressClock::now();
     const auto ids = calibration_ids(run);
-    run.input_rms = projection_input_rms(*run.teacher, ids, o.seq_len);
-    BR_LOG_INFO("compress: calibration statistics of {} projections over {} windows of {} ({:.1f} s)",
-                run.input_rms.size(), static_cast<index_t>(ids.size()) / o.seq_len, o.seq_len, seconds_since(t));
+    run.inputs = projection_inputs(*run.teacher, ids, o.seq_len, o.init_method == "gram" && !run.from);
+    BR_LOG_INFO("compress: calibration statistics{} of {} projections over {} windows of {} ({:.1f} s)",
+                run.inputs.gram.empty() ? "" : " (with input Grams)", run.inputs.rms.size(),
+                static_cast<index_t>(ids.size()) / o.seq_len, o.seq_len, seconds_since(t));
   }
   run.svd_where = run.from ? "none (--init)" : !o.svd_engine ? "cpu" : o.svd_label.empty() ? "gpu" : o.svd_label;
   initialise_matrices(run, needed);

@@ -25,6 +25,7 @@
 #include "bitrank/model/hybrid.hpp"
 #include "bitrank/model/model.hpp"
 #include "bitrank/model/projection.hpp"
+#include "bitrank/train/calibration.hpp"
 #include "bitrank/train/compress.hpp"
 #include "bitrank/train/compress_checkpoint.hpp"
 #include "bitrank/train/data.hpp"
@@ -87,7 +88,7 @@ struct CompressRun {
   // Rank plan and initialisation.
   std::vector<blr::RankPlan> plan;
   std::vector<index_t> plan_block;  // the block of each plan entry
-  std::map<std::string, std::vector<float>> input_rms;  // calibration: per projection, rms of each input column
+  ProjectionInputs inputs;  // calibration: per projection, rms of each input column (and the Gram with init gram)
   model::BlrProjections init_blr;   // the matrices still to train
   std::vector<double> init_error, init_output_error;  // per plan entry (output error: NaN without calibration)
   std::string svd_where;

@@ -46,4 +46,14 @@ std::vector<double> reconstruct(const HostBlrMatrix& blr);
 // x·Ŵᵀ against x·Wᵀ on inputs whose columns are uncorrelated.
 double relative_error(std::span<const float> w, const HostBlrMatrix& blr, std::span<const float> column_weight = {});
 
+// An input Gram matrix C = XᵀX/N [n][n] (row-major, symmetric, finite, a
+// non-negative diagonal) of a matrix's inputs X [N][n]; empty is allowed
+// (no weighting). Error naming `what` otherwise.
+void check_gram(std::span<const float> gram, index_t n, std::string_view what);
+
+// The relative output error under C: √(tr((W−Ŵ)·C·(W−Ŵ)ᵀ) / tr(W·C·Wᵀ)) =
+// ‖X·(W−Ŵ)ᵀ‖/‖X·Wᵀ‖ for the inputs X whose Gram C is (in f64). Error for a
+// bad C or W·C·Wᵀ = 0.
+double relative_output_error(std::span<const float> w, const HostBlrMatrix& blr, std::span<const float> gram);
+
 }  // namespace bitrank::blr

@@ -41,7 +41,10 @@
 //
 // With refine_sweeps > 0 the result is then refined towards W (or W·diag(c))
 // by blr/refine.hpp's exact alternating sign and scale steps; the magnitudes
-// stay the SVD's.
+// stay the SVD's. With an input Gram C of the calibration inputs the sweeps
+// run on W itself under C (after the SVD stage, weighted by column_scale if
+// given), so they minimise the whole output error ‖X(W − Ŵ)ᵀ‖ — the
+// inputs' correlations included, which diag(c) leaves out.
 #pragma once
 
 #include <span>
@@ -61,6 +64,7 @@ struct InitOptions {
   std::string name = "W";    // names the matrix in errors
   std::vector<float> column_scale{};  // empty: plain Dual-SVID; else [n], each > 0 and finite (see above)
   int refine_sweeps = 0;              // then this many sweeps of blr/refine.hpp (on W·diag(c) when weighted)
+  std::span<const float> input_gram{};  // [n][n] or empty: the sweeps minimise the output error under it (below)
 };
 
 // |U'| [m][r] and |V'| [n][r] of one path, row-major.

@@ -21,6 +21,16 @@
 // it multiplies (Ŵ unchanged), so h, ℓ, g stay ≥ 0 as Dual-SVID leaves them;
 // then each path's scales are rebalanced (rms(h) = rms(ℓ) = rms(g)). A scale
 // solve whose system is singular keeps the values it had.
+//
+// Under an input Gram C = XᵀX/N (the inputs' second moments; `input_gram`)
+// the objective is the output error tr((W − Ŵ)·C·(W − Ŵ)ᵀ) = ‖X(W − Ŵ)ᵀ‖²/N
+// instead, with the same steps generalised: ℓ and h as above with C inside
+// the products; g jointly over all columns (C couples them; a P·n system);
+// S_U's columns exactly as above (C only changes the projection); S_V's by
+// exact single flips, each taken only when it lowers the error (C couples
+// a column's signs, so no closed form). The error never rises either way.
+// C = I gives the unweighted result (up to rounding); C = diag(c²) the
+// objective of the activation-weighted init's W·diag(c).
 #pragma once
 
 #include <span>
@@ -32,8 +42,10 @@ namespace bitrank::blr {
 
 // Refines `blr` in place towards W [m][n] row-major (blr.m × blr.n) by
 // `sweeps` sweeps (≥ 0; 0 leaves it as it is). Returns the relative error
-// ‖W − Ŵ‖/‖W‖ after each sweep, for reports and tests (none when W = 0,
-// which leaves `blr` as it is). Error when the shapes disagree.
-std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int sweeps);
+// ‖W − Ŵ‖/‖W‖ (under `input_gram`, [n][n] or empty: relative_output_error)
+// after each sweep, for reports and tests (none when W = 0, which leaves
+// `blr` as it is). Error when the shapes disagree or the Gram is bad
+// (check_gram).
+std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int sweeps, std::span<const float> input_gram = {});
 
 }  // namespace bitrank::blr

@@ -13,10 +13,19 @@
 //           GDN out ← the gated-normed core output;  gate, up, down as Llama.
 // rms_j = √(Σ_t x_tj² / rows). Device memory: one block's activations over
 // the calibration rows, and the rows' hidden states twice.
+//
+// With grams, also each distinct projection input's Gram C = XᵀX/N + λI
+// over its first N ≤ kGramRows rows (the projections reading one input
+// share one matrix): what the output-error refinement minimises under
+// (blr/refine.hpp). λ = 1 % of C's mean diagonal (GPTQ's damping), so that
+// directions the calibration rows never excite keep some weight. Formed on
+// the host (OpenBLAS ssyrk on the rows read back); host memory: n² floats per
+// distinct input and block (0.4 GB for SmolLM2-135M, 22 GB for a 7B Llama).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,11 +34,20 @@
 
 namespace bitrank::train {
 
-// Per projection name (blk.N.<proj>, only the compressible ones), the rms of
-// each input column, over `ids` cut into windows of `window` tokens (Error
-// when ids is empty or not whole windows, or the model is of neither family).
-std::map<std::string, std::vector<float>> projection_input_rms(const model::DecoderModel<float>& teacher,
-                                                               std::span<const std::int32_t> ids, index_t window);
+inline constexpr index_t kGramRows = 65536;  // calibration rows a Gram reads, at most
+inline constexpr double kGramDamping = 0.01;  // λ as a fraction of the Gram's mean diagonal
+
+// Per projection name (blk.N.<proj>, only the compressible ones): the rms
+// of each input column, and with `grams` the input's Gram [n][n].
+struct ProjectionInputs {
+  std::map<std::string, std::vector<float>> rms;
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> gram;
+};
+
+// The statistics over `ids` cut into windows of `window` tokens (Error when
+// ids is empty or not whole windows, or the model is of neither family).
+ProjectionInputs projection_inputs(const model::DecoderModel<float>& teacher, std::span<const std::int32_t> ids,
+                                   index_t window, bool grams);
 
 // The column scale the activation-weighted initialisation uses for input
 // rms values: rms floored at 1e-3 × their mean (a dead column keeps a weight).

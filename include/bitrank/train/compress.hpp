@@ -134,7 +134,7 @@ struct CompressOptions {
   std::int64_t teacher_tokens = 131072;
   std::filesystem::path eval_text;  // perplexity text; empty: the corpus evaluation split
   std::string objective = "layer";   // layer, sequential or e2e (see above)
-  std::string init_method = "svid";  // svid (plain Dual-SVID) or act (activation-weighted Dual-SVID)
+  std::string init_method = "svid";  // svid (plain Dual-SVID), act (activation-weighted Dual-SVID) or gram (act, refined under the input Grams)
   std::int64_t calib_windows = 16;   // training windows the calibration statistics run over (0: none; svid only)
   int init_refine = 0;               // sweeps of the exact sign/scale refinement after Dual-SVID (blr/refine.hpp)
   double bpw = 1.0;               // target bits per weight over the projections
