@@ -1370,7 +1370,7 @@ TEST(Compress, RecipeDefaults) {
   train::CompressOptions cpu;
   train::apply_recipe_defaults(cpu, "train", {});
   EXPECT_EQ(cpu.objective, "sequential");
-  EXPECT_EQ(cpu.init_method, "act");
+  EXPECT_EQ(cpu.init_method, "gram");
   EXPECT_EQ(cpu.seq_len, 256);
   EXPECT_EQ(cpu.windows_per_step, 4);
   EXPECT_EQ(cpu.steps, 40);
@@ -1384,6 +1384,10 @@ TEST(Compress, RecipeDefaults) {
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});
   EXPECT_EQ(cpu_low.allocation, "uniform");
+  train::CompressOptions cpu_unrefined;  // no sweeps: nothing to weigh by the Gram
+  cpu_unrefined.init_refine = 0;
+  train::apply_recipe_defaults(cpu_unrefined, "train", {.init_refine = true});
+  EXPECT_EQ(cpu_unrefined.init_method, "act");
 
   train::CompressOptions cuda;
   cuda.device = "cuda";
@@ -1395,12 +1399,14 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.calib_windows, 64);
   EXPECT_EQ(cuda.allocation, "uniform");
   EXPECT_EQ(cuda.init_refine, 8);
+  EXPECT_EQ(cuda.init_method, "act");
   train::CompressOptions from_file;  // --init: the file's matrices, nothing to refine
   from_file.model = "teacher.gguf";  // validate reads no file before this check
   from_file.out = "out.bitrank";
   from_file.init = "start.bitrank";
   train::apply_recipe_defaults(from_file, "train", {});
   EXPECT_EQ(from_file.init_refine, 0);
+  EXPECT_EQ(from_file.init_method, "act");
   from_file.init_refine = 2;
   test::expect_error([&] { train::validate(from_file); }, "--init-refine refines the Dual-SVID start");
 

@@ -17,8 +17,10 @@
 //      initialisation of each matrix (1 or 2 paths), one per pool thread,
 //      the SVDs by `svd_engine`: init_method "act" is the activation-
 //      weighted Dual-SVID (blr/init.hpp, column_scale: the weight error
-//      weighted by those rms values, i.e. the output error), "svid" the
-//      plain, data-blind one; or the --init file's matrices. Then the
+//      weighted by those rms values, i.e. the output error), "gram" the
+//      same with its refinement sweeps under each input's Gram XᵀX (the
+//      whole output error, correlations included), "svid" the plain,
+//      data-blind one; or the --init file's matrices. Then the
 //      teacher's and the initialisation's perplexities;
 //   3. train, by the objective (src/train/objective.hpp):
 //      "layer"      block by block, the student block (StudentLlamaBlock;
@@ -201,7 +203,7 @@ struct GivenOptions {
 //     (H200) 355.6 at 100 steps, 59.1 at 1000, 39.2 with the e2e stage;
 //   device cuda: windows of 512, 8 a step, 1000 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
-//     windows of 256, 4 a step, 40 steps (the README's main job: 7.4 min on
+//     windows of 256, 4 a step, 40 steps (the README's main job: 9.7 min on
 //     the 2-core machine), no e2e stage, 16 calibration windows;
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
 //     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there);
@@ -211,8 +213,12 @@ struct GivenOptions {
 //     and on cuda (front not yet measured at its budget);
 //   init_refine: 8 sweeps of blr/refine.hpp after the activation-weighted
 //     Dual-SVID, on both devices (the README's main job: none 2,021, 4
-//     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; not yet measured
-//     at the cuda budget).
+//     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
+//     block-wise stage 53.9 → 37.5);
+//   init_method: "gram" on cpu when there are sweeps (under the input Grams:
+//     the README's main job 146.0 → 123.8 at 8 sweeps in 9.7 min, 129.8 at
+//     4), "act" on cuda (its block-wise stage: act 37.5, gram 38.7) and
+//     without sweeps.
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
 
