@@ -1380,6 +1380,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_FLOAT_EQ(cpu.train.signs.lr, 1e-2f);
   EXPECT_EQ(cpu.allocation, "front");
   EXPECT_EQ(cpu.init_refine, 8);
+  EXPECT_EQ(cpu.calib_windows, 64);
   train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
                            "(towards the activation-weighted weights with --init-method act; default 8, 0: none)")
       ->check(CLI::Range(0, 100));
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
-                           "training windows the calibration statistics run over (default: cpu 16, cuda 64)")
+                           "training windows the calibration statistics (input rms and Grams) run over (default 64)")
       ->check(kNonNegative);
   auto* text_tokens_opt = compress_cmd->add_option("--max-text-tokens", compress.job.max_text_tokens,
                            "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")

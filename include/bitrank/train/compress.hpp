@@ -203,8 +203,9 @@ struct GivenOptions {
 //     (H200) 355.6 at 100 steps, 59.1 at 1000, 39.2 with the e2e stage;
 //   device cuda: windows of 512, 8 a step, 1000 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
-//     windows of 256, 4 a step, 40 steps (the README's main job: 9.7 min on
-//     the 2-core machine), no e2e stage, 16 calibration windows;
+//     windows of 256, 4 a step, 40 steps (the README's main job: 9.8 min on
+//     the 2-core machine), no e2e stage; 64 calibration windows on both
+//     (cpu, gram: 16 windows 123.8, 32 92.3, 64 87.0);
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
 //     objectives, 1e-4 for e2e (1e-2 undoes a layer-wise start there);
 //   allocation: "front" on cpu from 1.0 bpw (the README's main job: 4,231
@@ -216,8 +217,8 @@ struct GivenOptions {
 //     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
 //     block-wise stage 53.9 → 37.5);
 //   init_method: "gram" on cpu when there are sweeps (under the input Grams:
-//     the README's main job 146.0 → 123.8 at 8 sweeps in 9.7 min, 129.8 at
-//     4), "act" on cuda (its block-wise stage: act 37.5, gram 38.7) and
+//     the README's main job 146.0 → 123.8 at 8 sweeps and 16 calibration
+//     windows, 129.8 at 4), "act" on cuda (its block-wise stage: act 37.5, gram 38.7) and
 //     without sweeps.
 // Error for a method other than train or ptq.
 void apply_recipe_defaults(CompressOptions& options, std::string_view method, const GivenOptions& given);
