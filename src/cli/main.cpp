@@ -148,8 +148,9 @@ int main(int argc, char** argv) {
                            "1.0 bpw and on cuda); --bpw-for replaces it")
       ->check(CLI::IsMember({"front", "uniform"}));
   auto* init_method_opt = compress_cmd->add_option("--init-method", compress.job.init_method,
-                           "act (Dual-SVID of the activation-weighted weights, default), gram (act, then the "
-                           "refinement minimises the output error under each input's Gram XᵀX) or svid (plain Dual-SVID)")
+                           "act (Dual-SVID of the activation-weighted weights; the cuda default), gram (act, then the "
+                           "refinement minimises the output error under each input's Gram XᵀX; the cpu default) or "
+                           "svid (plain Dual-SVID)")
       ->check(CLI::IsMember({"act", "gram", "svid"}));
   auto* init_refine_opt = compress_cmd->add_option("--init-refine", compress.job.init_refine,
                            "sweeps of the exact sign and scale refinement of each matrix after Dual-SVID "
