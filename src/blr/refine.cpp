@@ -6,12 +6,15 @@
 // and the factors A = [h_p ⊙ S_U,p] [m][K], B = [g_p ⊙ S_V,p] [n][K] in f32
 // for the GEMMs, so that Ŵ = A·diag(ℓ)·Bᵀ. The residual R = W − Ŵ is
 // recomputed from the factors at the start of each sign pass (no drift).
+// Under an input Gram C the error is tr(R·C·Rᵀ); the products that read B
+// then read C·B (formed per pass), and W·C is formed once.
 #include "bitrank/blr/refine.hpp"
 
 #include <cblas.h>
 #include <lapacke.h>
 
 #include <cmath>
+#include <functional>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/ops/bitmap.hpp"
@@ -170,6 +173,47 @@ void solve_l(Factors& f) {
   f.build_a();
 }
 
+// Jacobi-preconditioned conjugate gradients for H·x = b from x, at most
+// kGramCgSteps (or until ‖b − H·x‖² < 1e-14·‖b‖²): each step lowers the
+// quadratic ½xᵀHx − bᵀx. `apply` forms H·v; x in f32 (the GEMV's operand),
+// the residual and the step sizes in f64.
+void conjugate_gradients(const std::function<void(const std::vector<float>&, std::vector<float>&)>& apply,
+                         const std::vector<double>& b, const std::vector<double>& precond, double bnorm,
+                         std::vector<float>& x) {
+  const size_t len = b.size();
+  std::vector<float> hx(len), dir(len), hd(len);
+  std::vector<double> res(len), z(len);
+  apply(x, hx);
+  double rz = 0;
+  for (size_t e = 0; e < len; ++e) {
+    res[e] = b[e] - double(hx[e]);
+    z[e] = precond[e] * res[e];
+    dir[e] = float(z[e]);
+    rz += res[e] * z[e];
+  }
+  for (int step = 0; step < kGramCgSteps; ++step) {
+    apply(dir, hd);
+    double dhd = 0, rr = 0;
+    for (size_t e = 0; e < len; ++e) dhd += double(dir[e]) * double(hd[e]);
+    if (!(dhd > 0)) break;
+    const double alpha = rz / dhd;
+    for (size_t e = 0; e < len; ++e) {
+      x[e] = float(double(x[e]) + alpha * double(dir[e]));
+      res[e] -= alpha * double(hd[e]);
+      rr += res[e] * res[e];
+    }
+    if (rr < 1e-14 * bnorm) break;
+    double rz_next = 0;
+    for (size_t e = 0; e < len; ++e) {
+      z[e] = precond[e] * res[e];
+      rz_next += res[e] * z[e];
+    }
+    const double beta = rz_next / rz;
+    rz = rz_next;
+    for (size_t e = 0; e < len; ++e) dir[e] = float(z[e] + beta * double(dir[e]));
+  }
+}
+
 // g under the input Gram C: the columns are coupled through C, so all P·n
 // values move at once. With Q_p = A_p·diag(ℓ_p)·S_V,pᵀ (`mats`), Ŵ =
 // Σ_p Q_p·diag(g_p) and the error tr((W − Ŵ)·C·(W − Ŵ)ᵀ) is the quadratic
@@ -205,8 +249,8 @@ void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
     for (index_t i = 0; i < m; ++i)
       for (index_t j = 0; j < n; ++j) b[size_t(p * n + j)] += double(mats[size_t(p)][at(i, n, j)]) * double(f.wc[at(i, n, j)]);
   const auto len = static_cast<size_t>(size);
-  std::vector<float> x(len), hx(len), dir(len), hd(len);
-  std::vector<double> res(len), z(len), precond(len);
+  std::vector<float> x(len);
+  std::vector<double> precond(len);
   double bnorm = 0;
   for (index_t p = 0; p < paths; ++p)
     for (index_t j = 0; j < n; ++j) {
@@ -217,35 +261,7 @@ void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
       bnorm += b[e] * b[e];
     }
   if (!(bnorm > 0)) return;
-  apply(x, hx);
-  double rz = 0;
-  for (size_t e = 0; e < size_t(size); ++e) {
-    res[e] = b[e] - double(hx[e]);
-    z[e] = precond[e] * res[e];
-    dir[e] = float(z[e]);
-    rz += res[e] * z[e];
-  }
-  for (int step = 0; step < kGramCgSteps; ++step) {
-    apply(dir, hd);
-    double dhd = 0, rr = 0;
-    for (size_t e = 0; e < size_t(size); ++e) dhd += double(dir[e]) * double(hd[e]);
-    if (!(dhd > 0)) break;
-    const double alpha = rz / dhd;
-    for (size_t e = 0; e < size_t(size); ++e) {
-      x[e] = float(double(x[e]) + alpha * double(dir[e]));
-      res[e] -= alpha * double(hd[e]);
-      rr += res[e] * res[e];
-    }
-    if (rr < 1e-14 * bnorm) break;
-    double rz_next = 0;
-    for (size_t e = 0; e < size_t(size); ++e) {
-      z[e] = precond[e] * res[e];
-      rz_next += res[e] * z[e];
-    }
-    const double beta = rz_next / rz;
-    rz = rz_next;
-    for (size_t e = 0; e < size_t(size); ++e) dir[e] = float(z[e] + beta * double(dir[e]));
-  }
+  conjugate_gradients(apply, b, precond, bnorm, x);
   for (float v : x)
     if (!std::isfinite(v)) return;
   for (index_t p = 0; p < paths; ++p)
