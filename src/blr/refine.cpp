@@ -41,14 +41,9 @@ struct Factors {
   std::vector<float> wc;        // W·C [m][n] when C is given
 
   bool weighted() const { return !c.empty(); }
-  // C·X for X [n][cols] with row stride ld (row-major, [n][cols] out); X itself when C = I.
+  // C·X for X [n][cols] with row stride ld (row-major, [n][cols] out); only when weighted.
   std::vector<float> times_c(const float* x, index_t ld, index_t cols) const {
     std::vector<float> out(size_t(n * cols));
-    if (!weighted()) {
-      for (index_t j = 0; j < n; ++j)
-        for (index_t t = 0; t < cols; ++t) out[at(j, cols, t)] = x[at(j, ld, t)];
-      return out;
-    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(cols), bi(n), 1.0f, c.data(), bi(n), x, bi(ld), 0.0f, out.data(),
                 bi(cols));
     return out;
@@ -146,10 +141,11 @@ void solve_l(Factors& f) {
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(m), 1.0f, f.a.data(), bi(k), f.a.data(), bi(k), 0.0f,
               ga.data(), bi(k));
   // With C: (Bᵀ·C·B) and W·C·B in place of BᵀB and W·B.
-  const std::vector<float> cb = f.times_c(f.b.data(), k, k);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), cb.data(), bi(k), 0.0f,
+  const std::vector<float> weighted_b = f.weighted() ? f.times_c(f.b.data(), k, k) : std::vector<float>{};
+  const float* cb = f.weighted() ? weighted_b.data() : f.b.data();
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), cb, bi(k), 0.0f,
               gb.data(), bi(k));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, f.w, bi(n), cb.data(), bi(k), 0.0f, wb.data(),
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, f.w, bi(n), cb, bi(k), 0.0f, wb.data(),
               bi(k));
   std::vector<double> normal(size_t(k * k)), rhs(size_t(k), 0.0);
   double trace = 0;
