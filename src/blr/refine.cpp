@@ -134,14 +134,14 @@ void pack(const Factors& f, HostBlrMatrix& blr) {
   }
 }
 
-// ℓ by least squares over all components, then negative ones made positive by flipping S_U's column.
-void solve_l(Factors& f) {
+// ℓ by least squares over all components, then negative ones made positive
+// by flipping S_U's column. `weighted_b` is C·B under a Gram (else empty).
+void solve_l(Factors& f, const std::vector<float>& weighted_b) {
   const index_t m = f.m, n = f.n, k = f.k;
   std::vector<float> ga(size_t(k * k)), gb(size_t(k * k)), wb(size_t(m * k));
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(m), 1.0f, f.a.data(), bi(k), f.a.data(), bi(k), 0.0f,
               ga.data(), bi(k));
   // With C: (Bᵀ·C·B) and W·C·B in place of BᵀB and W·B.
-  const std::vector<float> weighted_b = f.weighted() ? f.times_c(f.b.data(), k, k) : std::vector<float>{};
   const float* cb = f.weighted() ? weighted_b.data() : f.b.data();
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(n), 1.0f, f.b.data(), bi(k), cb, bi(k), 0.0f,
               gb.data(), bi(k));
@@ -211,22 +211,37 @@ void conjugate_gradients(const std::function<void(const std::vector<float>&, std
 }
 
 // g under the input Gram C: the columns are coupled through C, so all P·n
-// values move at once. With Q_p = A_p·diag(ℓ_p)·S_V,pᵀ (`mats`), Ŵ =
-// Σ_p Q_p·diag(g_p) and the error tr((W − Ŵ)·C·(W − Ŵ)ᵀ) is the quadratic
-// of H·g = b with H_pq = (Q_pᵀQ_q) ⊙ C and b_p = diag(Q_pᵀ·W·C). Solved by
-// Jacobi-preconditioned conjugate gradients from the current g (each
-// iterate lowers the quadratic, so the error never rises): kGramCgSteps at
-// most, against a P·n Cholesky that costs (P·n)³/3 — most of a sweep at
-// n = 1536. A non-finite iterate keeps g.
-void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
+// values move at once. With Q_p = A_p·diag(ℓ_p)·S_V,pᵀ, Ŵ = Σ_p
+// Q_p·diag(g_p) and the error tr((W − Ŵ)·C·(W − Ŵ)ᵀ) is the quadratic of
+// H·g = b with H_pq = (Q_pᵀQ_q) ⊙ C and b_p = diag(Q_pᵀ·W·C). Both are
+// formed through the rank, never through an m×n Q: Q_pᵀQ_q = S_V,p·(L_pᵀL_q)·
+// S_V,qᵀ with L_p = A_p·diag(ℓ_p), and b_p[j] = Σ_t S_V,p[j][t]·(L_pᵀ·W·C)[t][j]
+// (2n²r flops a block instead of 2n²m). Solved by Jacobi-preconditioned
+// conjugate gradients from the current g (each iterate lowers the
+// quadratic, so the error never rises): kGramCgSteps at most, against a
+// P·n Cholesky that costs (P·n)³/3 — most of a sweep at n = 1536. A
+// non-finite iterate keeps g.
+void solve_g_coupled(Factors& f) {
   const index_t m = f.m, n = f.n, r = f.r, k = f.k, paths = f.paths, size = paths * n;
+  std::vector<float> al(size_t(m * k));  // L = A·diag(ℓ) [m][K]
+  for (index_t i = 0; i < m; ++i)
+    for (index_t c = 0; c < k; ++c) al[at(i, k, c)] = f.a[at(i, k, c)] * float(f.l[size_t(c)]);
+  std::vector<float> lwc(size_t(k * n));  // Lᵀ·W·C [K][n]
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(n), bi(m), 1.0f, al.data(), bi(k), f.wc.data(), bi(n), 0.0f,
+              lwc.data(), bi(n));
+  std::vector<float> ll(size_t(k * k));  // LᵀL [K][K]: block (p, q) is L_pᵀL_q
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(k), bi(k), bi(m), 1.0f, al.data(), bi(k), al.data(), bi(k), 0.0f,
+              ll.data(), bi(k));
   std::vector<std::vector<float>> blocks(size_t(paths * paths));  // H_pq for q ≥ p, [n][n]
+  std::vector<float> svl(size_t(n * r));                          // S_V,p·(L_pᵀL_q) [n][r]
   for (index_t p = 0; p < paths; ++p)
     for (index_t q = p; q < paths; ++q) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(n), bi(r), bi(r), 1.0f, f.sv.data() + p * r, bi(k),
+                  ll.data() + at(p * r, k, q * r), bi(k), 0.0f, svl.data(), bi(r));
       std::vector<float>& hpq = blocks[size_t(p * paths + q)];
       hpq.resize(size_t(n * n));
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(n), bi(m), 1.0f, mats[size_t(p)].data(), bi(n),
-                  mats[size_t(q)].data(), bi(n), 0.0f, hpq.data(), bi(n));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(n), bi(n), bi(r), 1.0f, svl.data(), bi(r), f.sv.data() + q * r, bi(k),
+                  0.0f, hpq.data(), bi(n));
       for (size_t e = 0; e < hpq.size(); ++e) hpq[e] *= f.c[e];
     }
   const auto apply = [&](const std::vector<float>& x, std::vector<float>& y) {  // y = H·x
@@ -242,8 +257,9 @@ void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
   };
   std::vector<double> b(static_cast<size_t>(size), 0.0);
   for (index_t p = 0; p < paths; ++p)
-    for (index_t i = 0; i < m; ++i)
-      for (index_t j = 0; j < n; ++j) b[size_t(p * n + j)] += double(mats[size_t(p)][at(i, n, j)]) * double(f.wc[at(i, n, j)]);
+    for (index_t j = 0; j < n; ++j)
+      for (index_t t = 0; t < r; ++t)
+        b[size_t(p * n + j)] += double(f.sv[at(j, k, p * r + t)]) * double(lwc[at(p * r + t, n, j)]);
   const auto len = static_cast<size_t>(size);
   std::vector<float> x(len);
   std::vector<double> precond(len);
@@ -273,10 +289,15 @@ void solve_g_coupled(Factors& f, const std::vector<std::vector<float>>& mats) {
 // The per-row (side U: h) or per-column (side V: g) P×P least-squares fit.
 // Path p's matrix is M_p = S_U,p·diag(ℓ_p)·B_pᵀ for h (so that Ŵ row i is
 // Σ_p h_pi·M_p,i) and A_p·diag(ℓ_p)·S_V,pᵀ for g (column j: Σ_p g_pj·M_p,·j).
-void solve_outer(Factors& f, bool side_u) {
+// Under the input Gram C only side U comes here (g is solve_g_coupled), with
+// `weighted_b` = C·B: row i's fit weighs by C, ⟨M_p,i, M_q,i⟩_C = (M_p·C)_i ·
+// M_q,i, and M_p·C = S_U,p·diag(ℓ_p)·(C·B_p)ᵀ (C is symmetric), a product
+// through the rank like M_p itself.
+void solve_outer(Factors& f, bool side_u, const std::vector<float>& weighted_b) {
   const index_t m = f.m, n = f.n, r = f.r, k = f.k, paths = f.paths;
   const index_t count = side_u ? m : n;
   std::vector<std::vector<float>> mats(size_t(paths), std::vector<float>(size_t(m * n)));
+  std::vector<std::vector<float>> weighted_mats(f.weighted() ? size_t(paths) : 0, std::vector<float>(size_t(m * n)));
   std::vector<float> left(size_t(m * r));
   for (index_t p = 0; p < paths; ++p) {
     const std::vector<float>& src = side_u ? f.su : f.a;  // [m][K]
@@ -285,16 +306,10 @@ void solve_outer(Factors& f, bool side_u) {
     const float* right = (side_u ? f.b.data() : f.sv.data()) + p * r;  // [n][K], columns of path p
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(r), 1.0f, left.data(), bi(r), right, bi(k), 0.0f,
                 mats[size_t(p)].data(), bi(n));
+    if (f.weighted())
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(r), 1.0f, left.data(), bi(r), weighted_b.data() + p * r,
+                  bi(k), 0.0f, weighted_mats[size_t(p)].data(), bi(n));
   }
-  if (f.weighted() && !side_u) return solve_g_coupled(f, mats);
-  // With C, row i's fit weighs by C: ⟨M_p,i, M_q,i⟩_C = (M_p·C)_i · M_q,i.
-  std::vector<std::vector<float>> weighted_mats;
-  if (f.weighted())
-    for (const std::vector<float>& mp : mats) {
-      std::vector<float>& out = weighted_mats.emplace_back(size_t(m * n));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(n), bi(n), 1.0f, mp.data(), bi(n), f.c.data(), bi(n), 0.0f,
-                  out.data(), bi(n));
-    }
   const std::vector<std::vector<float>>& left_mats = f.weighted() ? weighted_mats : mats;
   // gram[x][p][q] = ⟨M_p, M_q⟩ and rhs[x][p] = ⟨M_p, W⟩ over row (or column) x.
   std::vector<double> gram(size_t(count * paths * paths), 0.0), rhs(size_t(count * paths), 0.0);
@@ -463,9 +478,14 @@ std::vector<double> refine(HostBlrMatrix& blr, std::span<const float> w, int swe
   Factors f = unpack(blr, w, input_gram);
   const double wnorm = std::sqrt(f.sq_norm(w.data()));
   const auto scales = [&f] {
-    solve_l(f);
-    solve_outer(f, true);
-    solve_outer(f, false);
+    // Neither ℓ's fit nor h's changes B: one C·B serves both.
+    const std::vector<float> cb = f.weighted() ? f.times_c(f.b.data(), f.k, f.k) : std::vector<float>{};
+    solve_l(f, cb);
+    solve_outer(f, true, cb);
+    if (f.weighted())
+      solve_g_coupled(f);
+    else
+      solve_outer(f, false, cb);
   };
   for (int s = 0; s < sweeps; ++s) {
     scales();
