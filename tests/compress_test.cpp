@@ -1343,6 +1343,7 @@ TEST(Compress, RecipeBlockwiseThenEndToEndResumes) {
     ASSERT_EQ(sa.at("stages").size(), 1u);
     EXPECT_EQ(sa.at("stages")[0].at("objective"), "sequential");
     EXPECT_TRUE(sa.at("perplexity").contains("blockwise"));
+    EXPECT_TRUE(sa.at("perplexity").at("init").at("ppl").get<double>() > 0);  // the block-wise stage's start
     EXPECT_FALSE(fs::exists(a.out.string() + ".blockwise.bitrank"));
     EXPECT_EQ(step_log(a.out).size(), 6u);
 
@@ -1361,6 +1362,15 @@ TEST(Compress, RecipeBlockwiseThenEndToEndResumes) {
     expect_same_steps(step_log(a.out), step_log(b.out));
     expect_same_tensors(a.out, b.out);
     EXPECT_EQ(sa.at("perplexity").at("blockwise").at("ppl"), sb.at("perplexity").at("blockwise").at("ppl"));
+
+    // Without eval_init the start is not measured: null in the summary.
+    train::CompressOptions c = a;
+    c.out = dir / "c.bitrank";
+    c.e2e_steps = 0;
+    c.eval_init = false;
+    const auto sc = train::compress_recipe(c, be);
+    EXPECT_TRUE(sc.at("perplexity").at("init").is_null());
+    EXPECT_TRUE(sc.at("perplexity").at("student").at("ppl").get<double>() > 0);
   });
 }
 
@@ -1381,6 +1391,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.allocation, "front");
   EXPECT_EQ(cpu.init_refine, 8);
   EXPECT_EQ(cpu.calib_windows, 64);
+  EXPECT_FALSE(cpu.eval_init);
   train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});
@@ -1398,6 +1409,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.steps, 1000);
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
+  EXPECT_TRUE(cuda.eval_init);
   EXPECT_EQ(cuda.allocation, "uniform");
   EXPECT_EQ(cuda.init_refine, 8);
   EXPECT_EQ(cuda.init_method, "act");
@@ -1432,13 +1444,15 @@ TEST(Compress, RecipeDefaults) {
   given.steps = 3;
   given.train.signs.lr = 5e-3f;
   given.init_method = "svid";
+  given.eval_init = false;
   train::apply_recipe_defaults(
-      given, "train", {.init_method = true, .seq_len = true, .steps = true, .sign_lr = true});
+      given, "train", {.init_method = true, .seq_len = true, .steps = true, .sign_lr = true, .eval_init = true});
   EXPECT_EQ(given.seq_len, 64);
   EXPECT_EQ(given.steps, 3);
   EXPECT_FLOAT_EQ(given.train.signs.lr, 5e-3f);
   EXPECT_EQ(given.init_method, "svid");
   EXPECT_EQ(given.windows_per_step, 8);
+  EXPECT_FALSE(given.eval_init);
 
   train::CompressOptions bad;
   test::expect_error([&] { train::apply_recipe_defaults(bad, "qat", {}); }, "method 'qat' is not one of train, ptq");

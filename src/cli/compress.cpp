@@ -97,8 +97,10 @@ int run_compress(CompressCliOptions o) {
   if (job.diagnose) return 0;
   const auto& p = summary.at("perplexity");
   const double teacher = p.at("teacher").at("ppl").get<double>(), student = p.at("student").at("ppl").get<double>();
-  std::string stages = fmt::format("the start ({}): {:.4g}", summary.value("init_method", std::string("init")),
-                                   p.at("init").at("ppl").get<double>());
+  const std::string start = summary.value("init_method", std::string("init"));
+  std::string stages = p.at("init").is_null()
+                           ? fmt::format("the start ({}) not measured: --eval-init", start)
+                           : fmt::format("the start ({}): {:.4g}", start, p.at("init").at("ppl").get<double>());
   if (p.contains("blockwise"))
     stages += fmt::format(", after the block-wise stage: {:.4g}", p.at("blockwise").at("ppl").get<double>());
   std::fprintf(stderr,

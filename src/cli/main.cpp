@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
   compress_cmd->add_option("--eval-windows", compress.job.eval_windows,
                            "perplexity windows of the evaluation split (default 16; 0: all)")
       ->check(kNonNegative);
+  auto* eval_init_opt = compress_cmd->add_option("--eval-init", compress.job.eval_init,
+                           "also measure the perplexity of the start, before training (default: cuda true, cpu false)");
   compress_cmd->add_option("--eval-seq-len", compress.job.eval_seq_len, "tokens per perplexity window (default 512)")
       ->check(kSeqLen);
   compress_cmd->add_option("--checkpoint-every", compress.job.checkpoint_every,
@@ -317,7 +319,8 @@ int main(int argc, char** argv) {
                         .sign_lr = sign_lr_opt->count() > 0,
                         .e2e_steps = e2e_steps_opt->count() > 0,
                         .allocation = allocation_opt->count() > 0,
-                        .init_refine = init_refine_opt->count() > 0};
+                        .init_refine = init_refine_opt->count() > 0,
+                        .eval_init = eval_init_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       compress.tokens_given = tokens_opt->count() > 0;
       compress.steps_given = steps_opt->count() > 0;

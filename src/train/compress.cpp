@@ -50,6 +50,7 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   // gain at cuda's 25× larger one (docs/results.md), where act is cheaper.
   if (!given.init_method) o.init_method = !cuda && o.init_refine > 0 ? "gram" : "act";
   if (!given.allocation) o.allocation = !cuda && o.bpw >= 1.0 ? "front" : "uniform";
+  if (!given.eval_init) o.eval_init = cuda;  // 18 s of the cpu main job's 10 minutes
   if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
 }
 
@@ -95,6 +96,7 @@ nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>&
   second.init = first.out;
   second.init_refine = 0;  // the block-wise file's matrices: refined (if asked) before that stage trained
   second.bpw_overrides = {};  // the ranks are the block-wise file's
+  second.eval_init = false;   // its start is the block-wise stage's student, measured there
   const bool second_started = fs::exists(compress_checkpoint_path(second.out));
   const bool first_done = fs::exists(first.out) && !fs::exists(compress_checkpoint_path(first.out));
   nlohmann::ordered_json stage1;

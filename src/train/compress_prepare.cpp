@@ -193,10 +193,13 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
   const CompressOptions& o = run.o;
   const auto t_init = CompressClock::now();
   const bool weighted = o.init_method != "svid" && !run.from;
-  const std::string init_what = run.from                   ? fmt::format("from {}", o.init.string())
-                                : o.init_method == "gram" ? std::string("activation-weighted Dual-SVID, refined under the input Grams")
-                                : weighted                ? std::string("activation-weighted Dual-SVID")
-                                                          : std::string("Dual-SVID");
+  const std::string refined =
+      o.init_refine == 0          ? std::string()
+      : o.init_method == "gram"   ? fmt::format(", {} sweeps under the input Grams", o.init_refine)
+                                  : fmt::format(", {} refinement sweeps", o.init_refine);
+  const std::string init_what = run.from   ? fmt::format("from {}", o.init.string())
+                                : weighted ? "activation-weighted Dual-SVID" + refined
+                                           : "Dual-SVID" + refined;
   std::vector<blr::HostBlrMatrix> init(run.plan.size());
   run.init_error.assign(run.plan.size(), 0.0);
   run.init_output_error.assign(run.plan.size(), std::numeric_limits<double>::quiet_NaN());
@@ -261,10 +264,15 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
   if (!run.resumed) run.ckpt.init_seconds = seconds_since(t_init);
 }
 
-// Teacher and initialisation perplexity (a resumed run has them from the checkpoint).
+// Teacher and initialisation perplexity (a resumed run has them from the
+// checkpoint); the initialisation's is null without eval_init.
 void measure_start(CompressRun& run) {
   const CompressOptions& o = run.o;
   const Perplexity teacher = perplexity(*run.teacher, run.eval_ids, o.eval_seq_len, run.eval_windows, "teacher");
+  if (!o.eval_init) {
+    run.ckpt.perplexity = {{"teacher", ppl_json(teacher)}, {"init", nullptr}};
+    return;
+  }
   // --init: the starting model has the teacher's dense tensors but the
   // file's gains, swapped into `weights` while it is built (a model copies
   // what it reads) and swapped back right after.
@@ -290,7 +298,8 @@ std::vector<std::int32_t> training_ids(CompressRun& run) {
   const CompressOptions& o = run.o;
   std::vector<std::int32_t> ids;
   if (o.data == "text") {
-    TextSources sources{.paths = o.texts};
+    TextSources sources;
+    sources.paths = o.texts;
     if (!o.eval_text.empty()) sources.exclude = {o.eval_text};
     run.train_text = load_training_text(sources);
     ids = run.tokenizer->encode(run.train_text.text);
@@ -307,7 +316,10 @@ std::vector<std::int32_t> training_ids(CompressRun& run) {
     }
   }
   if (o.data == "text" && o.teacher_share == 0) return ids;
-  TeacherTextOptions t{.tokens = o.teacher_tokens, .seq_len = o.seq_len, .seed = o.seed};
+  TeacherTextOptions t;
+  t.tokens = o.teacher_tokens;
+  t.seq_len = o.seq_len;
+  t.seed = o.seed;
   t.model_id = teacher_fingerprint(run.weights);
   t.cache = o.out.string() + ".teacher.ids";
   const TeacherText teacher = generate_teacher_text(*run.teacher, *run.tokenizer, t);

@@ -162,6 +162,7 @@ struct CompressOptions {
   std::int64_t seq_len = 256;     // T
   std::int64_t windows_per_step = 4;
   std::int64_t eval_windows = 16; // perplexity windows of the evaluation split (0: all)
+  bool eval_init = true;          // also the start's perplexity (before training); the summary's "init" is null without it
   std::int64_t eval_seq_len = 512;
   std::uint64_t seed = 0;
   float tau = 0.25f;              // sign latents start at ±tau
@@ -186,7 +187,7 @@ void validate(const CompressOptions& options);
 struct GivenOptions {
   bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
   bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false, e2e_steps = false;
-  bool allocation = false, init_refine = false;
+  bool allocation = false, init_refine = false, eval_init = false;
 };
 
 // The defaults that depend on the device, the method and the objective, set
@@ -216,6 +217,8 @@ struct GivenOptions {
 //     Dual-SVID, on both devices (the README's main job: none 2,021, 4
 //     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
 //     block-wise stage 53.9 → 37.5);
+//   eval_init: on cuda only (on cpu the start's perplexity is 18 s of the
+//     README's 10-minute main job, and says nothing about the result);
 //   init_method: "gram" on cpu when there are sweeps (under the input Grams:
 //     the README's main job 146.0 → 123.8 at 8 sweeps and 16 calibration
 //     windows, 129.8 at 4), "act" on cuda (its block-wise stage: act 37.5, gram 38.7) and
