@@ -204,7 +204,7 @@ struct GivenOptions {
 //     (H200) 355.6 at 100 steps, 59.1 at 1000, 39.2 with the e2e stage;
 //   device cuda: windows of 512, 8 a step, 1000 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
-//     windows of 256, 4 a step, 40 steps (the README's main job: 9.8 min on
+//     windows of 256, 4 a step, 40 steps (the README's main job: 9.6 min on
 //     the 2-core machine), no e2e stage; 64 calibration windows on both
 //     (cpu, gram: 16 windows 123.8, 32 92.3, 64 87.0);
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
