@@ -54,10 +54,6 @@
 #include "support/student_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank {
 namespace {
 

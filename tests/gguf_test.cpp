@@ -23,10 +23,6 @@
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/model/hybrid.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank::io {
 namespace {
 

@@ -23,10 +23,6 @@
 #include "support/corpus_digest.hpp"
 #include "support/expect.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank::io {
 namespace {
 

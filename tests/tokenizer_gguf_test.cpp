@@ -18,10 +18,6 @@
 #include "bitrank/io/gguf.hpp"
 #include "bitrank/io/tokenizer.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank::io {
 namespace {
 

@@ -22,10 +22,6 @@
 #include "support/corpus_digest.hpp"
 #include "support/expect.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank::train {
 namespace {
 

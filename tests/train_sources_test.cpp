@@ -25,10 +25,6 @@
 #include "support/expect.hpp"
 #include "support/temp_dir.hpp"
 
-#ifndef BITRANK_SMOLLM2_GGUF
-#define BITRANK_SMOLLM2_GGUF ""
-#endif
-
 namespace bitrank::train {
 namespace {
 
