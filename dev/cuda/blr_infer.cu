@@ -97,6 +97,94 @@
 // Sum orders (fixed by the shape): a_k = Σ_chunks (tree over lanes of
 // (Σ_q in order)); s_j = Σ_warps in order of ((Σ over the warp's words and
 // bits, NACC-interleaved) tree over NACC).
+//
+// Design of v4/v5 (two plain kernels chained by programmatic dependent launch;
+// no cooperative launch, no grid barrier, no counters, no partial sums in
+// global memory). Written before any GPU run of them.
+//   rank kernel  a thread-block cluster of 8 blocks per (path p, word group g
+//                of 4 words = 128 ranks): block cr takes the inputs
+//                [cr·nib, (cr+1)·nib), nib = ⌈n/8⌉ rounded up to 32; its 8
+//                warps take nib/8 consecutive inputs each; lane l owns the 4
+//                ranks 128g + 4l … 128g + 4l + 3 (bits 4·(l%8) … of word
+//                4g + l/8). Before griddepcontrol.wait the block only stages
+//                weights: its S_V words (cp.async into shared memory) and ℓ.
+//                After it: x' = g⊙x into shared memory (read back as broadcast
+//                LDS.128), the loop (4·T accumulators a lane, no cross-lane
+//                reduction: a lane's ranks are its own), the 8 warps added in
+//                order in shared memory, then cluster.sync and each block of
+//                the cluster adds the 8 blocks' sums of 1/8 of the group's
+//                (rank, token) values in block order through distributed
+//                shared memory and stores c = ℓ⊙a (zero past r). Blocks:
+//                8·P·⌈words/4⌉ = 16 (576², r 128), 128 (4096², r 992),
+//                192 (11008×4096, r 1472; 2 a SM fit, so all resident).
+//   row kernel   launched with programmatic stream serialization; the rank
+//                kernel triggers at its start, so the row kernel's blocks
+//                stage their S_U rows (32 consecutive rows = one contiguous
+//                run of 32·words words, cp.async into rows of odd stride: no
+//                bank conflicts) and h while the rank kernel runs; then
+//                griddepcontrol.wait, c of every path and token into shared
+//                memory (__ldcg: L2, never a stale L1 line), the v2/v3 row
+//                loop (lane = row, warp q the words q, q+8, …, c by broadcast
+//                LDS.128), the 8 warps added in order, paths in order.
+//                It triggers at its start as well, so the next call's rank
+//                kernel stages its weights while this one runs (what a chain
+//                of layers would do: nothing before the wait depends on x).
+//   v4           subset sums in both kernels: Σ± = 2·Σ_set − Σ_all, Σ_all of
+//                x' per block (per-thread sums in order of input, a butterfly
+//                over the warp, warps in order, blocks in cluster order) and
+//                of c per (path, token) (per-lane sums in order, butterfly).
+//                Accuracy caveat (as v3): when the summands share a sign
+//                (x' with a large mean), 2·Σ_set and Σ_all are both large and
+//                cancel, so the error grows by up to ~√n against a ± sum;
+//                the harness's zero-mean x does not show it.
+//   v5           the same kernels with the sign applied by XOR (as v2): no
+//                cancellation, one more instruction per sign and token.
+// Sum orders (fixed by the shape): a_k = Σ_blocks of cluster in order (Σ_warps
+// in order (Σ_inputs of the warp in order)); s_j = Σ_warps in order of (the
+// warp's words in order, bits in order, NACC-interleaved, tree over NACC).
+//
+// Budget (thread instructions per sign and token, the loops' SASS to be
+// counted below):
+//   rank, per input and lane: LDS word + SHF (the lane's 4 bits) + ~1 R2P/
+//   LOP3 for the predicates + T/4·... LDS.128 of x' (T=1: 0.25, T=8: 2) +
+//   4·T predicated FADD → T=1 ≈ 7.3/4 = 1.8; T=8 ≈ 37/32 = 1.16.
+//   v5: + 4·T LOP3 (XOR) and 4 masks → T=1 ≈ 3.0, T=8 ≈ 2.2.
+//   row, per word and lane (v3's loop): LDS word + ~5 R2P + 8·T LDS.128 +
+//   32·T predicated FADD → T=1 ≈ 1.45, T=8 ≈ 1.3 (v5: ≈ 2.5 and 2.3).
+// Issue at 4096² r 992 P 2 (8.1 M signs a phase and token; 528 warp-instr
+// a cycle over 132 SMs at ~1.75 GHz; both kernels have 128 blocks of 8 warps):
+//   T=1  rank 8.1 M × 1.8 / 32 / (128·4) / 1.75 GHz ≈ 0.5 µs; row 0.45 µs.
+//   T=8  rank ≈ 2.6 µs, row ≈ 3.3 µs, c staged per row block
+//        63.5 KB × 128 = 8.1 MB from L2 ≈ 1.2 µs.
+// Latency chain per call (graph, back to back; prologues hidden by PDL):
+//   wait release after the previous grid (~0.7 µs) + x from L2 (~0.6) +
+//   loop + __syncthreads + cluster.sync + DSMEM loads (~0.4) + c store,
+//   grid completion and release of the row kernel's wait (~1.0) + c from L2
+//   (~0.6) + loop + reduction + y store (~0.3) ≈ 3.6 µs + the loops.
+// Direct (no graph) calls need two cudaLaunchKernelEx a call on the host,
+// ~2 µs each: ≈ 4–5 µs a call is a host floor there.
+// Predictions (graph / direct):
+//   576² r 128          T=1  3.6 / ~4.5 µs      T=8  ~4 / ~4.5 µs
+//   4096² r 992         T=1  ~4.5 µs (≥ 2.5× cuBLAS's 11.9 direct)
+//                       T=8  ~11 µs (3.6 chain + 2.6 rank + 3.3 row + 1.2 c)
+//   11008×4096 r 1472   T=1  ~6.5 µs; T=8 ~27 µs (rank: 192 blocks, 2 on 60
+//                       SMs ≈ 5.4 µs; row loop ≈ 14 µs of issue in 2.6 waves
+//                       of 132; c staged 344 × 94 KB = 32 MB from L2 ≈ 4 µs)
+//   v5: +0.5 µs at T=1, +4–6 µs at T=8 at 4096².
+// SASS of the inner loops (cuobjdump -sass, nvcc 13, sm_90a; compiled, not
+// yet run), instructions per sign (T=1) or per sign and token (T=8):
+//                 rank loop                     row loop
+//   v4  T=1       125 / 64 signs   = 1.95       203 / 128           = 1.59
+//   v4  T=8       323 / 256        = 1.26       369 / 256           = 1.44
+//   v5  T=1       62 / 16          = 3.9        109 / 32            = 3.4
+//   v5  T=8       309 / 128        = 2.4        650 / 256           = 2.5
+// (v4 rank: per input LDS word + SHF + R2P + 4·T predicated FADD + T/4
+// LDS.128; v4 row: as v3.) ptxas: rank 32 registers (T=1), 63–64 (T=8);
+// row 58–64; no spills. With these counts the issue terms above become
+// 0.55 / 0.5 µs (T=1) and 2.8 / 3.6 µs (T=8) at 4096².
+// Next steps if the measurement agrees: c multicast to a cluster of row blocks (TMA
+// .multicast::cluster) to cut the 8–32 MB of c staging at T=8.
+#include <cooperative_groups.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -758,6 +846,402 @@ cudaError_t run(const Problem& pr, cudaStream_t s) {
 }  // namespace fused
 
 // ===========================================================================
+// Versions 4 and 5: two plain kernels chained by programmatic dependent
+// launch (design, budget and predictions in the header comment). kSubset =
+// true is version 4 (predicated subset sums, Σ± = 2·Σ_set − Σ_all), false is
+// version 5 (the same kernels with the sign applied by XOR, no Σ_all).
+// ===========================================================================
+namespace split {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 256;  // 8 warps a block, both kernels
+constexpr int kWarps = kThreads / 32;
+constexpr int kCluster = 8;                // rank blocks of one cluster: they split the inputs of one word group
+constexpr int kBits = 4;                   // ranks a lane owns in the rank kernel (4 bits of one word)
+constexpr int kGroupWords = 32 * kBits / 32;  // words of one rank cluster (4: 128 ranks)
+constexpr int kGroupRanks = 32 * kBits;
+constexpr int kRows = 32;  // rows of one row block (lane l: row 32·block + l)
+constexpr std::size_t kSmemMax = 200 << 10;
+
+struct Args {
+  PathPtrs path[kMaxPaths];
+  const float* x;
+  float* y;
+  float* c;  // [P][T][r32], zero past r
+  int m, n, r, words, r32, paths;
+  int groups;  // word groups of kGroupWords words
+  int nib;     // inputs of one rank block (a multiple of 4·kWarps)
+  int stride;  // words of a row of staged S_U in shared memory (odd: no bank conflicts)
+};
+
+// Programmatic dependent launch (PTX griddepcontrol, sm_90): launch_dependents lets
+// the next kernel of the stream start its prologue now; wait blocks until every
+// prerequisite grid has completed and its memory is visible.
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+__device__ __forceinline__ float flip(float v, std::uint32_t mask) {
+  return __uint_as_float(__float_as_uint(v) ^ mask);
+}
+
+// acc += v if bit b of word is set: a predicate from one LOP3 and a predicated FADD.
+__device__ __forceinline__ void add_if(float& acc, std::uint32_t word, std::uint32_t bit, float v) {
+  asm("{\n\t.reg .pred p;\n\t.reg .b32 t;\n\tand.b32 t, %1, %2;\n\tsetp.ne.u32 p, t, 0;\n\t@p add.rn.f32 %0, %0, %3;\n\t}"
+      : "+f"(acc)
+      : "r"(word), "r"(bit), "f"(v));
+}
+
+// acc ±= v by bit b of word (the word already shifted so that the lane's bits start at 0).
+template <bool kSubset>
+__device__ __forceinline__ void step(float& acc, std::uint32_t word, int b, float v) {
+  if constexpr (kSubset)
+    add_if(acc, word, 1u << b, v);
+  else
+    acc = __fadd_rn(acc, flip(v, (~word << (31 - b)) & 0x80000000u));
+}
+
+// Shared memory of a rank block, in floats (every block of a launch has the same layout,
+// so that cluster peers find bsum and btot at the same offsets).
+template <int T>
+struct RankSmem {
+  int sw, xs, red, bsum, btot, wtot, total;
+  __host__ __device__ explicit RankSmem(int nib) {
+    sw = 0;                                  // uint32 [nib][kGroupWords]: S_V words of the block's inputs
+    xs = sw + nib * kGroupWords;             // [nib][T]: x' = x·g
+    red = xs + nib * T;                      // [kWarps][T][kGroupRanks]: each warp's sums
+    bsum = red + kWarps * T * kGroupRanks;   // [T][kGroupRanks]: the block's sums (read by the cluster)
+    btot = bsum + T * kGroupRanks;           // [T] (v4): Σ x' over the block's inputs
+    wtot = btot + 4 * ((T + 3) / 4);         // [kWarps][T] (v4): Σ x' per warp
+    total = wtot + kWarps * T;
+  }
+};
+
+// ---- rank kernel: c = ℓ⊙(S_V^T (g⊙x)) -------------------------------------------
+// Cluster u = (path p, word group g) of kCluster blocks; block cr of it takes the
+// inputs [cr·nib, (cr+1)·nib), warp q of the block nib/kWarps of those, lane
+// (wl = l/8, sub = l%8) the 4 ranks 32·(4g + wl) + 4·sub + b, b < 4.
+template <int T, bool kSubset>
+__global__ void __launch_bounds__(kThreads) rank_kernel(Args a) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  pdl_trigger();  // the row kernel may start staging its S_U rows now
+  cg::cluster_group cluster = cg::this_cluster();
+  const int cr = static_cast<int>(cluster.block_rank());
+  const int unit = static_cast<int>(blockIdx.x) / kCluster, g = unit % a.groups, p = unit / a.groups;
+  const PathPtrs pp = a.path[p];
+  const RankSmem<T> L(a.nib);
+  std::uint32_t* sw = reinterpret_cast<std::uint32_t*>(smem + L.sw);
+  float* xs = smem + L.xs;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ib = cr * a.nib;
+
+  // Before the wait: the weights only (S_V words into shared memory, ℓ of this block's outputs).
+  for (int e = tid; e < a.nib * kGroupWords; e += kThreads) {
+    const int i = ib + e / kGroupWords, w = g * kGroupWords + e % kGroupWords;
+    if (i < a.n && w < a.words)
+      cp_async4(sw + e, pp.sv + static_cast<std::size_t>(i) * a.words + w);
+    else
+      sw[e] = 0u;
+  }
+  constexpr int kPer = T * kGroupRanks / kCluster;  // outputs (rank, token) this block finishes
+  static_assert(kPer <= kThreads);
+  const int v_out = cr * kPer + tid, k_out = g * kGroupRanks + v_out % kGroupRanks;
+  const float l_out = tid < kPer && k_out < a.r ? __ldg(pp.l + k_out) : 0.0f;
+
+  pdl_wait();  // x may be the previous kernel's output
+  float tot[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) tot[t] = 0.0f;
+  for (int il = tid; il < a.nib; il += kThreads) {
+    const int i = ib + il;
+    const float gi = i < a.n ? __ldg(pp.g + i) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const float xp = i < a.n ? __fmul_rn(__ldcg(a.x + static_cast<std::size_t>(t) * a.n + i), gi) : 0.0f;
+      xs[il * T + t] = xp;
+      tot[t] = __fadd_rn(tot[t], xp);
+    }
+  }
+  if constexpr (kSubset) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int t = 0; t < T; ++t) tot[t] = __fadd_rn(tot[t], __shfl_xor_sync(0xffffffffu, tot[t], o));
+    if (lane < T) {
+      float v = 0.0f;
+#pragma unroll
+      for (int t = 0; t < T; ++t)
+        if (t == lane) v = tot[t];
+      smem[L.wtot + warp * T + lane] = v;
+    }
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // Main loop: warp `warp` takes inputs [warp·ipw, (warp+1)·ipw) of the block, 4 at a time.
+  const int ipw = a.nib / kWarps, wl = lane >> 3, sub = lane & 7;
+  const std::uint32_t* myw = sw + warp * ipw * kGroupWords + wl;
+  const float* myx = xs + warp * ipw * T;
+  float acc[kBits][T];
+#pragma unroll
+  for (int b = 0; b < kBits; ++b)
+#pragma unroll
+    for (int t = 0; t < T; ++t) acc[b][t] = 0.0f;
+  for (int il = 0; il < ipw; il += 4) {
+    float xv[4 * T];  // inputs il..il+3, tokens in order: one LDS.128 (broadcast) per 4 values
+    const float4* x4 = reinterpret_cast<const float4*>(myx + il * T);
+#pragma unroll
+    for (int e = 0; e < T; ++e) {
+      const float4 v = x4[e];
+      xv[4 * e] = v.x, xv[4 * e + 1] = v.y, xv[4 * e + 2] = v.z, xv[4 * e + 3] = v.w;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const std::uint32_t wd = myw[(il + u) * kGroupWords] >> (4 * sub);
+#pragma unroll
+      for (int b = 0; b < kBits; ++b)
+#pragma unroll
+        for (int t = 0; t < T; ++t) step<kSubset>(acc[b][t], wd, b, xv[u * T + t]);
+    }
+  }
+  float* red = smem + L.red;
+#pragma unroll
+  for (int b = 0; b < kBits; ++b)
+#pragma unroll
+    for (int t = 0; t < T; ++t) red[(warp * T + t) * kGroupRanks + lane * kBits + b] = acc[b][t];
+  __syncthreads();
+  // The block's sums: warps added in order.
+  for (int v = tid; v < T * kGroupRanks; v += kThreads) {
+    float s = red[v];
+#pragma unroll
+    for (int q = 1; q < kWarps; ++q) s = __fadd_rn(s, red[q * T * kGroupRanks + v]);
+    smem[L.bsum + v] = s;
+  }
+  if constexpr (kSubset) {
+    if (tid < T) {
+      float s = smem[L.wtot + tid];
+#pragma unroll
+      for (int q = 1; q < kWarps; ++q) s = __fadd_rn(s, smem[L.wtot + q * T + tid]);
+      smem[L.btot + tid] = s;
+    }
+  }
+  cluster.sync();
+  // The cluster's sums: blocks added in order (distributed shared memory); this block
+  // finishes kPer of the group's T·128 (rank, token) values.
+  if (tid < kPer) {
+    const int t = v_out / kGroupRanks;
+    float part[kCluster], ptot[kCluster];
+#pragma unroll
+    for (int b = 0; b < kCluster; ++b) {
+      const float* peer = cluster.map_shared_rank(smem, b);
+      part[b] = peer[L.bsum + v_out];
+      ptot[b] = kSubset ? peer[L.btot + t] : 0.0f;
+    }
+    float s = part[0], st = ptot[0];
+#pragma unroll
+    for (int b = 1; b < kCluster; ++b) {
+      s = __fadd_rn(s, part[b]);
+      if constexpr (kSubset) st = __fadd_rn(st, ptot[b]);
+    }
+    if constexpr (kSubset) s = __fsub_rn(__fadd_rn(s, s), st);  // Σ± = 2·Σ_set − Σ_all
+    if (k_out < a.r32) a.c[(static_cast<std::size_t>(p) * T + t) * a.r32 + k_out] = k_out < a.r ? __fmul_rn(l_out, s) : 0.0f;
+  }
+  cluster.sync();  // peers read this block's shared memory until here
+}
+
+// Shared memory of a row block, in floats.
+template <int T>
+struct RowSmem {
+  int cs, su, red, csum, total;
+  __host__ __device__ RowSmem(int paths, int r32, int stride) {
+    cs = 0;                                  // [P][T][r32]: c
+    su = cs + paths * T * r32;               // uint32 [P][kRows][stride]: the block's S_U rows
+    red = su + paths * kRows * stride;       // [kWarps][P][T][32]: each warp's row sums
+    csum = red + kWarps * paths * T * 32;    // [P][T] (v4): Σ_k c
+    total = csum + paths * T;
+  }
+};
+
+// Accumulators of one row sum: independent partial sums that break the FADD chain.
+template <int T>
+__host__ __device__ constexpr int row_accs() {
+  return T >= 4 ? 1 : 4 / T;
+}
+
+// ---- row kernel: y = Σ_p h ⊙ (S_U c) -----------------------------------------------
+// Block b takes rows 32b … 32b + 31; lane l row 32b + l; warp q the words q, q + 8, …
+// of every path; c of every path and token in shared memory, read by broadcast LDS.128.
+template <int T, bool kSubset>
+__global__ void __launch_bounds__(kThreads) row_kernel(Args a) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  pdl_trigger();  // the next call's rank kernel may stage its weights now
+  const RowSmem<T> L(a.paths, a.r32, a.stride);
+  float* cs = smem + L.cs;
+  std::uint32_t* su = reinterpret_cast<std::uint32_t*>(smem + L.su);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int j0 = static_cast<int>(blockIdx.x) * kRows;
+  const int rows = min(kRows, a.m - j0);
+
+  // Before the wait: the weights only (the block's S_U rows, contiguous in memory; h).
+  for (int p = 0; p < a.paths; ++p) {
+    const std::uint32_t* src = a.path[p].su + static_cast<std::size_t>(j0) * a.words;
+    std::uint32_t* dst = su + p * kRows * a.stride;
+    for (int e = tid; e < kRows * a.words; e += kThreads) {
+      const int row = e / a.words, w = e - row * a.words;
+      if (row < rows)
+        cp_async4(dst + row * a.stride + w, src + e);
+      else
+        dst[row * a.stride + w] = 0u;
+    }
+  }
+  const int jo = j0 + (tid & 31);
+  float hv[kMaxPaths];
+#pragma unroll
+  for (int p = 0; p < kMaxPaths; ++p) hv[p] = p < a.paths && tid < T * 32 && jo < a.m ? __ldg(a.path[p].h + jo) : 0.0f;
+
+  pdl_wait();  // c is the rank kernel's output
+  {
+    const float4* src = reinterpret_cast<const float4*>(a.c);
+    for (int e = tid; e < a.paths * T * a.r32 / 4; e += kThreads) smem4[L.cs / 4 + e] = __ldcg(src + e);
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  if constexpr (kSubset) {
+    for (int pt = warp; pt < a.paths * T; pt += kWarps) {
+      float s = 0.0f;
+      for (int e = lane; e < a.r32; e += 32) s = __fadd_rn(s, cs[pt * a.r32 + e]);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+      if (lane == 0) smem[L.csum + pt] = s;
+    }
+  }
+
+  constexpr int NACC = row_accs<T>();
+  float* red = smem + L.red;
+  for (int p = 0; p < a.paths; ++p) {
+    float acc[T][NACC];
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int e = 0; e < NACC; ++e) acc[t][e] = 0.0f;
+    const std::uint32_t* myrow = su + (p * kRows + lane) * a.stride;
+    for (int w = warp; w < a.words; w += kWarps) {
+      const std::uint32_t wd = myrow[w];
+      const float4* cw = reinterpret_cast<const float4*>(cs + p * T * a.r32 + w * 32);
+#pragma unroll
+      for (int bq = 0; bq < 8; ++bq) {
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          const float4 v4 = cw[t * (a.r32 / 4) + bq];
+          const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+          for (int e4 = 0; e4 < 4; ++e4) {
+            const int b = bq * 4 + e4;
+            step<kSubset>(acc[t][b % NACC], wd, b, v[e4]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      float s;
+      if constexpr (NACC == 4)
+        s = __fadd_rn(__fadd_rn(acc[t][0], acc[t][1]), __fadd_rn(acc[t][2], acc[t][3]));
+      else if constexpr (NACC == 2)
+        s = __fadd_rn(acc[t][0], acc[t][1]);
+      else
+        s = acc[t][0];
+      red[((warp * a.paths + p) * T + t) * 32 + lane] = s;
+    }
+  }
+  __syncthreads();
+  if (tid < T * 32) {
+    const int t = tid >> 5, l = tid & 31, j = j0 + l;
+    if (j < a.m) {
+      float y = 0.0f;
+      for (int p = 0; p < a.paths; ++p) {
+        float s = red[(p * T + t) * 32 + l];
+#pragma unroll
+        for (int q = 1; q < kWarps; ++q) s = __fadd_rn(s, red[((q * a.paths + p) * T + t) * 32 + l]);
+        if constexpr (kSubset) s = __fsub_rn(__fadd_rn(s, s), smem[L.csum + p * T + t]);
+        float h = hv[0];
+#pragma unroll
+        for (int pp = 1; pp < kMaxPaths; ++pp)
+          if (pp == p) h = hv[pp];
+        y = __fadd_rn(y, __fmul_rn(h, s));
+      }
+      a.y[static_cast<std::size_t>(t) * a.m + j] = y;
+    }
+  }
+}
+
+template <int T, bool kSubset>
+cudaError_t run_t(const Problem& pr, cudaStream_t s) {
+  static bool opted = false;
+  if (!opted) {
+    CK(cudaFuncSetAttribute(rank_kernel<T, kSubset>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(kSmemMax)));
+    CK(cudaFuncSetAttribute(row_kernel<T, kSubset>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(kSmemMax)));
+    opted = true;
+  }
+  Args a{};
+  for (int p = 0; p < kMaxPaths; ++p) a.path[p] = pr.path[p];
+  a.x = pr.x;
+  a.y = pr.y;
+  a.c = pr.scratch;
+  a.m = pr.m, a.n = pr.n, a.r = pr.r, a.words = pr.words, a.r32 = pr.r32, a.paths = pr.paths;
+  a.groups = (pr.words + kGroupWords - 1) / kGroupWords;
+  const int per_block = (pr.n + kCluster - 1) / kCluster;
+  a.nib = (per_block + 4 * kWarps - 1) / (4 * kWarps) * (4 * kWarps);
+  a.stride = pr.words | 1;
+  const std::size_t rank_bytes = static_cast<std::size_t>(RankSmem<T>(a.nib).total) * sizeof(float);
+  const std::size_t row_bytes = static_cast<std::size_t>(RowSmem<T>(a.paths, a.r32, a.stride).total) * sizeof(float);
+  if (rank_bytes > kSmemMax || row_bytes > kSmemMax || static_cast<std::size_t>(pr.paths) * T * pr.r32 > pr.scratch_floats)
+    return cudaErrorInvalidValue;
+
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = kCluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(kCluster * a.groups * a.paths));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = rank_bytes;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, rank_kernel<T, kSubset>, a);
+  if (e != cudaSuccess) return e;
+  cfg.gridDim = dim3(static_cast<unsigned>((pr.m + kRows - 1) / kRows));
+  cfg.dynamicSmemBytes = row_bytes;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, row_kernel<T, kSubset>, a);
+}
+
+template <bool kSubset>
+cudaError_t run(const Problem& pr, cudaStream_t s) {
+  switch (pr.ntok) {
+    case 1: return run_t<1, kSubset>(pr, s);
+    case 8: return run_t<8, kSubset>(pr, s);
+    default: return cudaErrorInvalidValue;  // only T ∈ {1, 8} instantiated in this file
+  }
+}
+
+}  // namespace split
+
+// ===========================================================================
 // Harness
 // ===========================================================================
 struct Version {
@@ -770,6 +1254,8 @@ static const Version kVersions[] = {
     {"v1", "library kernel: rank pass + row pass, serial chunk tail", v1::run},
     {"v2", "one cooperative kernel, XOR sign, transpose-reduce, broadcast c", fused::run<false>},
     {"v3", "one cooperative kernel, predicated subset sums (2S - total)", fused::run<true>},
+    {"v4", "rank kernel (8-block clusters) + row kernel, PDL, subset sums", split::run<true>},
+    {"v5", "as v4 with the XOR sign (no 2S - total)", split::run<false>},
 };
 constexpr int kNumVersions = sizeof(kVersions) / sizeof(kVersions[0]);
 
