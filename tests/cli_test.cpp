@@ -274,6 +274,7 @@ TEST_F(Cli, NumberChecksNameAHumanBound) {
       {{"compress", "--paths", "3", "-o", out}, "--paths"},
       {{"compress", "--calib-windows", "-1", "-o", out}, "--calib-windows: must be 0 or more, got -1"},
       {{"compress", "--max-text-tokens", "-5", "-o", out}, "--max-text-tokens: must be 0 or more, got -5"},
+      {{"compress", "--init-rotate", "-1", "-o", out}, "--init-rotate: must be 0 or more, got -1"},
       {{"serve", "--port", "70000"}, "--port: must be in [0, 65535], got 70000"},
       {{"serve", "--max-tokens-limit", "0"}, "--max-tokens-limit: must be in [1, 1048576], got 0"},
       {{"serve", "--threads", "0"}, "--threads: must be in [1, 1024], got 0"},

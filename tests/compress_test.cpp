@@ -443,6 +443,13 @@ TEST(Compress, BadOptionsAreErrors) {
   test::expect_error([&] { train::validate(with([](auto& c) { c.objective = "kd"; })); }, "objective 'kd'");
   test::expect_error([&] { train::validate(with([](auto& c) { c.checkpoint_every = -1; })); },
                      "--checkpoint-every must be 0");
+  test::expect_error([&] { train::validate(with([](auto& c) { c.init_rotate = -1; })); },
+                     "--init-rotate -1 is not a number of rotation rounds");
+  test::expect_error([&] { train::validate(with([](auto& c) {
+                       c.init_rotate = 4;
+                       c.init = "start.bitrank";
+                     })); },
+                     "--init-rotate rotates the Dual-SVID start");
   test::expect_error([&] { train::validate(with([&](auto& c) { c.out = tmp.path() / "no" / "x.bitrank"; })); },
                      "does not exist");
 }

@@ -3,8 +3,10 @@
 #include "bitrank/blr/init.hpp"
 
 #include <cblas.h>
+#include <lapacke.h>
 
 #include <cmath>
+#include <limits>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/blr/refine.hpp"
@@ -68,9 +70,47 @@ void unweight_columns(HostBlrMatrix& blr, std::span<const float> c) {
   }
 }
 
+blasint bi(index_t v) { return static_cast<blasint>(v); }
+
+// y [rows][r] = x·R, x [rows][r] and R [r][r] row-major f64.
+void times_rotation(const std::vector<double>& x, index_t rows, index_t r, const std::vector<double>& rot,
+                    std::vector<double>& y) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(rows), bi(r), bi(r), 1.0, x.data(), bi(r), rot.data(), bi(r),
+              0.0, y.data(), bi(r));
+}
+
+// One factor of itq_rotation: x [rows][r], y = x·R, b = sign(y), l1 = ‖y‖₁.
+struct ItqSide {
+  std::vector<double> x, y, b;
+  index_t rows = 0;
+  double norm2 = 0, l1 = 0;
+
+  ItqSide(std::span<const float> xf, index_t rows_)
+      : x(xf.begin(), xf.end()), y(x.size()), b(x.size()), rows(rows_),
+        norm2(cblas_ddot(bi(std::ssize(x)), x.data(), 1, x.data(), 1)) {}
+  void rotate(const std::vector<double>& rot, index_t r) {
+    times_rotation(x, rows, r, rot, y);
+    l1 = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      l1 += std::abs(y[i]);
+      b[i] = y[i] >= 0 ? 1.0 : -1.0;  // sign(0) = +1, as pack_signs
+    }
+  }
+  double weight() const { return l1 / (double(rows) * norm2); }    // a (or b) of M
+  double fit() const { return l1 * l1 / (double(rows) * norm2); }  // this factor's term of J
+};
+
+// x [rows][r] (f32) ← x·R.
+void apply_rotation(std::vector<float>& x, index_t rows, index_t r, const std::vector<double>& rot) {
+  const std::vector<double> xd(x.begin(), x.end());
+  std::vector<double> y(xd.size());
+  times_rotation(xd, rows, r, rot, y);
+  x.assign(y.begin(), y.end());
+}
+
 // One Dual-SVID path of w [m][n] at rank r.
 HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, const SvdOptions& svd_opts,
-                     const SvdEngine& engine, const std::string& name, SignMagnitudes* mags) {
+                     const SvdEngine& engine, const std::string& name, int rotation_iterations, SignMagnitudes* mags) {
   const Svd svd = truncated_svd(w, m, n, r, svd_opts, name, engine);
   // U' = U·√Σ, V' = V·√Σ.
   std::vector<float> up(svd.u.size()), vp(svd.v.size());
@@ -78,6 +118,11 @@ HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, 
     const float root = std::sqrt(svd.s[static_cast<std::size_t>(k)]);
     for (index_t i = 0; i < m; ++i) up[static_cast<std::size_t>(i * r + k)] = svd.u[static_cast<std::size_t>(i * r + k)] * root;
     for (index_t j = 0; j < n; ++j) vp[static_cast<std::size_t>(j * r + k)] = svd.v[static_cast<std::size_t>(j * r + k)] * root;
+  }
+  if (rotation_iterations > 0) {  // U' ← U'·R, V' ← V'·R: the same product, closer to scaled signs
+    const LatentRotation rot = itq_rotation(up, m, vp, n, r, rotation_iterations);
+    apply_rotation(up, m, r, rot.r);
+    apply_rotation(vp, n, r, rot.r);
   }
   HostBlrPath path;
   const index_t words = sign_words(r);
@@ -107,6 +152,43 @@ HostBlrPath one_path(std::span<const float> w, index_t m, index_t n, index_t r, 
 
 }  // namespace
 
+LatentRotation itq_rotation(std::span<const float> u, index_t m, std::span<const float> v, index_t n, index_t r,
+                            int iterations) {
+  if (r < 1 || m < 1 || n < 1 || u.size() != static_cast<std::size_t>(m * r) || v.size() != static_cast<std::size_t>(n * r))
+    fail("itq_rotation: factors of {} and {} values for shapes {}×{} and {}×{}", u.size(), v.size(), m, r, n, r);
+  if (iterations < 0) fail("itq_rotation: {} iterations, expected ≥ 0", iterations);
+  const auto rr = static_cast<std::size_t>(r * r);
+  LatentRotation out;
+  out.r.assign(rr, 0.0);
+  for (index_t k = 0; k < r; ++k) out.r[static_cast<std::size_t>(k * r + k)] = 1.0;
+  ItqSide su(u, m), sv(v, n);
+  if (su.norm2 == 0 || sv.norm2 == 0) return out;
+  std::vector<double> rot = out.r, mat(rr), p(rr), s(static_cast<std::size_t>(r)), qt(rr);
+  double best = std::numeric_limits<double>::infinity();
+  for (int it = 0;; ++it) {
+    su.rotate(rot, r);
+    sv.rotate(rot, r);
+    const double e = 1.0 - (su.fit() + sv.fit()) / (2.0 * double(r));
+    out.error.push_back(e);
+    if (e < best) {
+      best = e;
+      out.r = rot;
+    }
+    if (it == iterations) break;
+    // M = a·uᵀ·B_u + b·vᵀ·B_v, then R = P·Qᵀ.
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(r), bi(r), bi(m), su.weight(), su.x.data(), bi(r),
+                su.b.data(), bi(r), 0.0, mat.data(), bi(r));
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(r), bi(r), bi(n), sv.weight(), sv.x.data(), bi(r),
+                sv.b.data(), bi(r), 1.0, mat.data(), bi(r));
+    const auto lr = static_cast<lapack_int>(r);
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', lr, lr, mat.data(), lr, s.data(), p.data(), lr, qt.data(), lr);
+    if (info != 0) fail("itq_rotation: dgesdd of the {}×{} Procrustes matrix failed (info {})", r, r, info);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(r), bi(r), bi(r), 1.0, p.data(), bi(r), qt.data(), bi(r),
+                0.0, rot.data(), bi(r));
+  }
+  return out;
+}
+
 HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const InitOptions& opts,
                         std::vector<SignMagnitudes>* magnitudes) {
   if (m < 1 || n < 1) fail("dual_svid: {} has an empty shape {}×{}", opts.name, m, n);
@@ -114,6 +196,8 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
     fail("dual_svid: {} has {} values, shape {}×{} needs {}", opts.name, w.size(), m, n, m * n);
   if (opts.rank < 32 || opts.rank % 32 != 0) fail("dual_svid: rank {} for {} is not a positive multiple of 32", opts.rank, opts.name);
   if (opts.paths != 1 && opts.paths != 2) fail("dual_svid: {} paths for {}, expected 1 or 2", opts.paths, opts.name);
+  if (opts.rotation_iterations < 0)
+    fail("dual_svid: rotation_iterations {} for {} is negative (0: no rotation)", opts.rotation_iterations, opts.name);
   if (!opts.column_scale.empty()) {
     const std::vector<float>& c = opts.column_scale;
     if (std::ssize(c) != n) fail("dual_svid: {} column scales for {}, which has {} columns", c.size(), opts.name, n);
@@ -137,14 +221,15 @@ HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const In
   blr.r = opts.rank;
   if (magnitudes) magnitudes->assign(static_cast<std::size_t>(opts.paths), {});
   auto mag = [&](int p) { return magnitudes ? &(*magnitudes)[static_cast<std::size_t>(p)] : nullptr; };
-  blr.paths.push_back(one_path(w, m, n, opts.rank, opts.svd, opts.engine, opts.name, mag(0)));
+  blr.paths.push_back(one_path(w, m, n, opts.rank, opts.svd, opts.engine, opts.name, opts.rotation_iterations, mag(0)));
   if (opts.paths == 2) {
     const std::vector<double> w1 = reconstruct(blr);
     std::vector<float> residual(w.size());
     for (std::size_t i = 0; i < w.size(); ++i) residual[i] = static_cast<float>(double(w[i]) - w1[i]);
     SvdOptions second = opts.svd;
     second.seed += 1;
-    blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.engine, opts.name + " (residual)", mag(1)));
+    blr.paths.push_back(one_path(residual, m, n, opts.rank, second, opts.engine, opts.name + " (residual)",
+                                  opts.rotation_iterations, mag(1)));
   }
   if (opts.refine_sweeps > 0) refine(blr, w, opts.refine_sweeps, opts.input_gram);
   return blr;

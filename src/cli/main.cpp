@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
                            "sweeps of the exact sign and scale refinement of each matrix after Dual-SVID "
                            "(towards the activation-weighted weights with --init-method act; default 8, 0: none)")
       ->check(CLI::Range(0, 100));
+  compress_cmd->add_option("--init-rotate", compress.job.init_rotate,
+                           "rounds of the ITQ rotation of each path's latent SVD factors before their signs are "
+                           "taken (the same low-rank product, a smaller sign-split error; default 0: none, at most 1000)")
+      ->check(kNonNegative);
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics (input rms and Grams) run over (default 64)")
       ->check(kNonNegative);

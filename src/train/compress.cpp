@@ -95,6 +95,7 @@ nlohmann::ordered_json compress_recipe(const CompressOptions& o, Backend<float>&
   second.train.signs.lr = o.e2e_sign_lr;
   second.init = first.out;
   second.init_refine = 0;  // the block-wise file's matrices: refined (if asked) before that stage trained
+  second.init_rotate = 0;  // and rotated (if asked)
   second.bpw_overrides = {};  // the ranks are the block-wise file's
   second.eval_init = false;   // its start is the block-wise stage's student, measured there
   const bool second_started = fs::exists(compress_checkpoint_path(second.out));
@@ -168,6 +169,11 @@ void validate(const CompressOptions& o) {
     fail("compress: --init-refine {} is not a number of sweeps from 0 to 100", o.init_refine);
   if (o.init_refine > 0 && !o.init.empty())
     fail("compress: --init-refine refines the Dual-SVID start; with --init {} the matrices are the file's (drop one of them)",
+         o.init.string());
+  if (o.init_rotate < 0 || o.init_rotate > 1000)
+    fail("compress: --init-rotate {} is not a number of rotation rounds from 0 to 1000", o.init_rotate);
+  if (o.init_rotate > 0 && !o.init.empty())
+    fail("compress: --init-rotate rotates the Dual-SVID start; with --init {} the matrices are the file's (drop one of them)",
          o.init.string());
   check_stream_mode(o.stream, "compress");
   if (o.checkpoint_every < 0)

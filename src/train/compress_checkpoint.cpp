@@ -97,6 +97,7 @@ ordered_json compress_options_json(const CompressOptions& o) {
   j["init_method"] = o.init_method;
   j["calib_windows"] = o.calib_windows;
   if (o.init_refine > 0) j["init_refine"] = o.init_refine;  // only when used, as bpw_overrides
+  if (o.init_rotate > 0) j["init_rotate"] = o.init_rotate;  // only when used, as bpw_overrides
   j["max_text_tokens"] = o.max_text_tokens;
   j["bpw"] = o.bpw;
   j["paths"] = o.paths;

@@ -225,7 +225,7 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
         init[k] = std::move(run.from->blr.at(p.name));  // read once: the file's copy is not needed again
       } else {
         blr::InitOptions io{.rank = p.rank, .paths = o.paths, .engine = o.svd_engine, .name = p.name,
-                            .refine_sweeps = o.init_refine};
+                            .refine_sweeps = o.init_refine, .rotation_iterations = o.init_rotate};
         io.svd.seed = o.seed + static_cast<std::uint64_t>(i);
         if (weighted) io.column_scale = scale;
         io.input_gram = input_gram;

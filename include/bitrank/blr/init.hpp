@@ -39,6 +39,14 @@
 // weighting puts the error where the inputs are small. The magnitudes
 // returned are the weighted ones.
 //
+// Latent rotation (rotation_iterations > 0, ITQ): since U'·R·(V'·R)ᵀ =
+// U'·V'ᵀ for any orthogonal R [r][r], each path rotates its latent factors
+// before step 3 (U' ← U'·R, V' ← V'·R), R chosen so that both are close to
+// scaled sign matrices: the joint iterative quantization of itq_rotation
+// below, from R = I. The low-rank product is unchanged; the sign split then
+// loses less. Padded ranks are rotated with the rest (their ℓ need not stay
+// 0). 0 (the default) is the plain Dual-SVID, bit for bit.
+//
 // With refine_sweeps > 0 the result is then refined towards W (or W·diag(c))
 // by blr/refine.hpp's exact alternating sign and scale steps; the magnitudes
 // stay the SVD's. With an input Gram C of the calibration inputs the sweeps
@@ -65,6 +73,7 @@ struct InitOptions {
   std::vector<float> column_scale{};  // empty: plain Dual-SVID; else [n], each > 0 and finite (see above)
   int refine_sweeps = 0;              // then this many sweeps of blr/refine.hpp (on W·diag(c) when weighted)
   std::span<const float> input_gram{};  // [n][n] or empty: the sweeps minimise the output error under it (below)
+  int rotation_iterations = 0;          // ITQ rounds of the latent rotation per path (above); 0: none
 };
 
 // |U'| [m][r] and |V'| [n][r] of one path, row-major.
@@ -72,8 +81,31 @@ struct SignMagnitudes {
   std::vector<float> u, v;
 };
 
-// Dual-SVID of W (see above). Error naming opts.name for a bad shape, rank
-// or path count and for non-finite W. When `magnitudes` is given it receives
+// The joint ITQ rotation of latent factors u [m][r] and v [n][r] (row-major
+// f32): R [r][r] (row-major f64, orthogonal) maximising
+//   J(R) = ‖u·R‖₁² / (m·‖u‖²) + ‖v·R‖₁² / (n·‖v‖²),
+// equivalently minimising the joint error
+//   E(R) = 1 − J(R) / (2r) = ½ Σ_{x = u, v} min_α ‖α·sign(x·R) − x·R‖² / ‖x‖²,
+// the mean relative error of the two factors as one scaled sign matrix each.
+// Each round takes B_u = sign(u·R), B_v = sign(v·R) (sign(0) = +1) and then
+// R = P·Qᵀ from the SVD P·Σ·Qᵀ of M = a·uᵀ·B_u + b·vᵀ·B_v (orthogonal
+// Procrustes, LAPACKE dgesdd), a = ‖u·R‖₁ / (m·‖u‖²), b likewise: J's
+// linearisation at the current R (each term is convex in R), so J never
+// falls in exact arithmetic (a minorise–maximise step). The weights put
+// both factors on their relative error — an unweighted M would favour the
+// longer factor, whose rows outnumber the other's. Starts from R = I and
+// returns the best R seen; `error` holds E before the first round and after
+// each (iterations + 1 values). u = 0 or v = 0: R = I and no errors.
+// Error for mismatched sizes or iterations < 0.
+struct LatentRotation {
+  std::vector<double> r;      // [r][r]
+  std::vector<double> error;  // E(R) by round
+};
+LatentRotation itq_rotation(std::span<const float> u, index_t m, std::span<const float> v, index_t n, index_t r,
+                            int iterations);
+
+// Dual-SVID of W (see above). Error naming opts.name for a bad shape, rank,
+// path count or rotation_iterations (< 0) and for non-finite W. When `magnitudes` is given it receives
 // one entry per path.
 HostBlrMatrix dual_svid(std::span<const float> w, index_t m, index_t n, const InitOptions& opts,
                         std::vector<SignMagnitudes>* magnitudes = nullptr);

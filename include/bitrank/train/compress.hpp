@@ -139,6 +139,7 @@ struct CompressOptions {
   std::string init_method = "svid";  // svid (plain Dual-SVID), act (activation-weighted Dual-SVID) or gram (act, refined under the input Grams)
   std::int64_t calib_windows = 16;   // training windows the calibration statistics run over (0: none; svid only)
   int init_refine = 0;               // sweeps of the exact sign/scale refinement after Dual-SVID (blr/refine.hpp)
+  int init_rotate = 0;               // ITQ rounds of the latent rotation before Dual-SVID's sign split (blr/init.hpp; 0: none)
   double bpw = 1.0;               // target bits per weight over the projections
   int paths = 2;                  // 1, or 2 (residual path)
   std::vector<blr::BpwOverride> bpw_overrides;  // per-projection targets (blr::plan_ranks), first match wins
