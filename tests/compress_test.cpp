@@ -1399,6 +1399,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.init_refine, 8);
   EXPECT_EQ(cpu.calib_windows, 64);
   EXPECT_FALSE(cpu.eval_init);
+  EXPECT_EQ(cpu.init_rotate, 20);
   train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});
@@ -1417,6 +1418,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
   EXPECT_TRUE(cuda.eval_init);
+  EXPECT_EQ(cuda.init_rotate, 0);
   EXPECT_EQ(cuda.allocation, "uniform");
   EXPECT_EQ(cuda.init_refine, 8);
   EXPECT_EQ(cuda.init_method, "act");
@@ -1426,6 +1428,7 @@ TEST(Compress, RecipeDefaults) {
   from_file.init = "start.bitrank";
   train::apply_recipe_defaults(from_file, "train", {});
   EXPECT_EQ(from_file.init_refine, 0);
+  EXPECT_EQ(from_file.init_rotate, 0);
   EXPECT_EQ(from_file.init_method, "act");
   from_file.init_refine = 2;
   test::expect_error([&] { train::validate(from_file); }, "--init-refine refines the Dual-SVID start");

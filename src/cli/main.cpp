@@ -156,9 +156,10 @@ int main(int argc, char** argv) {
                            "sweeps of the exact sign and scale refinement of each matrix after Dual-SVID "
                            "(towards the activation-weighted weights with --init-method act; default 8, 0: none)")
       ->check(CLI::Range(0, 100));
-  compress_cmd->add_option("--init-rotate", compress.job.init_rotate,
+  auto* init_rotate_opt = compress_cmd->add_option("--init-rotate", compress.job.init_rotate,
                            "rounds of the ITQ rotation of each path's latent SVD factors before their signs are "
-                           "taken (the same low-rank product, a smaller sign-split error; default 0: none, at most 1000)")
+                           "taken (the same low-rank product, a smaller sign-split error; default: cpu 20, cuda 0; "
+                           "0: none, at most 1000)")
       ->check(kNonNegative);
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
                            "training windows the calibration statistics (input rms and Grams) run over (default 64)")
@@ -324,7 +325,8 @@ int main(int argc, char** argv) {
                         .e2e_steps = e2e_steps_opt->count() > 0,
                         .allocation = allocation_opt->count() > 0,
                         .init_refine = init_refine_opt->count() > 0,
-                        .eval_init = eval_init_opt->count() > 0};
+                        .eval_init = eval_init_opt->count() > 0,
+                        .init_rotate = init_rotate_opt->count() > 0};
       compress.bpw_given = compress_cmd->get_option("--bpw")->count() > 0;
       compress.tokens_given = tokens_opt->count() > 0;
       compress.steps_given = steps_opt->count() > 0;

@@ -193,10 +193,11 @@ void initialise_matrices(CompressRun& run, const std::vector<char>& needed) {
   const CompressOptions& o = run.o;
   const auto t_init = CompressClock::now();
   const bool weighted = o.init_method != "svid" && !run.from;
+  const std::string rotated = o.init_rotate > 0 ? fmt::format(", {} ITQ rounds", o.init_rotate) : std::string();
   const std::string refined =
-      o.init_refine == 0          ? std::string()
-      : o.init_method == "gram"   ? fmt::format(", {} sweeps under the input Grams", o.init_refine)
-                                  : fmt::format(", {} refinement sweeps", o.init_refine);
+      o.init_refine == 0          ? rotated
+      : o.init_method == "gram"   ? fmt::format("{}, {} sweeps under the input Grams", rotated, o.init_refine)
+                                  : fmt::format("{}, {} refinement sweeps", rotated, o.init_refine);
   const std::string init_what = run.from   ? fmt::format("from {}", o.init.string())
                                 : weighted ? "activation-weighted Dual-SVID" + refined
                                            : "Dual-SVID" + refined;

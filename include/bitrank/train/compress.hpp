@@ -188,7 +188,7 @@ void validate(const CompressOptions& options);
 struct GivenOptions {
   bool objective = false, init_method = false, calib_windows = false, max_text_tokens = false;
   bool seq_len = false, windows = false, steps = false, lr = false, sign_lr = false, e2e_steps = false;
-  bool allocation = false, init_refine = false, eval_init = false;
+  bool allocation = false, init_refine = false, eval_init = false, init_rotate = false;
 };
 
 // The defaults that depend on the device, the method and the objective, set
@@ -218,6 +218,8 @@ struct GivenOptions {
 //     Dual-SVID, on both devices (the README's main job: none 2,021, 4
 //     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
 //     block-wise stage 53.9 → 37.5);
+//   init_rotate: 20 ITQ rounds on cpu (the README's main job: 85.05 → 66.47,
+//     the start 5,505 → 432, for 15 s), none on cuda until measured there;
 //   eval_init: on cuda only (on cpu the start's perplexity is 18 s of the
 //     README's 10-minute main job, and says nothing about the result);
 //   init_method: "gram" on cpu when there are sweeps (under the input Grams:
