@@ -1390,7 +1390,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.init_method, "gram");
   EXPECT_EQ(cpu.seq_len, 256);
   EXPECT_EQ(cpu.windows_per_step, 4);
-  EXPECT_EQ(cpu.steps, 40);
+  EXPECT_EQ(cpu.steps, 30);
   EXPECT_EQ(cpu.e2e_steps, 0);
   EXPECT_EQ(cpu.max_text_tokens, 0);
   EXPECT_FLOAT_EQ(cpu.train.scales.lr, 1e-2f);
@@ -1399,7 +1399,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cpu.init_refine, 8);
   EXPECT_EQ(cpu.calib_windows, 64);
   EXPECT_FALSE(cpu.eval_init);
-  EXPECT_EQ(cpu.init_rotate, 20);
+  EXPECT_EQ(cpu.init_rotate, 12);
   train::CompressOptions cpu_low;  // below 1.0 bpw the cpu plans uniform (measured at 0.55)
   cpu_low.bpw = 0.55;
   train::apply_recipe_defaults(cpu_low, "train", {});

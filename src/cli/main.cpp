@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100));
   auto* init_rotate_opt = compress_cmd->add_option("--init-rotate", compress.job.init_rotate,
                            "rounds of the ITQ rotation of each path's latent SVD factors before their signs are "
-                           "taken (the same low-rank product, a smaller sign-split error; default: cpu 20, cuda 0; "
+                           "taken (the same low-rank product, a smaller sign-split error; default: cpu 12, cuda 0; "
                            "0: none, at most 1000)")
       ->check(kNonNegative);
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
                            "use only the first N tokens of the training text (default: all; ptq: cpu 32768, cuda 262144)")
       ->check(kNonNegative);
   auto* tokens_opt =
-      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 40960, cuda 4096000)");
+      compress_cmd->add_option("--tokens", compress.tokens, "training tokens per block (default: cpu 30720, cuda 4096000)");
   auto* steps_opt = compress_cmd->add_option("--steps", compress.steps,
                                              "instead of --tokens: training steps per block (layer) or in all (e2e)");
   auto* seq_len_opt = compress_cmd->add_option("--seq-len", compress.job.seq_len, "tokens per training window (default: cpu 256, cuda 512)")

@@ -39,7 +39,9 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.objective) o.objective = "sequential";
   if (!given.seq_len) o.seq_len = cuda ? 512 : 256;
   if (!given.windows) o.windows_per_step = cuda ? 8 : 4;
-  if (!given.steps) o.steps = cuda ? 1000 : 40;
+  // cpu: 30 steps and 12 ITQ rounds keep the README's main job under 10 minutes on a slow hour of the
+  // 2-core machine (8 min 24 s, 84.83; 40 steps and 20 rounds: 66.47 in 9 min 34 s to 11 min 20 s).
+  if (!given.steps) o.steps = cuda ? 1000 : 30;
   // 64 windows of 256 on cpu (16 384 tokens): the Grams' fit, 123.8 at 16 → 92.3 at 32 → 87.0 (docs/results.md).
   if (!given.calib_windows) o.calib_windows = 64;
   if (!given.max_text_tokens && ptq) o.max_text_tokens = cuda ? 262144 : 32768;
@@ -50,8 +52,8 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   // gain at cuda's 25× larger one (docs/results.md), where act is cheaper.
   if (!given.init_method) o.init_method = !cuda && o.init_refine > 0 ? "gram" : "act";
   if (!given.allocation) o.allocation = !cuda && o.bpw >= 1.0 ? "front" : "uniform";
-  // ITQ rotation before the sign split: cpu 85.05 → 66.47 (docs/results.md); not yet measured on cuda.
-  if (!given.init_rotate) o.init_rotate = !cuda && o.init.empty() ? 20 : 0;
+  // ITQ rotation before the sign split: cpu 85.05 → 66.47 at 40 steps (docs/results.md); not yet measured on cuda.
+  if (!given.init_rotate) o.init_rotate = !cuda && o.init.empty() ? 12 : 0;
   if (!given.eval_init) o.eval_init = cuda;  // 18 s of the cpu main job's 10 minutes
   if (!given.e2e_steps) o.e2e_steps = cuda && o.objective != "e2e" ? 600 : 0;  // ptq: over the calibration set
 }

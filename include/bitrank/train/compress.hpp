@@ -205,7 +205,7 @@ struct GivenOptions {
 //     (H200) 355.6 at 100 steps, 59.1 at 1000, 39.2 with the e2e stage;
 //   device cuda: windows of 512, 8 a step, 1000 steps (layer-wise: per block),
 //     then 600 end-to-end steps (e2e_steps), 64 calibration windows; cpu:
-//     windows of 256, 4 a step, 40 steps (the README's main job: 9.6 min on
+//     windows of 256, 4 a step, 30 steps (the README's main job: 8.4 min on
 //     the 2-core machine), no e2e stage; 64 calibration windows on both
 //     (cpu, gram: 16 windows 123.8, 32 92.3, 64 87.0);
 //   peak rates: BLR scales 1e-2; sign latents 1e-2 for the block-wise
@@ -218,8 +218,8 @@ struct GivenOptions {
 //     Dual-SVID, on both devices (the README's main job: none 2,021, 4
 //     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
 //     block-wise stage 53.9 → 37.5);
-//   init_rotate: 20 ITQ rounds on cpu (the README's main job: 85.05 → 66.47,
-//     the start 5,505 → 432, for 15 s), none on cuda until measured there;
+//   init_rotate: 12 ITQ rounds on cpu (the README's main job at 40 steps and 20
+//     rounds: 85.05 → 66.47, the start 5,505 → 432), none on cuda until measured;
 //   eval_init: on cuda only (on cpu the start's perplexity is 18 s of the
 //     README's 10-minute main job, and says nothing about the result);
 //   init_method: "gram" on cpu when there are sweeps (under the input Grams:
