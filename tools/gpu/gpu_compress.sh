@@ -36,7 +36,8 @@ print(f"\n== bitrank compress ({s['device']}, {s['objective']}, {s['paths']} pat
 print(f"bpw projections {a['blr']['bpw']:.4f}  whole model {a['model']['bpw']:.4f}  file {s['file_bytes']/2**20:.1f} MiB")
 print(f"steps/block {o['steps']} x {o['windows_per_step']} x {o['seq_len']}  block-tokens/s {t['tokens_per_s']:.0f}  model tokens/s {t['model_tokens_per_s']:.0f}  flips {t['sign_flips']}  skipped {t['skipped_steps']}")
 print(f"peak device memory {(s['peak_device_memory_bytes'] or 0)/2**30:.2f} GiB  time {s['seconds']:.1f} s (train {t['seconds']:.1f} s)")
-print(f"ppl ({p['teacher']['windows']} windows of 512): teacher {p['teacher']['ppl']:.3f}  init {p['init']['ppl']:.3f}  trained {p['student']['ppl']:.3f}  (trained/init {p['student']['ppl']/p['init']['ppl']:.3g})")
+init = p['init']['ppl'] if p['init'] else float('nan')  # null: not measured (--eval-init false)
+print(f"ppl ({p['teacher']['windows']} windows of 512): teacher {p['teacher']['ppl']:.3f}  init {init:.3f}  trained {p['student']['ppl']:.3f}  (trained/init {p['student']['ppl']/init:.3g})")
 PY
 }
 build-gpu/bitrank compress "${args[@]}" -o "$out/compress.bitrank" > "$out/compress.json" 2> "$out/compress.log"

@@ -49,7 +49,7 @@ s = json.load(open(sys.argv[1]))
 p, a, t, o = s["perplexity"], s["accounting"], s["training"], s["options"]
 print(f"{sys.argv[2]:<14} {s['objective']:<10} {s.get('init_method','?'):<5} bpw {a['blr']['bpw']:.3f} ({a['model']['bpw']:.3f} model)"
       f"  tokens/block {o['steps']*o['windows_per_step']*o['seq_len']:>9}  {s['seconds']:6.0f} s"
-      f"  ppl teacher {p['teacher']['ppl']:.3f} init {p['init']['ppl']:.4g} student {p['student']['ppl']:.4g}"
+      f"  ppl teacher {p['teacher']['ppl']:.3f} init {p['init']['ppl'] if p['init'] else float('nan'):.4g} student {p['student']['ppl']:.4g}"
       f"  ({p['student']['ppl']/p['teacher']['ppl']:.2f}x, {p['teacher']['windows']} windows)")
 PY
 )")
