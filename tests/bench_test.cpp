@@ -37,6 +37,19 @@ TEST(BenchCli, BlrPrintsItsRatioToTheSixSgemmCalls) {
       << out;
 }
 
+// --min-ratio guards the ratio: a bar no case can reach fails the run and
+// names the case below it; a bar every case clears passes.
+TEST(BenchCli, MinRatioFailsTheRunBelowItsBar) {
+  const std::string cmd = "'" BITRANK_CLI "' bench --device cpu --op 'blr fwd+bwd' --min-time 0.01 --min-ratio ";
+  const auto high = test::run_command(cmd + "50 2>&1");
+  EXPECT_EQ(high.first, 1) << high.second;
+  EXPECT_TRUE(std::regex_search(high.second, std::regex(R"(below --min-ratio 5000%:\n  blr fwd\+bwd \[m=576 n=576 r=256 T=512 P=2\] at [0-9]+% of sgemm, six BLR GEMMs)")))
+      << high.second;
+  const auto low = test::run_command(cmd + "0.001 2>&1");
+  EXPECT_EQ(low.first, 0) << low.second;
+  EXPECT_EQ(low.second.find("below --min-ratio"), std::string::npos) << low.second;
+}
+
 TEST(BenchCli, ShapeSelectsOneCaseOfAnOp) {
   const auto [status, out] =
       test::run_command("'" BITRANK_CLI "' bench --device cpu --op gdn --shape 1x256 --min-time 0.01 2>&1");

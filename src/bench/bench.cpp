@@ -102,6 +102,7 @@ int run_bench(Backend<float>& be, const BenchOptions& opt) {
 
   fmt::print("\n{:<28} {:<36} {:>10} {:>14} {:>22}\n", "op", "shape", "ms", "rate", "vs anchor");
   fmt::print("{:-<114}\n", "");
+  std::vector<std::string> below;  // cases under --min-ratio
   for (const BenchCase* c : selected) {
     auto err = rep.errors.find(key(*c));
     if (err != rep.errors.end()) {
@@ -115,6 +116,8 @@ int run_bench(Backend<float>& be, const BenchOptions& opt) {
       const BenchCase& a = *by_name.at(c->anchor);
       const double ours = c->flops / s, theirs = a.flops / rep.seconds.at(key(a));
       vs = fmt::format("{:.0f}% of {}", 100.0 * ours / theirs, a.name);
+      if (ours < opt.min_ratio * theirs)
+        below.push_back(fmt::format("{} [{}] at {:.0f}% of {}", c->name, c->shape, 100.0 * ours / theirs, a.name));
     }
     fmt::print("{:<28} {:<36} {:>10.3f} {:>14} {:>22}\n", c->name, c->shape, s * 1e3, rate, vs);
   }
@@ -143,7 +146,10 @@ int run_bench(Backend<float>& be, const BenchOptions& opt) {
     fmt::print("{:<28} {:<36} peak {:.3f} GB = buffers {:.3f} GB + {:.3f} GB during the run; {}\n", c->name,
                c->shape, gb(c->held_bytes + extra), gb(c->held_bytes), gb(extra), c->memory_note);
   }
-  return 0;
+  if (below.empty()) return 0;
+  fmt::print(stderr, "\nbitrank bench: below --min-ratio {:.0f}%:\n", 100.0 * opt.min_ratio);
+  for (const auto& b : below) fmt::print(stderr, "  {}\n", b);
+  return 1;
 }
 
 }  // namespace bitrank::bench

@@ -40,6 +40,7 @@ struct BenchOptions {
   std::string shape_filter;  // substring of the case's shape; empty = all
   double min_time_s = 0.3;
   bool no_anchors = false;  // time the matching cases alone (e.g. under a profiler)
+  double min_ratio = 0;     // guard: a case below this fraction of its anchor's rate fails the run (0: none)
   CudaOptions cuda{};       // --gdn-design, --attention: the CUDA kernels timed
 };
 
@@ -49,7 +50,8 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be);
 std::vector<BenchCase> cuda_bench_cases(Backend<float>& be);
 
 // Runs opt's cases on `be`, the backend of opt.device (the caller makes it),
-// through Google Benchmark and prints the table; returns 0.
+// through Google Benchmark and prints the table; returns 0, or 1 when a
+// case ran below opt.min_ratio of its anchor's rate (each such case named).
 int run_bench(Backend<float>& be, const BenchOptions& opt);
 
 }  // namespace bitrank::bench

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--op", bench.op_filter, "only cases whose name contains this");
   bench_cmd->add_option("--shape", bench.shape_filter, "only cases whose shape contains this (e.g. 1x32768)");
   bench_cmd->add_option("--min-time", bench.min_time_s, "seconds of timing per case (default 0.3)")->check(kPositive);
+  bench_cmd->add_option("--min-ratio", bench.min_ratio,
+                        "fail (exit 1) when a case runs below this fraction of its anchor's rate, e.g. 0.75; the cases are named")
+      ->check(CLI::Range(0.0, 100.0));
   bench_cmd->add_flag("--no-anchors", bench.no_anchors, "time the matching cases alone, not the anchors they name (for profilers)");
   bench_cmd->add_option("--gdn-design", bench.cuda.gdn_design,
                         "cuda: the Gated DeltaNet recurrence timed: 3 chunkwise on tensor cores (default), 2 or 1 token by token")
