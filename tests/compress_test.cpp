@@ -738,6 +738,40 @@ void nan_gradient_skips_that_step_only(Backend<float>& be, const fs::path& dir) 
   expect_poisoned_run_resumes_the_same(c, be, b, o.out);
 }
 
+// A skip in block 0's last step halves the scale, and block 1 starts at
+// that scale, not at the cap (the blocks' errors grow with depth, so a reset
+// would cost block after block the same skips again). Resumed from the
+// checkpoint at block 1's start, the run carries the same scale and ends
+// bit-identical.
+void scale_carries_into_the_next_block(Backend<float>& be, const fs::path& dir) {
+  constexpr std::int64_t k = 11;  // resume_job: 12 steps a block
+  train::CompressOptions o = resume_job(dir);
+  o.hooks.after_backward = [&](train::StudentLlamaBlock<float>& block, std::int64_t step) {
+    if (step != k) return;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    be.memory->upload(block.proj(model::LlamaProj::q).scale_grads().data + 3, &nan, sizeof nan);
+  };
+  train::compress(o, be);
+  const auto b = step_log(o.out);
+  ASSERT_EQ(b.size(), 24u);
+  EXPECT_TRUE(b[k].skipped);
+  for (std::size_t s = k + 1; s < b.size(); ++s) EXPECT_EQ(b[s].scale, b[0].scale / 2) << "step " << s;
+
+  train::CompressOptions c = resume_job(dir);
+  c.out = dir / "c.bitrank";
+  c.hooks.after_backward = o.hooks.after_backward;
+  c.hooks.on_step = [](const train::StepRecord& r) {
+    if (r.step == 13) throw Stop{};
+  };
+  EXPECT_THROW(train::compress(c, be), Stop);
+  c.hooks.on_step = {};
+  c.resume = true;
+  const auto summary = train::compress(c, be);
+  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 12);
+  expect_same_steps(b, step_log(c.out));
+  expect_same_tensors(o.out, c.out);
+}
+
 // run(backend, a fresh folder) on every backend here (cpu; cuda on a GPU machine).
 void on_every_backend(const std::function<void(Backend<float>&, const std::filesystem::path&)>& run) {
   for (const std::string& name : test::available_backends()) {
@@ -763,6 +797,8 @@ TEST(CompressResume, SequentialStoppedAnywhereResumesBitIdentically) {
 TEST(CompressResume, NanGradientSkipsThatStepOnly) {
   on_every_backend(nan_gradient_skips_that_step_only);
 }
+
+TEST(CompressResume, ScaleCarriesIntoTheNextBlock) { on_every_backend(scale_carries_into_the_next_block); }
 
 // ---- the end-to-end objective's checkpoints and resume ----------------------------
 
