@@ -22,7 +22,8 @@
 // CPU backend in f32 (OpenBLAS), CUDA in f32 (cuBLASLt, no TF32); tolerance 1e-6. w is not trained here (no
 // weight gradient). dense_forward_f16: the reference in f64 on the exact
 // values; the CPU widens w's rows to f32 as it goes (F16C) and sums in f32
-// (8 interleaved partial sums per output for up to 16 rows of x, OpenBLAS
+// (up to 16 rows of x: 16 interleaved FMA chains per output and a fixed
+// tree, with AVX2 or AVX-512; 8 interleaved partial sums without; OpenBLAS
 // sgemm on widened blocks of rows above); CUDA in f32 (a warp per output,
 // its lanes added in a fixed tree); tolerance 1e-6 as the f32 form.
 #pragma once
