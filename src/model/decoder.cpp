@@ -142,7 +142,7 @@ void DecoderModel<T>::for_each_head_slice(CView<T> rows_h, Fn&& fn) const {
   Buffer<T> xn(*be_.memory, static_cast<std::size_t>(n * d)), inv(*be_.memory, static_cast<std::size_t>(n));
   be_.norm().rmsnorm_forward(rows_h, final_norm_.view({d}), final_gain_, static_cast<float>(config_.rms_norm_eps),
                              xn.view({n, d}), inv.view({n}));
-  const index_t slice = std::clamp<index_t>(vocab_slice, 1, V);
+  const index_t slice = head_slice_rows(n);
   Buffer<T> out(*be_.memory, static_cast<std::size_t>(n * slice));
   std::vector<T> host(static_cast<std::size_t>(n * slice));
   for (index_t v0 = 0; v0 < V; v0 += slice) {
@@ -156,6 +156,13 @@ void DecoderModel<T>::for_each_head_slice(CView<T> rows_h, Fn&& fn) const {
     be_.memory->download(host.data(), out.data(), static_cast<std::size_t>(n * vs) * sizeof(T));
     fn(v0, vs, static_cast<const T*>(host.data()));
   }
+}
+
+template <class T>
+index_t DecoderModel<T>::head_slice_rows(index_t n) const {
+  const index_t V = config_.vocab_size;
+  const index_t rows = vocab_slice > 0 ? vocab_slice : n * V <= (index_t{1} << 22) ? V : 8192;
+  return std::clamp<index_t>(rows, 1, V);
 }
 
 template <class T>

@@ -155,7 +155,7 @@ E2eLoss E2eTrainerOf<Student>::forward(std::span<const std::int32_t> tokens, ind
 template <class Student>
 void E2eTrainerOf<Student>::head(E2eLoss& loss, index_t n, index_t window, bool backward) {
   const index_t d = dims_.hidden, V = teacher_->config().vocab_size, L = blocks();
-  const index_t slice = std::clamp<index_t>(teacher_->vocab_slice, 1, V);
+  const index_t slice = teacher_->head_slice_rows(n);
   Memory& mem = *be_->memory;
   ensure_size(xn_, mem, 2 * n * d);
   ensure_size(inv_, mem, 2 * n);

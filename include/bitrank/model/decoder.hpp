@@ -93,7 +93,12 @@ class DecoderModel {
 
   const ModelConfig& config() const { return config_; }
   Backend<T>& backend() const { return be_; }
-  index_t vocab_slice = 8192;  // rows of the head per logits slice
+  // Rows of the head per logits slice; 0: the whole vocabulary while the
+  // slice holds at most 2^22 logits (decoding: one call over the head, not
+  // six), else 8192 rows.
+  index_t vocab_slice = 0;
+  // The rows of the head per slice for n rows of hidden states, in [1, V].
+  index_t head_slice_rows(index_t n) const;
 
   // h [n][d] = embedding rows of tokens (ids checked against the vocabulary).
   void embed(std::span<const std::int32_t> tokens, View<T> h) const;
