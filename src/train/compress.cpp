@@ -40,7 +40,7 @@ void apply_recipe_defaults(CompressOptions& o, std::string_view method, const Gi
   if (!given.seq_len) o.seq_len = cuda ? 512 : 256;
   if (!given.windows) o.windows_per_step = cuda ? 8 : 4;
   // cpu: 30 steps and 12 ITQ rounds keep the README's main job under 10 minutes on a slow hour of the
-  // 2-core machine (8 min 24 s, 84.83; 40 steps and 20 rounds: 66.47 in 9 min 34 s to 11 min 20 s).
+  // 2-core machine (8 min 28 s, 80.84; 40 steps and 20 rounds: 66.47 in 9 min 34 s to 11 min 20 s).
   if (!given.steps) o.steps = cuda ? 1000 : 30;
   // 64 windows of 256 on cpu (16 384 tokens): the Grams' fit, 123.8 at 16 → 92.3 at 32 → 87.0 (docs/results.md).
   if (!given.calib_windows) o.calib_windows = 64;
