@@ -14,6 +14,7 @@
 #include "bitrank/rng.hpp"
 #include "cpu/blr_infer.hpp"
 #include "support/backends.hpp"
+#include "support/simd_levels.hpp"
 
 namespace bitrank {
 namespace {
@@ -105,12 +106,7 @@ TEST(BlrInfer, EveryLevelMatchesTheReferenceAndTheOthersToTheBit) {
   const InferShape shapes[] = {{75, 53, 32, 1, 1},   {53, 75, 96, 2, 2},    {17, 33, 160, 3, 1}, {129, 211, 224, 4, 2},
                                {31, 47, 288, 5, 2},  {100, 90, 64, 6, 1},   {67, 45, 128, 7, 2}, {129, 211, 192, 8, 2},
                                {1000, 577, 224, 1, 2}, {577, 1536, 192, 8, 2},  {90, 70, 96, 13, 2},   {70, 90, 64, 16, 1}};
-  std::vector<SimdLevel> levels;
-  for (SimdLevel l : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512})
-    if (cpu::simd_level_supported(l)) levels.push_back(l);
-  std::printf("  [blr_infer] levels on this CPU:");
-  for (SimdLevel l : levels) std::printf(" %s", cpu::simd_level_name(l));
-  std::printf("\n");
+  const std::vector<cpu::SimdLevel> levels = test::simd_levels_here("blr_infer");
   std::uint64_t seed = 500;
   for (const InferShape& s : shapes) {
     const HostLayer hl(s.m, s.n, s.r, s.paths, seed += 100);

@@ -567,15 +567,16 @@ void expect_same_tensors(const fs::path& a, const fs::path& b) {
 // stopped after step 7 — a checkpoint after 5 steps — and resumed, logs
 // the same steps and writes the same tensors.
 void expect_poisoned_run_resumes_the_same(train::CompressOptions c, Backend<float>& be,
-                                          const std::vector<train::StepRecord>& b, const fs::path& want) {
-  c.hooks.on_step = [](const train::StepRecord& r) {
-    if (r.step == 7) throw Stop{};
+                                          const std::vector<train::StepRecord>& b, const fs::path& want,
+                                          std::int64_t stop_after = 7, std::int64_t resumed_at = 5) {
+  c.hooks.on_step = [stop_after](const train::StepRecord& r) {
+    if (r.step == stop_after) throw Stop{};
   };
   EXPECT_THROW(train::compress(c, be), Stop);
   c.hooks.on_step = {};
   c.resume = true;
   const auto summary = train::compress(c, be);
-  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 5);
+  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), resumed_at);
   EXPECT_EQ(summary.at("training").at("skipped_steps").get<std::int64_t>(), 1);
   expect_same_steps(b, step_log(c.out));
   expect_same_tensors(want, c.out);
@@ -760,16 +761,7 @@ void scale_carries_into_the_next_block(Backend<float>& be, const fs::path& dir) 
   train::CompressOptions c = resume_job(dir);
   c.out = dir / "c.bitrank";
   c.hooks.after_backward = o.hooks.after_backward;
-  c.hooks.on_step = [](const train::StepRecord& r) {
-    if (r.step == 13) throw Stop{};
-  };
-  EXPECT_THROW(train::compress(c, be), Stop);
-  c.hooks.on_step = {};
-  c.resume = true;
-  const auto summary = train::compress(c, be);
-  EXPECT_EQ(summary.at("resumed_at_step").get<std::int64_t>(), 12);
-  expect_same_steps(b, step_log(c.out));
-  expect_same_tensors(o.out, c.out);
+  expect_poisoned_run_resumes_the_same(c, be, b, o.out, 13, 12);  // from the checkpoint at block 1's start
 }
 
 // run(backend, a fresh folder) on every backend here (cpu; cuda on a GPU machine).

@@ -14,8 +14,9 @@
 #include "bitrank/rng.hpp"
 #include "cpu/dense_f16.hpp"
 #include "support/backends.hpp"
-#include "support/gradcheck.hpp"
 #include "support/expect.hpp"
+#include "support/gradcheck.hpp"
+#include "support/simd_levels.hpp"
 
 namespace bitrank {
 namespace {
@@ -131,12 +132,7 @@ TEST(Dense, SplitLayoutAndRoundTrip) {
 // threads; AVX2 and AVX-512 give the same bits (dense.cpp's sum order).
 TEST(Dense, F16DotEveryLevelMatchesTheF64Reference) {
   using cpu::SimdLevel;
-  std::vector<SimdLevel> levels;
-  for (SimdLevel l : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512})
-    if (cpu::simd_level_supported(l)) levels.push_back(l);
-  std::printf("  [dense_f16] levels on this CPU:");
-  for (SimdLevel l : levels) std::printf(" %s", cpu::simd_level_name(l));
-  std::printf("\n");
+  const std::vector<cpu::SimdLevel> levels = test::simd_levels_here("dense_f16");
   ThreadPool one(1), two(2);
   auto& ref = test::ref_backend().dense();
   std::uint64_t seed = 1200;

@@ -210,6 +210,15 @@ struct Dims {
   index_t kv_at(index_t b, index_t j, index_t g) const { return (b * window + j) * kv_stride + g * hd; }
   index_t stat_at(index_t b, index_t i, index_t h) const { return (b * window + i) * heads + h; }
   index_t block_rows(index_t blk) const { return std::min(kBlock, window - blk * kBlock); }
+  // Task t of the loops over (window, head, query block): the block qb, head
+  // h, window b, kv head g, the block's first row q0 and its rows.
+  struct QueryBlock {
+    index_t qb, h, b, g, q0, rows;
+  };
+  QueryBlock query_block(index_t t) const {
+    const index_t qb = t % blocks, h = t / blocks % heads;
+    return {qb, h, t / (blocks * heads), h / group, qb * kBlock, block_rows(qb)};
+  }
 };
 
 // Scratch of one thread: two transposed blocks [hd][kBlock], two
@@ -266,8 +275,7 @@ class CpuAttentionOps final : public AttentionOps<float> {
       float* run_sum = sc.stat2.data();
       float* new_max = sc.stat3.data();
       for (index_t t = t0; t < t1; ++t) {
-        const index_t qb = t % d.blocks, h = t / d.blocks % d.heads, b = t / (d.blocks * d.heads);
-        const index_t g = h / d.group, q0 = qb * kBlock, qrows = d.block_rows(qb);
+        const auto [qb, h, b, g, q0, qrows] = d.query_block(t);
         load_transposed(qt, q.data + d.q_at(b, q0, h), d.q_stride, qrows, d.hd);
         std::fill(obuf, obuf + qrows * d.hd, 0.0f);
         std::fill(run_max, run_max + qrows, -INFINITY);
@@ -379,8 +387,7 @@ class CpuAttentionOps final : public AttentionOps<float> {
       float* lse_q = sc.stat1.data();
       float* delta_q = sc.stat2.data();
       for (index_t t = t0; t < t1; ++t) {
-        const index_t qb = t % d.blocks, h = t / d.blocks % d.heads, b = t / (d.blocks * d.heads);
-        const index_t g = h / d.group, q0 = qb * kBlock, qrows = d.block_rows(qb);
+        const auto [qb, h, b, g, q0, qrows] = d.query_block(t);
         load_transposed(qt, q.data + d.q_at(b, q0, h), d.q_stride, qrows, d.hd);
         load_transposed(dout_t, dout.data + d.q_at(b, q0, h), d.q_stride, qrows, d.hd);
         for (index_t i = 0; i < qrows; ++i) {

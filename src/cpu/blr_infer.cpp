@@ -40,6 +40,7 @@
 #include <cstring>
 
 #include "bitrank/error.hpp"
+#include "cpu/simd_sum.hpp"
 
 namespace bitrank::cpu {
 namespace {
@@ -133,14 +134,6 @@ __attribute__((target("avx2"))) __m256 byte_signs(std::uint32_t word, int q) {
   return _mm256_load_ps(reinterpret_cast<const float*>(kByteSigns.lane[(word >> (8 * q)) & 0xffu]));
 }
 
-// The tree of tree_sum32 after its first two levels (v = lanes l + l+16 + l+8).
-__attribute__((target("avx2"))) float tree_sum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l + l+4
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                          // l + l+2
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                      // 0 + 1
-  return _mm_cvtss_f32(s);
-}
-
 // Tokens [t0, t0 + NT) × words [w0, w0 + NW): 4·NW·NT sums of 8 ranks.
 template <int NT, int NW>
 __attribute__((target("avx2"))) void rank_block_avx2(const RankArgs& a, index_t t0, index_t w0) {
@@ -226,9 +219,7 @@ __attribute__((target("avx2"))) void row_pass_avx2(const RowArgs& a, index_t nto
 
 // tree_sum32 of lanes lo (0–15) and hi (16–31).
 __attribute__((target("avx512f"))) float tree_sum32_avx512(__m512 lo, __m512 hi) {
-  const __m512 v = _mm512_add_ps(lo, hi);  // l + l+16
-  const __m256 upper = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  return tree_sum8(_mm256_add_ps(_mm512_castps512_ps256(v), upper));  // l + l+8
+  return tree_sum16(_mm512_add_ps(lo, hi));  // l + l+16, then l + l+8, …
 }
 
 // The 16-bit mask of ranks 32w + 16q … +15 of a bitmap row (bit set: +1).

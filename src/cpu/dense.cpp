@@ -32,6 +32,7 @@
 
 #include "bitrank/error.hpp"
 #include "cpu/dense_f16.hpp"
+#include "cpu/simd_sum.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
 
@@ -128,14 +129,6 @@ bool prefetches(const DotArgs& a, index_t t0, index_t o0) {
 
 // ---- AVX2 ---------------------------------------------------------------------
 
-// The tree after its first level (v = lanes l + l+8): + l+4, + l+2, + l+1.
-__attribute__((target("avx"))) float dot_tree8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l + l+4
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                          // l + l+2
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                      // 0 + 1
-  return _mm_cvtss_f32(s);
-}
-
 // 16 columns: NR rows of w (row stride lw) widened once, FMA'd with NT rows of x (stride lx).
 template <int NT, int NR>
 __attribute__((target("avx2,f16c,fma"), always_inline)) inline void dot_step_avx2(__m256 (&acc)[NT][NR][2],
@@ -172,7 +165,7 @@ __attribute__((target("avx2,f16c,fma"))) void dot_block_avx2(const DotArgs& a, i
     dot_step_avx2<NT, NR>(acc, tail.w[0], 16, tail.x[0], 16);
   }
   for (int t = 0; t < NT; ++t)
-    for (int j = 0; j < NR; ++j) store_dot(a, t0 + t, o0 + j, dot_tree8(_mm256_add_ps(acc[t][j][0], acc[t][j][1])));
+    for (int j = 0; j < NR; ++j) store_dot(a, t0 + t, o0 + j, tree_sum8(_mm256_add_ps(acc[t][j][0], acc[t][j][1])));
 }
 
 // Rows of x [t, m), fewer than 2·NT of them: NT, then halves.
@@ -238,11 +231,7 @@ __attribute__((target("avx512f,f16c,fma"))) void dot_block_avx512(const DotArgs&
     dot_step_avx512<NT, NR>(acc, tail.w[0], 16, tail.x[0], 16);
   }
   for (int t = 0; t < NT; ++t)
-    for (int j = 0; j < NR; ++j) {
-      const __m512 v = acc[t][j];
-      const __m256 upper = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-      store_dot(a, t0 + t, o0 + j, dot_tree8(_mm256_add_ps(_mm512_castps512_ps256(v), upper)));  // l + l+8
-    }
+    for (int j = 0; j < NR; ++j) store_dot(a, t0 + t, o0 + j, tree_sum16(acc[t][j]));
 }
 
 template <int NT, int NR>

@@ -41,25 +41,27 @@ class RefDenseOps final : public DenseOps<double> {
   }
 
   void split_q_gate_impl(CView<double> qg, index_t heads, View<double> q, View<double> gate) override {
-    const index_t m = qg.dim(0), hd = q.dim(1) / heads;
-    for (index_t t = 0; t < m; ++t)
-      for (index_t h = 0; h < heads; ++h)
-        for (index_t d = 0; d < hd; ++d) {
-          const index_t src = (t * heads + h) * 2 * hd + d, dst = (t * heads + h) * hd + d;
-          q[dst] = qg[src];
-          gate[dst] = qg[src + hd];
-        }
+    for_each_q_element(qg.dim(0), heads, q.dim(1) / heads, [&](index_t in_qg, index_t in_q, index_t hd) {
+      q[in_q] = qg[in_qg];
+      gate[in_q] = qg[in_qg + hd];
+    });
   }
 
   void merge_q_gate_impl(CView<double> q, CView<double> gate, index_t heads, View<double> qg) override {
-    const index_t m = qg.dim(0), hd = q.dim(1) / heads;
+    for_each_q_element(qg.dim(0), heads, q.dim(1) / heads, [&](index_t in_qg, index_t in_q, index_t hd) {
+      qg[in_qg] = q[in_q];
+      qg[in_qg + hd] = gate[in_q];
+    });
+  }
+
+  // fn(in_qg, in_q, hd) for every element (t, h, d) of m rows of `heads`
+  // heads of hd: its index in qg [m][heads][2·hd] (the q half; the gate's
+  // is hd further) and in q, gate [m][heads·hd].
+  template <class Fn>
+  static void for_each_q_element(index_t m, index_t heads, index_t hd, Fn fn) {
     for (index_t t = 0; t < m; ++t)
       for (index_t h = 0; h < heads; ++h)
-        for (index_t d = 0; d < hd; ++d) {
-          const index_t dst = (t * heads + h) * 2 * hd + d, src = (t * heads + h) * hd + d;
-          qg[dst] = q[src];
-          qg[dst + hd] = gate[src];
-        }
+        for (index_t d = 0; d < hd; ++d) fn((t * heads + h) * 2 * hd + d, (t * heads + h) * hd + d, hd);
   }
 };
 
