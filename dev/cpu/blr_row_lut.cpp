@@ -4,7 +4,7 @@
 // then timed against version 1, the library's kernel.
 //
 // Build and run (dev/cpu/README.md):
-//   g++ -O3 -std=c++20 -march=native dev/cpu/blr_row_lut.cpp -o /tmp/blr_row_lut && /tmp/blr_row_lut
+//   g++ -O3 -std=c++20 -march=native dev/cpu/blr_row_lut.cpp -o blr_row_lut && ./blr_row_lut
 //
 // The op, one path, one token, one thread: y[j] = h[j] · Σ_k s_jk · c[k] for
 // j < m, k < r, with s_jk = +1 where bit k%32 of word k/32 of row j of the
