@@ -1,8 +1,10 @@
 // The CPU's bit-reading blr_infer kernel at every SIMD level this CPU has
 // (scalar and AVX2 forced on an AVX-512 machine): against the f64
 // reference, and equal to the bit across levels and thread counts, as
-// blr.hpp's Numerics promises. The op itself is in the parity cases
-// (tests/parity/blr_cases.cpp).
+// blr.hpp's Numerics promises; the sign blocks it reads (ops/bitmap.hpp)
+// against their definition; a layer holding only sign blocks (a model's on
+// the CPU) against the same layer's bitmaps. The op itself is in the parity
+// cases (tests/parity/blr_cases.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "bitrank/rng.hpp"
 #include "cpu/blr_infer.hpp"
 #include "support/backends.hpp"
+#include "support/expect.hpp"
 #include "support/simd_levels.hpp"
 
 namespace bitrank {
@@ -68,10 +71,20 @@ struct HostLayer {
 std::vector<float> run_kernel(const HostLayer& hl, const std::vector<float>& x, index_t ntok, SimdLevel level,
                               unsigned threads) {
   ThreadPool pool(threads);
-  const auto paths = hl.views(hl.h, hl.l, hl.g);
+  auto paths = hl.views(hl.h, hl.l, hl.g);
+  const index_t u_words = sign_blocks_u_words(hl.m, hl.r), vt_words = sign_blocks_vt_words(hl.n, hl.r);
+  std::vector<std::uint32_t> blocks(static_cast<std::size_t>(hl.paths * (u_words + vt_words)), 0xdeadbeefu);
+  for (index_t p = 0; p < hl.paths; ++p) {
+    std::uint32_t* u = blocks.data() + p * (u_words + vt_words);
+    make_sign_blocks_u(hl.bits_u[p].data(), hl.m, hl.r, u);
+    make_sign_blocks_vt(hl.bits_v[p].data(), hl.n, hl.r, u + u_words);
+    paths[p].sign_u_blocks = CView<std::uint32_t>(u, Shape{(hl.m + 15) / 16, hl.r / 32, 16});
+    paths[p].sign_vt_blocks = CView<std::uint32_t>(u + u_words, Shape{hl.r / 16, sign_words(hl.n), 16});
+  }
   std::vector<float> y(static_cast<std::size_t>(ntok * hl.m), std::numeric_limits<float>::quiet_NaN());
-  std::vector<float> c(static_cast<std::size_t>(cpu::blr_infer_scratch(hl.paths, ntok, hl.r)), std::numeric_limits<float>::quiet_NaN());
-  cpu::blr_infer_bits(BlrLayer<float>{hl.m, hl.n, hl.r, paths}, x.data(), ntok, y.data(), c.data(), level, pool);
+  std::vector<float> tables(static_cast<std::size_t>(cpu::blr_infer_scratch(hl.paths, ntok, hl.n, hl.r)),
+                            std::numeric_limits<float>::quiet_NaN());
+  cpu::blr_infer_bits(BlrLayer<float>{hl.m, hl.n, hl.r, paths}, x.data(), ntok, y.data(), tables.data(), level, pool);
   return y;
 }
 
@@ -130,6 +143,79 @@ TEST(BlrInfer, EveryLevelMatchesTheReferenceAndTheOthersToTheBit) {
                       static_cast<long>(s.paths), e);
       }
   }
+}
+
+// Every word of both block layouts against the definition in ops/bitmap.hpp,
+// and back, at shapes whose m and n are not multiples of 16 and 32.
+TEST(SignBlocks, HoldEachSignWhereTheLayoutSaysAndInvertExactly) {
+  for (const auto& [rows, r] : {std::pair<index_t, index_t>{75, 64}, {16, 32}, {33, 96}, {577, 192}}) {
+    const HostLayer hl(rows, rows + 7, r, 1, static_cast<std::uint64_t>(rows * r));
+    const index_t m = hl.m, n = hl.n, words = r / 32, wn = sign_words(n);
+    std::vector<std::uint32_t> u(static_cast<std::size_t>(sign_blocks_u_words(m, r)), 0xdeadbeefu);
+    std::vector<std::uint32_t> vt(static_cast<std::size_t>(sign_blocks_vt_words(n, r)), 0xdeadbeefu);
+    make_sign_blocks_u(hl.bits_u[0].data(), m, r, u.data());
+    make_sign_blocks_vt(hl.bits_v[0].data(), n, r, vt.data());
+    for (index_t b = 0; b < (m + 15) / 16; ++b)
+      for (index_t w = 0; w < words; ++w)
+        for (index_t l = 0; l < 16; ++l) {
+          const index_t j = 16 * b + l;
+          ASSERT_EQ(u[(b * words + w) * 16 + l], j < m ? hl.bits_u[0][j * words + w] : 0u) << "u " << b << " " << w << " " << l;
+        }
+    for (index_t k = 0; k < r; ++k)
+      for (index_t i = 0; i < 32 * wn; ++i) {
+        const bool want = i < n && sign_bit(hl.bits_v[0].data() + i * words, k);
+        ASSERT_EQ(want, ((vt[(k / 16 * wn + i / 32) * 16 + k % 16] >> (i % 32)) & 1u) != 0) << "vt k " << k << " i " << i;
+      }
+    std::vector<std::uint32_t> back_u(hl.bits_u[0].size(), 0xdeadbeefu), back_v(hl.bits_v[0].size(), 0xdeadbeefu);
+    sign_bitmap_from_blocks_u(u.data(), m, r, back_u.data());
+    sign_bitmap_from_blocks_vt(vt.data(), n, r, back_v.data());
+    EXPECT_EQ(back_u, hl.bits_u[0]) << m << "x" << n << " r" << r;
+    EXPECT_EQ(back_v, hl.bits_v[0]) << m << "x" << n << " r" << r;
+  }
+}
+
+// blr_infer on the CPU backend over a layer with only sign blocks (as a model
+// on the CPU holds it) gives the bitmaps' result to the bit, in the kernel
+// (≤ 16 tokens) and in the forward (17: bitmaps formed from the blocks);
+// a backend that reads bitmaps refuses such a layer.
+TEST(SignBlocks, ALayerOfBlocksAloneGivesTheBitmapsResult) {
+  const HostLayer hl(129, 211, 160, 2, 77);
+  std::vector<BlrPath<float>> bitmaps = hl.views(hl.h, hl.l, hl.g), blocks = bitmaps;
+  const index_t u_words = sign_blocks_u_words(hl.m, hl.r), vt_words = sign_blocks_vt_words(hl.n, hl.r);
+  std::vector<std::uint32_t> store(static_cast<std::size_t>(2 * (u_words + vt_words)));
+  for (index_t p = 0; p < 2; ++p) {
+    std::uint32_t* u = store.data() + p * (u_words + vt_words);
+    make_sign_blocks_u(hl.bits_u[p].data(), hl.m, hl.r, u);
+    make_sign_blocks_vt(hl.bits_v[p].data(), hl.n, hl.r, u + u_words);
+    BlrPath<float>& path = blocks[static_cast<std::size_t>(p)];
+    path.sign_u = path.sign_v = {};
+    path.sign_u_blocks = CView<std::uint32_t>(u, Shape{(hl.m + 15) / 16, hl.r / 32, 16});
+    path.sign_vt_blocks = CView<std::uint32_t>(u + u_words, Shape{hl.r / 16, sign_words(hl.n), 16});
+  }
+  Backend<float>& be = test::cpu_backend();
+  for (index_t ntok : {1, 16, 17}) {
+    const auto x = rnd(static_cast<std::size_t>(ntok * hl.n), 900 + ntok, 2.0f);
+    std::vector<float> want(static_cast<std::size_t>(ntok * hl.m)), got(want.size());
+    const CView<float> xv(x.data(), Shape{ntok, hl.n});
+    be.blr().blr_infer(BlrLayer<float>{hl.m, hl.n, hl.r, bitmaps}, xv, View<float>(want.data(), Shape{ntok, hl.m}));
+    be.blr().blr_infer(BlrLayer<float>{hl.m, hl.n, hl.r, blocks}, xv, View<float>(got.data(), Shape{ntok, hl.m}));
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << ntok << " tokens";
+  }
+  const std::vector<double> x64(static_cast<std::size_t>(hl.n), 1.0);
+  std::vector<double> y64(static_cast<std::size_t>(hl.m));
+  std::vector<BlrPath<double>> ref_paths = hl.views(hl.h64, hl.l64, hl.g64);
+  for (std::size_t p = 0; p < 2; ++p) {
+    ref_paths[p].sign_u = ref_paths[p].sign_v = {};
+    ref_paths[p].sign_u_blocks = blocks[p].sign_u_blocks;
+    ref_paths[p].sign_vt_blocks = blocks[p].sign_vt_blocks;
+  }
+  test::expect_error(
+      [&] {
+        test::ref_backend().blr().blr_infer(BlrLayer<double>{hl.m, hl.n, hl.r, ref_paths},
+                                            CView<double>(x64.data(), Shape{1, hl.n}),
+                                            View<double>(y64.data(), Shape{1, hl.m}));
+      },
+      "has only sign blocks, which this backend does not read");
 }
 
 }  // namespace

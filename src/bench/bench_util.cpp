@@ -36,7 +36,7 @@ std::vector<BenchCase> blr_infer_cases(Backend<float>& be, const InferShape& s, 
   struct State {
     std::vector<std::shared_ptr<Buffer<std::uint32_t>>> bits;
     std::vector<std::shared_ptr<Buffer<float>>> scales;
-    std::vector<BlrPath<float>> paths;
+    std::vector<BlrPath<float>> paths, infer_paths;
     std::shared_ptr<Buffer<float>> x, y, a;
   };
   auto st = std::make_shared<State>();
@@ -57,10 +57,29 @@ std::vector<BenchCase> blr_infer_cases(Backend<float>& be, const InferShape& s, 
   const std::string shape = fmt::format("m={} n={} r={} P={} T={} ({:.2f} MB)", m, n, r, P, T, bytes / 1e6);
   Backend<float>* b = &be;
   const BlrLayer<float> layer{m, n, r, st->paths};
+  // blr_infer's layer as a loaded model holds it: with sign blocks where the backend reads them.
+  st->infer_paths = st->paths;
+  if (be.blr().reads_sign_blocks())
+    for (index_t p = 0; p < P; ++p) {
+      BlrPath<float>& path = st->infer_paths[sz(p)];
+      std::vector<std::uint32_t> u(sz(m * sign_words(r))), v(sz(n * sign_words(r)));
+      mem.download(u.data(), path.sign_u.data, u.size() * sizeof(std::uint32_t));
+      mem.download(v.data(), path.sign_v.data, v.size() * sizeof(std::uint32_t));
+      const index_t u_words = sign_blocks_u_words(m, r), vt_words = sign_blocks_vt_words(n, r);
+      std::vector<std::uint32_t> host(sz(u_words + vt_words));
+      make_sign_blocks_u(u.data(), m, r, host.data());
+      make_sign_blocks_vt(v.data(), n, r, host.data() + u_words);
+      st->bits.push_back(std::make_shared<Buffer<std::uint32_t>>(mem, host.size()));
+      std::uint32_t* blocks = st->bits.back()->data();
+      mem.upload(blocks, host.data(), host.size() * sizeof(std::uint32_t));
+      path.sign_u_blocks = CView<std::uint32_t>(blocks, Shape{(m + 15) / 16, r / 32, 16});
+      path.sign_vt_blocks = CView<std::uint32_t>(blocks + u_words, Shape{r / 16, sign_words(n), 16});
+    }
+  const BlrLayer<float> infer_layer{m, n, r, st->infer_paths};
   const double flops = 2.0 * T * m * n * reps;
   return {{"blr_infer", shape, flops, 0, anchor,
            [=] {
-             for (int i = 0; i < reps; ++i) b->blr().blr_infer(layer, st->x->view({T, n}), st->y->view({T, m}));
+             for (int i = 0; i < reps; ++i) b->blr().blr_infer(infer_layer, st->x->view({T, n}), st->y->view({T, m}));
            }},
           {"blr_forward (inference)", shape, flops, 0, anchor, [=] {
              for (int i = 0; i < reps; ++i)

@@ -31,8 +31,9 @@
 // only grows: a call in steady state allocates nothing. One ops object
 // serves one caller at a time.
 //
-// blr_infer reads the bitmaps directly for up to kBlrInferBitTokens (16) tokens
-// (cpu/blr_infer.cpp) and runs the forward's GEMMs above; f16 scales
+// blr_infer reads the signs directly for up to kBlrInferBitTokens (16) tokens
+// (cpu/blr_infer.cpp, from the paths' sign blocks, made per call where a
+// path has none) and runs the forward's GEMMs above; f16 scales
 // (BlrPath::scales16) are widened to f32 first, once per call (F16C, exact),
 // so both paths and every SIMD level read the same f32 scales.
 #include <algorithm>
@@ -64,6 +65,7 @@ class Scratch {
 class CpuBlrOps final : public BlrOps<float> {
  public:
   explicit CpuBlrOps(ThreadPool& pool) : pool_(pool) {}
+  bool reads_sign_blocks() const override { return true; }
 
  protected:
   void blr_forward_impl(const BlrLayer<float>& layer, CView<float> x, View<float> y,
@@ -85,16 +87,62 @@ class CpuBlrOps final : public BlrOps<float> {
     }
   }
 
-  // Few tokens: the bit-reading kernel, its c in scratch; more: the forward, its a in the same scratch.
-  // f16 scales are widened first (exact), so both read f32 scales.
+  // Few tokens: the bit-reading kernel, its tables in scratch; more: the
+  // forward, its a in the same scratch. f16 scales are widened first
+  // (exact), so both read f32 scales.
   void blr_infer_impl(const BlrLayer<float>& given, CView<float> x, View<float> y) override {
     const BlrLayer<float> layer = with_wide_scales(
         given, widened_paths_, [&](index_t count) { return scales_.get(count); },
         [](const f16* src, index_t count, float* dst) { f32_from_f16(src, count, dst); });
     const index_t ntok = x.dim(0), paths = static_cast<index_t>(layer.paths.size());
-    float* scratch = infer_.get(blr_infer_scratch(paths, ntok, layer.r));
-    if (ntok <= kBlrInferBitTokens) return blr_infer_bits(layer, x.data, ntok, y.data, scratch, simd_, pool_);
-    blr_forward_impl(layer, x, y, BlrSaved<float>{View<float>(scratch, Shape{paths, ntok, layer.r})});
+    if (ntok <= kBlrInferBitTokens) {
+      float* tables = infer_.get(blr_infer_scratch(paths, ntok, layer.n, layer.r));
+      return blr_infer_bits(with_sign_blocks(layer), x.data, ntok, y.data, tables, simd_, pool_);
+    }
+    float* a = infer_.get(paths * ntok * layer.r);
+    blr_forward_impl(with_bitmaps(layer), x, y, BlrSaved<float>{View<float>(a, Shape{paths, ntok, layer.r})});
+  }
+
+  // `layer` with bitmaps on every path: made here, per call, for a path that
+  // has only sign blocks (a loaded model's, read by the forward's planes).
+  BlrLayer<float> with_bitmaps(const BlrLayer<float>& layer) {
+    if (std::all_of(layer.paths.begin(), layer.paths.end(), [](const BlrPath<float>& p) { return p.bitmaps(); }))
+      return layer;
+    const index_t m = layer.m, n = layer.n, r = layer.r, words = r / 32;
+    sign_forms_.resize(static_cast<std::size_t>(static_cast<index_t>(layer.paths.size()) * (m + n) * words));
+    std::uint32_t* at = sign_forms_.data();
+    formed_paths_.assign(layer.paths.begin(), layer.paths.end());
+    for (BlrPath<float>& path : formed_paths_) {
+      if (path.bitmaps()) continue;
+      sign_bitmap_from_blocks_u(path.sign_u_blocks.data, m, r, at);
+      sign_bitmap_from_blocks_vt(path.sign_vt_blocks.data, n, r, at + m * words);
+      path.sign_u = CView<std::uint32_t>(at, Shape{m, words});
+      path.sign_v = CView<std::uint32_t>(at + m * words, Shape{n, words});
+      path.sign_u_blocks = path.sign_vt_blocks = {};
+      at += (m + n) * words;
+    }
+    return BlrLayer<float>{m, n, r, formed_paths_};
+  }
+
+  // `layer` with sign blocks on every path: made here, per call, for a path
+  // that has none (a loaded model's paths carry them).
+  BlrLayer<float> with_sign_blocks(const BlrLayer<float>& layer) {
+    if (std::all_of(layer.paths.begin(), layer.paths.end(), [](const BlrPath<float>& p) { return p.sign_blocks(); }))
+      return layer;
+    const index_t m = layer.m, n = layer.n, r = layer.r;
+    const index_t u_words = sign_blocks_u_words(m, r), vt_words = sign_blocks_vt_words(n, r);
+    sign_forms_.resize(static_cast<std::size_t>(static_cast<index_t>(layer.paths.size()) * (u_words + vt_words)));
+    std::uint32_t* at = sign_forms_.data();
+    formed_paths_.assign(layer.paths.begin(), layer.paths.end());
+    for (BlrPath<float>& path : formed_paths_) {
+      if (path.sign_blocks()) continue;
+      make_sign_blocks_u(path.sign_u.data, m, r, at);
+      make_sign_blocks_vt(path.sign_v.data, n, r, at + u_words);
+      path.sign_u_blocks = CView<std::uint32_t>(at, Shape{(m + 15) / 16, r / 32, 16});
+      path.sign_vt_blocks = CView<std::uint32_t>(at + u_words, Shape{r / 16, sign_words(n), 16});
+      at += u_words + vt_words;
+    }
+    return BlrLayer<float>{m, n, r, formed_paths_};
   }
 
   void blr_backward_impl(const BlrLayer<float>& layer, CView<float> x, CView<float> dy, const BlrSaved<float>& saved,
@@ -317,9 +365,11 @@ class CpuBlrOps final : public BlrOps<float> {
 
   ThreadPool& pool_;
   const SimdLevel simd_ = best_simd_level();  // blr_infer's kernel
-  Scratch infer_;    // blr_infer's c (bit-reading kernel) or a (forward) [P][ntok][r]
+  Scratch infer_;    // blr_infer's tables (bit-reading kernel) or a (forward) [P][ntok][r]
   Scratch scales_;   // blr_infer's widened f16 scales [P][m + r + n]
   std::vector<BlrPath<float>> widened_paths_;  // the paths over scales_
+  std::vector<BlrPath<float>> formed_paths_;  // the paths over sign_forms_
+  std::vector<std::uint32_t> sign_forms_;     // sign blocks or bitmaps made per call (with_sign_blocks, with_bitmaps)
   Scratch plane_u_;  // f16(±h/s_h) [m][r] of the path at hand
   Scratch plane_v_;  // f16(±g/s_g) [n][r]
   Scratch act_x_;    // staged x [ntok][n]

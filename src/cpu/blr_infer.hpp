@@ -25,11 +25,13 @@ const char* simd_level_name(SimdLevel level);
 // kernel's cost grows with the tokens, the forward's (planes written from
 // the bitmaps, then GEMMs) hardly does.
 
-// y[ntok][m] (overwritten) = the layer applied to x[ntok][n], reading the
-// sign bitmaps; c: scratch of blr_infer_scratch floats. Threads from `pool` once the
-// layer is large enough to pay for them. `level` must be supported.
-inline index_t blr_infer_scratch(index_t paths, index_t ntok, index_t r) { return paths * ntok * r; }  // c
-void blr_infer_bits(const BlrLayer<float>& layer, const float* x, index_t ntok, float* y, float* c, SimdLevel level,
-                    ThreadPool& pool);
+// y[ntok][m] (overwritten) = the layer applied to x[ntok][n] for 1 ≤ ntok ≤
+// kBlrInferBitTokens, reading every path's sign blocks (BlrPath::
+// sign_u_blocks, sign_vt_blocks: required here); scratch: blr_infer_scratch
+// floats (the lookup tables). Threads from `pool` once the layer is large
+// enough to pay for them. `level` must be supported.
+index_t blr_infer_scratch(index_t paths, index_t ntok, index_t n, index_t r);
+void blr_infer_bits(const BlrLayer<float>& layer, const float* x, index_t ntok, float* y, float* scratch,
+                    SimdLevel level, ThreadPool& pool);
 
 }  // namespace bitrank::cpu

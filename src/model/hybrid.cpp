@@ -53,7 +53,7 @@ HybridModel<T>::HybridModel(Backend<T>& be, const HostWeights& w, const BlrProje
       const std::string name = p + hybrid_proj_name(proj);
       const auto it = blr.find(name);
       Projection<T>& slot = k.proj[static_cast<std::size_t>(proj)];
-      slot = it != blr.end() ? Projection<T>::blr(mem, at, it->second, name, form.f16_scales)
+      slot = it != blr.end() ? Projection<T>::blr(mem, at, it->second, name, form)
                              : Projection<T>::dense(mem, at, w.at(name + ".weight"), name, form.f16_matrices);
     }
     if (k.full) {

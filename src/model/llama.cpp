@@ -45,7 +45,7 @@ LlamaModel<T>::LlamaModel(Backend<T>& be, const HostWeights& w, const BlrProject
       const std::string name = p + llama_proj_name(proj);
       const auto it = blr.find(name);
       block.proj[static_cast<int>(proj)] = it != blr.end()
-                                               ? Projection<T>::blr(mem, at, it->second, name, form.f16_scales)
+                                               ? Projection<T>::blr(mem, at, it->second, name, form)
                                                : Projection<T>::dense(mem, at, w.at(name + ".weight"), name,
                                                                       form.f16_matrices);
     }

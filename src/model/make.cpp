@@ -10,6 +10,7 @@ namespace bitrank::model {
 template <class T>
 std::unique_ptr<DecoderModel<T>> make_model(Backend<T>& be, const HostWeights& w, const BlrProjections& blr,
                                             bool stream, WeightForm form) {
+  form.sign_blocks = be.blr_ops && be.blr().reads_sign_blocks();
   if (w.config.is_hybrid()) return std::make_unique<HybridModel<T>>(be, w, blr, stream, form);
   return std::make_unique<LlamaModel<T>>(be, w, blr, stream, form);
 }
@@ -39,7 +40,9 @@ std::size_t model_device_bytes(const HostWeights& w, const BlrProjections& blr, 
     bytes += t.values.size() * (half ? sizeof(f16) : sizeof(T));
   }
   for (const auto& [name, m] : blr) {
-    bytes += m.paths.size() * static_cast<std::size_t>((m.m + m.n) * (m.r / 32)) * sizeof(std::uint32_t);
+    const index_t sign_words = form.sign_blocks ? sign_blocks_u_words(m.m, m.r) + sign_blocks_vt_words(m.n, m.r)
+                                                : (m.m + m.n) * (m.r / 32);
+    bytes += m.paths.size() * static_cast<std::size_t>(sign_words) * sizeof(std::uint32_t);
     bytes += m.paths.size() * static_cast<std::size_t>(m.m + m.r + m.n) * (form.f16_scales ? sizeof(f16) : sizeof(T));
   }
   return bytes;

@@ -151,19 +151,20 @@ Projection<T> Projection<T>::dense(Memory& mem, Carver& at, const HostTensor& w,
 
 template <class T>
 Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& h, const std::string& name,
-                                 bool f16_scales) {
+                                 WeightForm form) {
   blr::check_blr(h, "projection " + name);
   Projection p;
   p.rows_ = h.m;
   p.cols_ = h.n;
   p.rank_ = h.r;
   const index_t P = static_cast<index_t>(h.paths.size()), words = h.r / 32, per_path = h.m + h.r + h.n;
-  std::uint32_t* bits_u = at.take<std::uint32_t>(P * h.m * words);
-  std::uint32_t* bits_v = at.take<std::uint32_t>(P * h.n * words);
+  const bool bitmaps = !form.sign_blocks;  // else the sign blocks alone
+  std::uint32_t* bits_u = bitmaps ? at.take<std::uint32_t>(P * h.m * words) : nullptr;
+  std::uint32_t* bits_v = bitmaps ? at.take<std::uint32_t>(P * h.n * words) : nullptr;
   std::vector<float> scales;
   for (index_t k = 0; k < P; ++k) {
     const blr::HostBlrPath& path = h.paths[static_cast<std::size_t>(k)];
-    if (!at.measuring()) {
+    if (bitmaps && !at.measuring()) {
       mem.upload(bits_u + k * h.m * words, path.sign_u.data(), path.sign_u.size() * sizeof(std::uint32_t));
       mem.upload(bits_v + k * h.n * words, path.sign_v.data(), path.sign_v.size() * sizeof(std::uint32_t));
     }
@@ -171,12 +172,15 @@ Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatr
     scales.insert(scales.end(), path.l.begin(), path.l.end());
     scales.insert(scales.end(), path.g.begin(), path.g.end());
   }
+  const bool f16_scales = form.f16_scales;
   const T* all_scales = f16_scales ? nullptr : place_values<T>(mem, at, scales).data;
   const bitrank::f16* all_scales16 = f16_scales ? place_values<bitrank::f16>(mem, at, scales).data : nullptr;
   for (index_t k = 0; k < P; ++k) {
     BlrPath<T> path;
-    path.sign_u = CView<std::uint32_t>(bits_u ? bits_u + k * h.m * words : nullptr, Shape{h.m, words});
-    path.sign_v = CView<std::uint32_t>(bits_v ? bits_v + k * h.n * words : nullptr, Shape{h.n, words});
+    if (bitmaps) {
+      path.sign_u = CView<std::uint32_t>(bits_u ? bits_u + k * h.m * words : nullptr, Shape{h.m, words});
+      path.sign_v = CView<std::uint32_t>(bits_v ? bits_v + k * h.n * words : nullptr, Shape{h.n, words});
+    }
     if (f16_scales) {
       path.scales16 = CView<bitrank::f16>(all_scales16 ? all_scales16 + k * per_path : nullptr, Shape{per_path});
     } else {
@@ -188,7 +192,24 @@ Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatr
     }
     p.paths_.push_back(path);
   }
+  if (!bitmaps) p.place_sign_blocks(mem, at, h);
   return p;
+}
+
+template <class T>
+void Projection<T>::place_sign_blocks(Memory& mem, Carver& at, const blr::HostBlrMatrix& h) {
+  const index_t u_words = sign_blocks_u_words(h.m, h.r), vt_words = sign_blocks_vt_words(h.n, h.r);
+  std::vector<std::uint32_t> host(static_cast<std::size_t>(u_words + vt_words));
+  for (std::size_t k = 0; k < paths_.size(); ++k) {
+    std::uint32_t* blocks = at.take<std::uint32_t>(u_words + vt_words);
+    if (!at.measuring()) {
+      make_sign_blocks_u(h.paths[k].sign_u.data(), h.m, h.r, host.data());
+      make_sign_blocks_vt(h.paths[k].sign_v.data(), h.n, h.r, host.data() + u_words);
+      mem.upload(blocks, host.data(), host.size() * sizeof(std::uint32_t));
+    }
+    paths_[k].sign_u_blocks = CView<std::uint32_t>(blocks, Shape{(h.m + 15) / 16, h.r / 32, 16});
+    paths_[k].sign_vt_blocks = CView<std::uint32_t>(blocks ? blocks + u_words : nullptr, Shape{h.r / 16, sign_words(h.n), 16});
+  }
 }
 
 template <class T>
@@ -200,6 +221,8 @@ Projection<T> Projection<T>::rebased(const std::byte* from, std::byte* to) const
     path.scales16.data = rebase(path.scales16.data, from, to);
     path.sign_u.data = rebase(path.sign_u.data, from, to);
     path.sign_v.data = rebase(path.sign_v.data, from, to);
+    path.sign_u_blocks.data = rebase(path.sign_u_blocks.data, from, to);
+    path.sign_vt_blocks.data = rebase(path.sign_vt_blocks.data, from, to);
     path.h.data = rebase(path.h.data, from, to);
     path.l.data = rebase(path.l.data, from, to);
     path.g.data = rebase(path.g.data, from, to);

@@ -24,7 +24,8 @@
 // f16, read by blr_infer (f16 scales) and dense_forward_f16 and widened row by
 // row by the embedding lookup — so that its resident weights (weight_bytes)
 // are about its file size. Vectors (norm gains, the GDN's small tensors)
-// stay T: a few KB a block.
+// stay T: a few KB a block. On the CPU the signs are kept as the sign
+// blocks its decode kernel reads (the same bits regrouped).
 //
 // Tokens come as windows of T: n = windows·T rows; position p of a window is
 // row mod T, and no window sees another (attention and the GDN recurrence
@@ -75,6 +76,10 @@ void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t 
 struct WeightForm {
   bool f16_scales = false;    // BLR scales h, ℓ, g in f16 (BlrPath::scales16)
   bool f16_matrices = false;  // head, token embedding and dense projections in f16
+  // BLR signs as sign blocks (BlrPath::sign_u_blocks, sign_vt_blocks)
+  // instead of bitmaps, for a backend whose blr_infer reads them
+  // (BlrOps::reads_sign_blocks: the CPU); make_model sets it from the backend.
+  bool sign_blocks = false;
 };
 
 struct Nll {

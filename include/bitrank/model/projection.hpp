@@ -93,9 +93,11 @@ class Projection {
   static Projection dense(Memory& mem, Carver& at, const HostTensor& w, const std::string& name, bool half = false);
   // A BLR matrix (checked by blr::check_blr, naming `name`), likewise:
   // bitmaps [P][m][r/32], [P][n_in][r/32], then the scales [P][m + r + n_in]
-  // (as f16 with `f16_scales`, else as T).
+  // (as f16 with form.f16_scales, else as T); with form.sign_blocks, the
+  // sign blocks of each path (u, then vt; ops/bitmap.hpp) in place of the
+  // bitmaps, after the scales.
   static Projection blr(Memory& mem, Carver& at, const blr::HostBlrMatrix& w, const std::string& name,
-                        bool f16_scales = false);
+                        WeightForm form = {});
 
   // The same projection over a copy of its block's bytes: every view moved
   // from the allocation at `from` to the same offset at `to`.
@@ -116,6 +118,9 @@ class Projection {
   const T* dense_ = nullptr;
   const f16* dense16_ = nullptr;   // the dense weight when kept in f16
   std::vector<BlrPath<T>> paths_;  // views into the block's allocation
+
+  // Each path's sign blocks from `h`, carved after the scales (WeightForm::sign_blocks).
+  void place_sign_blocks(Memory& mem, Carver& at, const blr::HostBlrMatrix& h);
 };
 
 extern template class Projection<float>;

@@ -41,12 +41,12 @@
 // Numerics of blr_infer: the f64 reference is its forward (exact). The CPU
 // and CUDA backends, for at most kBlrInferBitTokens (16) tokens, read the
 // bitmaps directly in f32 with no f16 rounding. CPU (cpu/blr_infer.hpp), per
-// path and token:
-//     a_k = Σ_i ±f32(x_i·g_i)         an f32 sum in order of i (the ± from S_V[i][k])
+// path and token, with x'_i = f32(x_i·g_i) (0 past n) and sums over groups
+// of 4 (G = ((±v_0 ± v_1) ± v_2) ± v_3 for the group's 4 values):
+//     a_k = (A_0 + A_1) + (A_2 + A_3)  A_q: the G of the x' groups g ≡ q mod 4,
+//                                      added in order of g (± from S_V[i][k])
 //     c_k = f32(ℓ_k·a_k)
-//     s_j = Σ_k ±c_k                   32 f32 partial sums (k mod 32), each in order
-//                                      of k, added in a fixed tree (lane l + l+16,
-//                                      then + l+8, + l+4, + l+2, + l+1)
+//     s_j = the same over the groups of c (± from S_U[j][k])
 //     y_j = Σ_p f32(h_j·s_j)           paths added in order, no fused multiply-add
 // the same bits whatever its SIMD width or thread count. CUDA (cuda/blr_infer.cu):
 // a_k as chunks of inputs each summed in order of i, the chunk sums added in
@@ -114,7 +114,16 @@ struct BlrPath {
   // blr_infer only: h, ℓ, g in f16, [m + r + n] in that order, in place of
   // h, l and g (which are then empty); see Numerics.
   CView<f16> scales16 = {};
+  // blr_infer only, optional: the signs as sign blocks (ops/bitmap.hpp), u
+  // [⌈m/16⌉][r/32][16] and vt [r/16][⌈n/32⌉][16], which the CPU's kernel
+  // reads. A model on the CPU keeps only these (sign_u and sign_v empty);
+  // given bitmaps only, the CPU makes them per call. Other backends read
+  // sign_u and sign_v.
+  CView<std::uint32_t> sign_u_blocks = {};
+  CView<std::uint32_t> sign_vt_blocks = {};
   bool half_scales() const { return scales16.data != nullptr || scales16.rank() > 0; }
+  bool sign_blocks() const { return sign_u_blocks.data != nullptr || sign_u_blocks.rank() > 0; }
+  bool bitmaps() const { return sign_u.data != nullptr || sign_u.rank() > 0 || sign_v.data != nullptr || sign_v.rank() > 0; }
 };
 
 // A layer of shape m×n and rank r per path.
@@ -159,9 +168,16 @@ class BlrOps {
 
   // y[ntok][m] = Σ_p h⊙((a_p⊙ℓ)·S_Uᵀ), a_p = (x⊙g)·S_V,p: blr_forward's
   // output with no tape (y overwritten; the scale gradients are not read).
+  // Whether this backend's blr_infer reads sign blocks (BlrPath), so that a
+  // model keeps them (WeightForm::sign_blocks).
+  virtual bool reads_sign_blocks() const { return false; }
+
   void blr_infer(const BlrLayer<T>& layer, CView<T> x, View<T> y) {
     constexpr std::string_view op = "blr_infer";
     check_layer(op, layer, false, true);
+    for (std::size_t p = 0; p < layer.paths.size(); ++p)
+      check::require(layer.paths[p].bitmaps() || reads_sign_blocks(), op,
+                     "path {} has only sign blocks, which this backend does not read", p);
     const index_t ntok = tokens(op, x, layer.n);
     check::dense(op, "y", y, Shape{ntok, layer.m});
     blr_infer_impl(layer, x, y);
@@ -261,7 +277,8 @@ class BlrOps {
     check::dense(op, "g_v", g_v, Shape{paths, layer.n, layer.r});
   }
 
-  static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads, bool half_scales_ok = false) {
+  // infer: the layer is blr_infer's, which may carry f16 scales and sign blocks.
+  static void check_layer(std::string_view op, const BlrLayer<T>& layer, bool grads, bool infer = false) {
     check::positive(op, "layer m", layer.m);
     check::positive(op, "layer n", layer.n);
     check::positive(op, "layer r", layer.r);
@@ -271,10 +288,18 @@ class BlrOps {
     for (std::size_t p = 0; p < layer.paths.size(); ++p) {
       const BlrPath<T>& path = layer.paths[p];
       const auto name = [p](const char* what) { return ::bitrank::format("path {} {}", p, what); };
-      check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
-      check::dense(op, name("sign_v"), path.sign_v, Shape{layer.n, words});
+      const bool vt_blocks = path.sign_vt_blocks.data != nullptr || path.sign_vt_blocks.rank() > 0;
+      if (path.sign_blocks() || vt_blocks) {
+        check::require(infer, op, "path {} has sign blocks, which only blr_infer reads", p);
+        check::dense(op, name("sign_u_blocks"), path.sign_u_blocks, Shape{(layer.m + 15) / 16, words, 16});
+        check::dense(op, name("sign_vt_blocks"), path.sign_vt_blocks, Shape{layer.r / 16, sign_words(layer.n), 16});
+      }
+      if (path.bitmaps() || !path.sign_blocks()) {
+        check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
+        check::dense(op, name("sign_v"), path.sign_v, Shape{layer.n, words});
+      }
       if (path.half_scales()) {
-        check::require(half_scales_ok, op, "path {} has f16 scales, which only blr_infer reads", p);
+        check::require(infer, op, "path {} has f16 scales, which only blr_infer reads", p);
         check::require(!path.h.data && !path.l.data && !path.g.data, op,
                        "path {} has both f16 scales and h, l, g", p);
         check::dense(op, name("scales16"), path.scales16, Shape{layer.m + layer.r + layer.n});
