@@ -17,7 +17,7 @@
 //
 // A lookup is 64 sign-adds (16 lanes × 4 ranks) in a shift, an and, a
 // permute and an add, where the kernel before it spent a masked xor and an
-// add on 16 (dev/cpu/blr_row_lut.cpp times both). Every table entry and sum
+// add on 16 (docs/perf.md times both). Every table entry and sum
 // is formed in the same order at every SIMD level and thread count, so the
 // levels agree to the bit (the file is built with -ffp-contract=off).
 //
