@@ -52,6 +52,7 @@ namespace {
 constexpr index_t kBlock = 64;     // queries or keys per block
 constexpr index_t kTileRows = 4;   // register tile of block_matmul: rows ...
 constexpr index_t kTileCols = 32;  // ... × columns (contiguous, vectorised)
+constexpr index_t kDecodeTaskWork = 1 << 18;  // multiply-adds a decode task holds at least (attention_decode)
 
 // c[m][n] = (accumulate ? c : 0) + a·b with a[i][p] at a[i·a_row + p·a_col],
 // c[i][j] at c[i·ldc + j], and b[p][j] in strips of kTileCols columns:
@@ -305,14 +306,21 @@ class CpuAttentionOps final : public AttentionOps<float> {
     const index_t n = q.dim(0), past = geo.window - n, H = geo.heads, hd = geo.head_dim;
     const index_t group = H / geo.kv_heads, kv_stride = geo.kv_heads * hd;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    pool_.parallel_for(n * H, [&](index_t t0, index_t t1) {
-      std::vector<float> s(static_cast<std::size_t>(geo.window));
-      for (index_t t = t0; t < t1; ++t) {
-        const index_t i = t / H, h = t % H, kv_col = h / group * hd;
-        lse[t] = decode_row(q.data + t * hd, k.data + kv_col, v.data + kv_col, kv_stride, past + i + 1, hd, scale,
-                            s.data(), out.data + t * hd);
-      }
-    });
+    // A row is ~2·window·hd multiply-adds; rows per task so that a task holds
+    // kDecodeTaskWork: a short context's heads run on the caller, not worth a
+    // thread's wake-up.
+    const index_t row_work = std::max<index_t>(1, 2 * geo.window * hd);
+    pool_.parallel_for(
+        n * H,
+        [&](index_t t0, index_t t1) {
+          std::vector<float> s(static_cast<std::size_t>(geo.window));
+          for (index_t t = t0; t < t1; ++t) {
+            const index_t i = t / H, h = t % H, kv_col = h / group * hd;
+            lse[t] = decode_row(q.data + t * hd, k.data + kv_col, v.data + kv_col, kv_stride, past + i + 1, hd, scale,
+                                s.data(), out.data + t * hd);
+          }
+        },
+        (kDecodeTaskWork + row_work - 1) / row_work);
   }
 
   void attention_backward_impl(CView<float> q, CView<float> k, CView<float> v, CView<float> out, CView<float> lse,
