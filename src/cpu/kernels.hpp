@@ -37,9 +37,11 @@ void stage_rounded(const float* src, index_t lds, const float* col, float scale,
 inline float staged_value(float src, float col, float scale) { return round_f16((src * col) * scale); }
 
 // Σ_{c<len} term(c) over 8 interleaved f32 partial sums: vectorisable, and
-// a shorter rounding chain than one running sum.
+// a shorter rounding chain than one running sum. Always inlined, so that a
+// caller compiled for a wider target (attention's decode_row clones) runs
+// it at its own width instead of calling the baseline copy per use.
 template <class Term>
-float sum_lanes(index_t len, Term term) {
+[[gnu::always_inline]] inline float sum_lanes(index_t len, Term term) {
   constexpr int lanes = 8;
   float part[lanes] = {};
   index_t c = 0;
@@ -53,7 +55,7 @@ float sum_lanes(index_t len, Term term) {
 
 // Σ a_c·b_c in sum_lanes' order (the per-head reductions of the attention
 // and q/k-norm kernels).
-inline float dot_lanes(const float* a, const float* b, index_t len) {
+[[gnu::always_inline]] inline float dot_lanes(const float* a, const float* b, index_t len) {
   return sum_lanes(len, [&](index_t c) { return a[c] * b[c]; });
 }
 
