@@ -15,8 +15,8 @@
 //              rows at once, against the c tables; y_j = h_j·s_j, paths
 //              added in order.
 //
-// A lookup is 64 sign-adds (16 lanes × 4 ranks) in a shift, an and, a
-// permute and an add, where the kernel before it spent a masked xor and an
+// A lookup is 64 sign-adds (16 lanes × 4 ranks) in a shift, a permute and
+// an add, where the kernel before it spent a masked xor and an
 // add on 16 (docs/perf.md times both). Every table entry and sum
 // is formed in the same order at every SIMD level and thread count, so the
 // levels agree to the bit (the file is built with -ffp-contract=off).
@@ -115,7 +115,6 @@ __attribute__((target("avx2"))) void table_avx2(const float* v, float* out) {
 // One token, 16 lanes as two halves of 8; a 16-entry table as two registers,
 // the entry's bit 3 choosing between them.
 __attribute__((target("avx2"))) void lookup_avx2(const Lookup& a, index_t ntok, float* out) {
-  const __m256i nibble = _mm256_set1_epi32(15);
   for (index_t t = 0; t < ntok; ++t)
     for (int hf = 0; hf < 2; ++hf) {
       __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -123,7 +122,8 @@ __attribute__((target("avx2"))) void lookup_avx2(const Lookup& a, index_t ntok, 
         const __m256i word = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.blocks + w * kLanes + 8 * hf));
         const float* table = a.tables + t * a.stride + 8 * w * kLanes;
         for (int q = 0; q < 8; ++q) {
-          const __m256i idx = _mm256_and_si256(_mm256_srli_epi32(word, 4 * q), nibble);
+          // vpermps reads bits 0–2 of each index; the blend, bit 3 moved to the sign: no mask needed.
+          const __m256i idx = _mm256_srli_epi32(word, 4 * q);
           const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + q * kLanes), idx);
           const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + q * kLanes + 8), idx);
           const __m256 v = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
@@ -159,7 +159,6 @@ __attribute__((target("avx512f"))) void table_avx512(const float* v, float* out)
 
 template <int NT>
 __attribute__((target("avx512f"))) void lookup_block_avx512(const Lookup& a, const float* tables, float* out) {
-  const __m512i nibble = _mm512_set1_epi32(15);
   __m512 acc[NT][4];
   for (auto& tok : acc)
     for (auto& v : tok) v = _mm512_setzero_ps();
@@ -167,7 +166,7 @@ __attribute__((target("avx512f"))) void lookup_block_avx512(const Lookup& a, con
     const __m512i word = _mm512_loadu_si512(a.blocks + w * kLanes);
     const float* table = tables + 8 * w * kLanes;
     for (int q = 0; q < 8; ++q) {
-      const __m512i idx = _mm512_and_si512(_mm512_srli_epi32(word, 4 * q), nibble);
+      const __m512i idx = _mm512_srli_epi32(word, 4 * q);  // vpermps reads bits 0–3 of each index: no mask
       for (int t = 0; t < NT; ++t)
         acc[t][q % 4] =
             _mm512_add_ps(acc[t][q % 4], _mm512_permutexvar_ps(idx, _mm512_loadu_ps(table + t * a.stride + q * kLanes)));
