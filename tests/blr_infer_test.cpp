@@ -72,14 +72,12 @@ std::vector<float> run_kernel(const HostLayer& hl, const std::vector<float>& x, 
                               unsigned threads) {
   ThreadPool pool(threads);
   auto paths = hl.views(hl.h, hl.l, hl.g);
-  const index_t u_words = sign_blocks_u_words(hl.m, hl.r), vt_words = sign_blocks_vt_words(hl.n, hl.r);
-  std::vector<std::uint32_t> blocks(static_cast<std::size_t>(hl.paths * (u_words + vt_words)), 0xdeadbeefu);
+  const index_t words = sign_blocks_words(hl.m, hl.n, hl.r);
+  std::vector<std::uint32_t> blocks(static_cast<std::size_t>(hl.paths * words), 0xdeadbeefu);
   for (index_t p = 0; p < hl.paths; ++p) {
-    std::uint32_t* u = blocks.data() + p * (u_words + vt_words);
-    make_sign_blocks_u(hl.bits_u[p].data(), hl.m, hl.r, u);
-    make_sign_blocks_vt(hl.bits_v[p].data(), hl.n, hl.r, u + u_words);
-    paths[p].sign_u_blocks = CView<std::uint32_t>(u, Shape{(hl.m + 15) / 16, hl.r / 32, 16});
-    paths[p].sign_vt_blocks = CView<std::uint32_t>(u + u_words, Shape{hl.r / 16, sign_words(hl.n), 16});
+    std::uint32_t* at = blocks.data() + p * words;
+    make_sign_blocks(hl.bits_u[p].data(), hl.bits_v[p].data(), hl.m, hl.n, hl.r, at);
+    paths[p].point_sign_blocks(at, hl.m, hl.n, hl.r);
   }
   std::vector<float> y(static_cast<std::size_t>(ntok * hl.m), std::numeric_limits<float>::quiet_NaN());
   std::vector<float> tables(static_cast<std::size_t>(cpu::blr_infer_scratch(hl.paths, ntok, hl.n, hl.r)),
@@ -181,16 +179,14 @@ TEST(SignBlocks, HoldEachSignWhereTheLayoutSaysAndInvertExactly) {
 TEST(SignBlocks, ALayerOfBlocksAloneGivesTheBitmapsResult) {
   const HostLayer hl(129, 211, 160, 2, 77);
   std::vector<BlrPath<float>> bitmaps = hl.views(hl.h, hl.l, hl.g), blocks = bitmaps;
-  const index_t u_words = sign_blocks_u_words(hl.m, hl.r), vt_words = sign_blocks_vt_words(hl.n, hl.r);
-  std::vector<std::uint32_t> store(static_cast<std::size_t>(2 * (u_words + vt_words)));
+  const index_t words = sign_blocks_words(hl.m, hl.n, hl.r);
+  std::vector<std::uint32_t> store(static_cast<std::size_t>(2 * words));
   for (index_t p = 0; p < 2; ++p) {
-    std::uint32_t* u = store.data() + p * (u_words + vt_words);
-    make_sign_blocks_u(hl.bits_u[p].data(), hl.m, hl.r, u);
-    make_sign_blocks_vt(hl.bits_v[p].data(), hl.n, hl.r, u + u_words);
+    std::uint32_t* at = store.data() + p * words;
+    make_sign_blocks(hl.bits_u[p].data(), hl.bits_v[p].data(), hl.m, hl.n, hl.r, at);
     BlrPath<float>& path = blocks[static_cast<std::size_t>(p)];
     path.sign_u = path.sign_v = {};
-    path.sign_u_blocks = CView<std::uint32_t>(u, Shape{(hl.m + 15) / 16, hl.r / 32, 16});
-    path.sign_vt_blocks = CView<std::uint32_t>(u + u_words, Shape{hl.r / 16, sign_words(hl.n), 16});
+    path.point_sign_blocks(at, hl.m, hl.n, hl.r);
   }
   Backend<float>& be = test::cpu_backend();
   for (index_t ntok : {1, 16, 17}) {

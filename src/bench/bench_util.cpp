@@ -65,15 +65,12 @@ std::vector<BenchCase> blr_infer_cases(Backend<float>& be, const InferShape& s, 
       std::vector<std::uint32_t> u(sz(m * sign_words(r))), v(sz(n * sign_words(r)));
       mem.download(u.data(), path.sign_u.data, u.size() * sizeof(std::uint32_t));
       mem.download(v.data(), path.sign_v.data, v.size() * sizeof(std::uint32_t));
-      const index_t u_words = sign_blocks_u_words(m, r), vt_words = sign_blocks_vt_words(n, r);
-      std::vector<std::uint32_t> host(sz(u_words + vt_words));
-      make_sign_blocks_u(u.data(), m, r, host.data());
-      make_sign_blocks_vt(v.data(), n, r, host.data() + u_words);
+      std::vector<std::uint32_t> host(sz(sign_blocks_words(m, n, r)));
+      make_sign_blocks(u.data(), v.data(), m, n, r, host.data());
       st->bits.push_back(std::make_shared<Buffer<std::uint32_t>>(mem, host.size()));
       std::uint32_t* blocks = st->bits.back()->data();
       mem.upload(blocks, host.data(), host.size() * sizeof(std::uint32_t));
-      path.sign_u_blocks = CView<std::uint32_t>(blocks, Shape{(m + 15) / 16, r / 32, 16});
-      path.sign_vt_blocks = CView<std::uint32_t>(blocks + u_words, Shape{r / 16, sign_words(n), 16});
+      path.point_sign_blocks(blocks, m, n, r);
     }
   const BlrLayer<float> infer_layer{m, n, r, st->infer_paths};
   const double flops = 2.0 * T * m * n * reps;

@@ -130,17 +130,15 @@ class CpuBlrOps final : public BlrOps<float> {
     if (std::all_of(layer.paths.begin(), layer.paths.end(), [](const BlrPath<float>& p) { return p.sign_blocks(); }))
       return layer;
     const index_t m = layer.m, n = layer.n, r = layer.r;
-    const index_t u_words = sign_blocks_u_words(m, r), vt_words = sign_blocks_vt_words(n, r);
-    sign_forms_.resize(static_cast<std::size_t>(static_cast<index_t>(layer.paths.size()) * (u_words + vt_words)));
+    const index_t words = sign_blocks_words(m, n, r);
+    sign_forms_.resize(static_cast<std::size_t>(static_cast<index_t>(layer.paths.size()) * words));
     std::uint32_t* at = sign_forms_.data();
     formed_paths_.assign(layer.paths.begin(), layer.paths.end());
     for (BlrPath<float>& path : formed_paths_) {
       if (path.sign_blocks()) continue;
-      make_sign_blocks_u(path.sign_u.data, m, r, at);
-      make_sign_blocks_vt(path.sign_v.data, n, r, at + u_words);
-      path.sign_u_blocks = CView<std::uint32_t>(at, Shape{(m + 15) / 16, r / 32, 16});
-      path.sign_vt_blocks = CView<std::uint32_t>(at + u_words, Shape{r / 16, sign_words(n), 16});
-      at += u_words + vt_words;
+      make_sign_blocks(path.sign_u.data, path.sign_v.data, m, n, r, at);
+      path.point_sign_blocks(at, m, n, r);
+      at += words;
     }
     return BlrLayer<float>{m, n, r, formed_paths_};
   }

@@ -40,8 +40,7 @@ std::size_t model_device_bytes(const HostWeights& w, const BlrProjections& blr, 
     bytes += t.values.size() * (half ? sizeof(f16) : sizeof(T));
   }
   for (const auto& [name, m] : blr) {
-    const index_t sign_words = form.sign_blocks ? sign_blocks_u_words(m.m, m.r) + sign_blocks_vt_words(m.n, m.r)
-                                                : (m.m + m.n) * (m.r / 32);
+    const index_t sign_words = form.sign_blocks ? sign_blocks_words(m.m, m.n, m.r) : (m.m + m.n) * (m.r / 32);
     bytes += m.paths.size() * static_cast<std::size_t>(sign_words) * sizeof(std::uint32_t);
     bytes += m.paths.size() * static_cast<std::size_t>(m.m + m.r + m.n) * (form.f16_scales ? sizeof(f16) : sizeof(T));
   }

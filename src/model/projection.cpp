@@ -198,17 +198,14 @@ Projection<T> Projection<T>::blr(Memory& mem, Carver& at, const blr::HostBlrMatr
 
 template <class T>
 void Projection<T>::place_sign_blocks(Memory& mem, Carver& at, const blr::HostBlrMatrix& h) {
-  const index_t u_words = sign_blocks_u_words(h.m, h.r), vt_words = sign_blocks_vt_words(h.n, h.r);
-  std::vector<std::uint32_t> host(static_cast<std::size_t>(u_words + vt_words));
+  std::vector<std::uint32_t> host(static_cast<std::size_t>(sign_blocks_words(h.m, h.n, h.r)));
   for (std::size_t k = 0; k < paths_.size(); ++k) {
-    std::uint32_t* blocks = at.take<std::uint32_t>(u_words + vt_words);
+    std::uint32_t* blocks = at.take<std::uint32_t>(std::ssize(host));
     if (!at.measuring()) {
-      make_sign_blocks_u(h.paths[k].sign_u.data(), h.m, h.r, host.data());
-      make_sign_blocks_vt(h.paths[k].sign_v.data(), h.n, h.r, host.data() + u_words);
+      make_sign_blocks(h.paths[k].sign_u.data(), h.paths[k].sign_v.data(), h.m, h.n, h.r, host.data());
       mem.upload(blocks, host.data(), host.size() * sizeof(std::uint32_t));
     }
-    paths_[k].sign_u_blocks = CView<std::uint32_t>(blocks, Shape{(h.m + 15) / 16, h.r / 32, 16});
-    paths_[k].sign_vt_blocks = CView<std::uint32_t>(blocks ? blocks + u_words : nullptr, Shape{h.r / 16, sign_words(h.n), 16});
+    paths_[k].point_sign_blocks(blocks, h.m, h.n, h.r);
   }
 }
 

@@ -33,6 +33,12 @@ inline bool sign_bit(const std::uint32_t* row, index_t k) { return (row[k / 32] 
 // r is a multiple of 32 (BLR layers).
 inline index_t sign_blocks_u_words(index_t m, index_t r) { return (m + 15) / 16 * sign_words(r) * 16; }
 inline index_t sign_blocks_vt_words(index_t n, index_t r) { return r * sign_words(n); }
+inline Shape sign_blocks_u_shape(index_t m, index_t r) { return Shape{(m + 15) / 16, sign_words(r), 16}; }
+inline Shape sign_blocks_vt_shape(index_t n, index_t r) { return Shape{r / 16, sign_words(n), 16}; }
+// Both of one path, u then vt, as make_sign_blocks writes them.
+inline index_t sign_blocks_words(index_t m, index_t n, index_t r) {
+  return sign_blocks_u_words(m, r) + sign_blocks_vt_words(n, r);
+}
 
 // u blocks of S_U [m][r/32] into out (sign_blocks_u_words(m, r), overwritten).
 inline void make_sign_blocks_u(const std::uint32_t* bits, index_t m, index_t r, std::uint32_t* out) {
@@ -55,6 +61,14 @@ inline void make_sign_blocks_vt(const std::uint32_t* bits, index_t n, index_t r,
         const index_t k = 32 * w + std::countr_zero(word);
         out[(k / 16 * wn + i / 32) * 16 + k % 16] |= 1u << (i % 32);
       }
+}
+
+// The u blocks of S_U [m][r/32], then the vt blocks of S_V [n][r/32], into
+// out (sign_blocks_words(m, n, r), overwritten).
+inline void make_sign_blocks(const std::uint32_t* bits_u, const std::uint32_t* bits_v, index_t m, index_t n, index_t r,
+                             std::uint32_t* out) {
+  make_sign_blocks_u(bits_u, m, r, out);
+  make_sign_blocks_vt(bits_v, n, r, out + sign_blocks_u_words(m, r));
 }
 
 // The inverses: S_U [m][r/32] from u blocks, S_V [n][r/32] from vt blocks (overwritten).

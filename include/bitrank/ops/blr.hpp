@@ -123,6 +123,13 @@ struct BlrPath {
   CView<std::uint32_t> sign_vt_blocks = {};
   bool half_scales() const { return scales16.data != nullptr || scales16.rank() > 0; }
   bool sign_blocks() const { return sign_u_blocks.data != nullptr || sign_u_blocks.rank() > 0; }
+  // Points the sign blocks at `at`, where make_sign_blocks wrote (or will
+  // write) those of an m×n layer of rank r; a null `at` gives null views of
+  // the right shapes (a model being measured).
+  void point_sign_blocks(const std::uint32_t* at, index_t m, index_t n, index_t r) {
+    sign_u_blocks = CView<std::uint32_t>(at, sign_blocks_u_shape(m, r));
+    sign_vt_blocks = CView<std::uint32_t>(at ? at + sign_blocks_u_words(m, r) : nullptr, sign_blocks_vt_shape(n, r));
+  }
   bool bitmaps() const { return sign_u.data != nullptr || sign_u.rank() > 0 || sign_v.data != nullptr || sign_v.rank() > 0; }
 };
 
@@ -291,8 +298,8 @@ class BlrOps {
       const bool vt_blocks = path.sign_vt_blocks.data != nullptr || path.sign_vt_blocks.rank() > 0;
       if (path.sign_blocks() || vt_blocks) {
         check::require(infer, op, "path {} has sign blocks, which only blr_infer reads", p);
-        check::dense(op, name("sign_u_blocks"), path.sign_u_blocks, Shape{(layer.m + 15) / 16, words, 16});
-        check::dense(op, name("sign_vt_blocks"), path.sign_vt_blocks, Shape{layer.r / 16, sign_words(layer.n), 16});
+        check::dense(op, name("sign_u_blocks"), path.sign_u_blocks, sign_blocks_u_shape(layer.m, layer.r));
+        check::dense(op, name("sign_vt_blocks"), path.sign_vt_blocks, sign_blocks_vt_shape(layer.n, layer.r));
       }
       if (path.bitmaps() || !path.sign_blocks()) {
         check::dense(op, name("sign_u"), path.sign_u, Shape{layer.m, words});
