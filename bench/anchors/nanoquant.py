@@ -65,6 +65,19 @@ Stubbed or replaced, and why it is safe (nothing on the compression path):
 Not imported: main.py, kernel/ sources (CUDA inference kernels, unused in
 compression); gemlite, zeus, optimum are never imported on this path.
 
+Resume (ours, for a run longer than one sitting): with --stop-after-s, the
+state after each block goes to --workdir/resume (the compressed block as
+their module, pickled; the teacher's and the student's inputs to the next
+block; the RNG states; the log so far), and the run stops after the first
+block that ends past that many seconds, exit code 3. The same command again
+resumes there: their compress_block_recon runs unchanged, its `trange` is
+replaced by a range that starts at the saved block and, before that block,
+copies the saved inputs into the loop's own input tensors (in place) and
+restores the RNG states; the blocks before it are the saved modules. The
+calibration statistics are collected again (deterministic, the same). A
+resumed run equals an uninterrupted one up to the order of floating-point
+work on the GPU.
+
 Peak GPU memory: their cleanup_memory resets the peak counters after every
 step, so torch.cuda.reset_peak_memory_stats is wrapped to fold each peak into
 a running maximum before the reset (measurement only).
@@ -83,6 +96,7 @@ import importlib.util
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -133,6 +147,9 @@ def parse_args():
                    help="smoke test only: keep the first N decoder blocks of the exported model (0: all)")
     p.add_argument("--workdir", default=None, help="scratch folder for the exported model (default: a temp dir)")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu only to smoke-test the script")
+    p.add_argument("--stop-after-s", type=float, default=0,
+                   help="stop (exit 3) after the first block that ends past this many seconds, its state saved in "
+                        "--workdir for the same command to resume (0: run to the end)")
     return p.parse_args()
 
 
@@ -266,6 +283,77 @@ class PeakMemory:
 
 
 
+# --------------------------------------------------------------------------- resume between sittings
+class StopForResume(Exception):
+    pass
+
+
+def _rng_states():
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def _set_rng_states(st):
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    torch.set_rng_state(st["torch"])
+    if st["cuda"] is not None:
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+def _loop_locals():
+    """The locals of their compress_block_recon, the nearest caller of that name."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_name != "compress_block_recon":
+        f = f.f_back
+    if f is None:
+        raise RuntimeError("nanoquant.py: not called from their compress_block_recon")
+    return f.f_locals
+
+
+class Resume:
+    """The state of the block loop after each block, in DIR (see the module note)."""
+    def __init__(self, folder):
+        self.dir = folder
+        self.path = os.path.join(folder, "state.json")
+        self.state = json.load(open(self.path)) if os.path.isfile(self.path) else None
+
+    def block_file(self, i):
+        return os.path.join(self.dir, f"block_{i}.pt")
+
+    def save(self, i, layer, loop_locals, record):
+        """After block i: its module, the loop's inputs to block i+1, the RNG states, `record` (JSON)."""
+        os.makedirs(self.dir, exist_ok=True)
+        torch.save(layer, self.block_file(i))
+        tmp = os.path.join(self.dir, "inputs.pt.tmp")
+        torch.save({"original_inputs": loop_locals["original_inputs"],
+                    "compressed_inputs": loop_locals["compressed_inputs"], "rng": _rng_states()}, tmp)
+        os.replace(tmp, os.path.join(self.dir, "inputs.pt"))
+        with open(self.path + ".tmp", "w") as fh:
+            json.dump(dict(record, next_block=i + 1), fh)
+        os.replace(self.path + ".tmp", self.path)
+
+    def restore_blocks(self, layers):
+        """The saved blocks in place of the model's first ones; returns the block to go on from."""
+        k = self.state["next_block"]
+        for i in range(k):
+            layers[i] = torch.load(self.block_file(i), map_location="cpu", weights_only=False)
+        return k
+
+    def range_from(self, k):
+        """Stands in for their `trange`: blocks k.. , the saved inputs put in the loop's tensors first."""
+        def blocks(n, **_):
+            for i in range(k, n):
+                if i == k and k > 0:
+                    loop = _loop_locals()
+                    saved = torch.load(os.path.join(self.dir, "inputs.pt"), map_location="cpu", weights_only=False)
+                    loop["original_inputs"].copy_(saved["original_inputs"])
+                    loop["compressed_inputs"].copy_(saved["compressed_inputs"])
+                    _set_rng_states(saved["rng"])
+                yield i
+        return blocks
+
+
 def bpw_report(model, nq, bits_target, admm_type):
     """Bits per weight of the NanoQuantLinear modules, from their tensors."""
     NanoQuantLinear = nq.NanoQuantLinear
@@ -381,13 +469,19 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="nanoquant_model_")
     os.makedirs(workdir, exist_ok=True)
     model_dir = os.path.join(workdir, "hf")
-
-    t0 = time.perf_counter()
-    eval_ids, ppl_f32 = export_gguf(args.gguf, model_dir, device, args.eval_ids, args)
-    if ppl_f32 is not None:
-        ppl["teacher_f32"] = ppl_f32
-        print(f"teacher f32 (GGUF) ppl {ppl_f32['ppl']:.4f}", file=sys.stderr)
-    times["gguf_export_s"] = time.perf_counter() - t0
+    resume = Resume(os.path.join(workdir, "resume"))
+    if resume.state is not None:  # a later sitting: the export, the teachers' figures and the log are saved
+        times, ppl, block_log = resume.state["times"], resume.state["ppl"], resume.state["blocks"]
+        times["sittings"] = times.get("sittings", 1) + 1
+        eval_ids = read_ids(args.eval_ids, resume.state["vocab"])
+        print(f"nanoquant.py: resuming at block {resume.state['next_block']} from {resume.dir}", file=sys.stderr)
+    else:
+        t0 = time.perf_counter()
+        eval_ids, ppl_f32 = export_gguf(args.gguf, model_dir, device, args.eval_ids, args)
+        if ppl_f32 is not None:
+            ppl["teacher_f32"] = ppl_f32
+            print(f"teacher f32 (GGUF) ppl {ppl_f32['ppl']:.4f}", file=sys.stderr)
+        times["gguf_export_s"] = time.perf_counter() - t0
 
     # Their config: the dataclass defaults, overridden by the flags given.
     overrides = {"bits": args.bits, "seed": args.seed, "num_calib_samples": args.num_calib_samples,
@@ -426,13 +520,14 @@ def main():
         distinct = len({tuple(r[:16].tolist()) for r in dataloader})
 
         # teacher as they load it (bf16); to the device and back leaves it as it was
-        t0 = time.perf_counter()
-        fp_model.to(device)
-        ppl["teacher_bf16"] = perplexity(fp_model, eval_ids, args.eval_seq_len, args.eval_windows,
-                                         args.eval_batch, device)
-        fp_model.to("cpu")
-        times["eval_teacher_s"] = time.perf_counter() - t0
-        print(f"teacher bf16 ppl {ppl['teacher_bf16']['ppl']:.4f}", file=sys.stderr)
+        if resume.state is None:
+            t0 = time.perf_counter()
+            fp_model.to(device)
+            ppl["teacher_bf16"] = perplexity(fp_model, eval_ids, args.eval_seq_len, args.eval_windows,
+                                             args.eval_batch, device)
+            fp_model.to("cpu")
+            times["eval_teacher_s"] = time.perf_counter() - t0
+            print(f"teacher bf16 ppl {ppl['teacher_bf16']['ppl']:.4f}", file=sys.stderr)
         peak.take()
 
         # their per-block wikitext perplexity → ours (same side effects: eval mode, model on dev)
@@ -451,7 +546,14 @@ def main():
             sync(device)
             block_log.append({"block": len(block_log), "seconds": now - t_block[0], "ppl": value,
                               "peak_gib": peak.take()})
-            print(f"nanoquant.py: block {len(block_log) - 1} done in {now - t_block[0]:.1f} s", file=sys.stderr)
+            i = len(block_log) - 1
+            print(f"nanoquant.py: block {i} done in {now - t_block[0]:.1f} s", file=sys.stderr)
+            if args.stop_after_s > 0:
+                layers = model.model.layers  # a Llama (their get_decoder_layers says the same)
+                resume.save(i, layers[i], _loop_locals(),
+                            {"times": times, "ppl": ppl, "blocks": block_log, "vocab": vocab})
+                if time.perf_counter() - t_all > args.stop_after_s and i + 1 < len(layers):
+                    raise StopForResume(i + 1)
             t_block[0] = time.perf_counter()
             return value
 
@@ -465,15 +567,23 @@ def main():
         shrunk = nq.imp.get_shrunk_stats(raw_stats, shrinkage=qc["calib_shrinkage"])
         model = nq.imp.register_stats(model, shrunk)
         sync(device)
-        times["calibration_s"] = time.perf_counter() - t0
+        times["calibration_again_s" if resume.state is not None else "calibration_s"] = time.perf_counter() - t0
         peaks = {"calibration_gib": peak.take()}
 
         # -------------------------------------------------------------- block reconstruction
+        if resume.state is not None:
+            start = resume.restore_blocks(model.model.layers)
+            nq.cm.trange = resume.range_from(start)
         t0 = time.perf_counter()
         t_block[0] = t0
-        model = nq.cm.compress_block_recon(model, fp_model, dataloader, qc)
+        try:
+            model = nq.cm.compress_block_recon(model, fp_model, dataloader, qc)
+        except StopForResume as stop:
+            print(f"nanoquant.py: stopped after {time.perf_counter() - t_all:.0f} s; block {stop.args[0]} is "
+                  f"next: run the same command again to go on", file=sys.stderr)
+            sys.exit(3)
         sync(device)
-        times["block_recon_s"] = time.perf_counter() - t0
+        times["block_recon_s"] = sum(b["seconds"] for b in block_log)
         block_peaks = [b["peak_gib"] for b in block_log if b["peak_gib"] is not None]
         peaks["block_recon_gib"] = max(block_peaks) if block_peaks else peak.take()
         ppl_blocks = perplexity(model.to(device), eval_ids, args.eval_seq_len, args.eval_windows,

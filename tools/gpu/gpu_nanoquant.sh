@@ -7,6 +7,7 @@
 # seconds per phase, peak memory, bpw from the compressed tensors; table last.
 #   tools/gpu/gpu_nanoquant.sh
 #   EXTRA="--admm-outer-iters 100 --nonfact-epochs 1 --fact-epochs 1" tools/gpu/gpu_nanoquant.sh
+#   STOP_AFTER_S=480 tools/gpu/gpu_nanoquant.sh   (then the same again, to resume)
 # Inputs (relative to the repository root; each path can be overridden):
 #   NANOQUANT_SRC  a checkout of SamsungLabs/NanoQuant (src/nanoquant;
 #                  media/ and the CUDA kernel sources are not needed)  .anchors/NanoQuant
@@ -18,6 +19,9 @@
 #   --fact-epochs, --model-kd-epochs, --no-model-kd, --num-calib-samples,
 #   --seqlen, --bits); EVAL_WINDOWS (64) windows of 512 tokens;
 #   BLOCK_PPL_WINDOWS (4) windows for the perplexity printed after each block.
+# Longer than one sitting: STOP_AFTER_S=N stops after the first block that
+#   ends past N seconds (exit 3), its state kept in ${TMPDIR:-/tmp}/nanoquant[_TAG].model;
+#   the same command again resumes from there (bench/anchors/nanoquant.py says how).
 # Output: $OUT (default /tmp)/nanoquant[_TAG].{log,json} (TAG from $TAG).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -33,8 +37,10 @@ name=nanoquant${TAG:+_$TAG}
 # shellcheck disable=SC2086  # EXTRA is a list of flags
 python3 bench/anchors/nanoquant.py --nanoquant-src "$src" --gguf "$gguf" --train-ids "$train" --eval-ids "$eval" \
   --eval-windows "${EVAL_WINDOWS:-64}" --eval-seq-len 512 --block-ppl-windows "${BLOCK_PPL_WINDOWS:-4}" \
-  --workdir "${TMPDIR:-/tmp}/$name.model" --out "$out/$name.json" ${EXTRA:-} 2>&1 | tee "$out/$name.log"
+  --workdir "${TMPDIR:-/tmp}/$name.model" --stop-after-s "${STOP_AFTER_S:-0}" --out "$out/$name.json" ${EXTRA:-} \
+  2>&1 | tee -a "$out/$name.log"
 rc=${PIPESTATUS[0]}
+[ "$rc" -eq 3 ] && { echo "gpu_nanoquant: stopped to resume; run the same command again"; exit 3; }
 rm -rf "${TMPDIR:-/tmp}/$name.model"
 [ "$rc" -eq 0 ] || { echo "gpu_nanoquant: the run failed (see $out/$name.log)"; exit "$rc"; }
 echo
