@@ -27,6 +27,7 @@
 #include "bitrank/io/safetensors_writer.hpp"
 #include "bitrank/rng.hpp"
 #include "support/expect.hpp"
+#include "support/ggml_q8_0.hpp"
 #include "support/temp_dir.hpp"
 
 namespace bitrank::store {
@@ -194,7 +195,7 @@ TEST(BitrankFormat, RoundTripF32IsBitExact) {
   EXPECT_EQ(st.info("token_embd.weight").dtype, io::StDType::F32);
   EXPECT_EQ(st.tensors().size(), 3u * 5 + 9);
   EXPECT_EQ(st.metadata().at("bitrank.format"), "bitrank");
-  EXPECT_EQ(st.metadata().at("bitrank.version"), "1");
+  EXPECT_EQ(st.metadata().at("bitrank.version"), "2");
   // Saving what was loaded writes the same bytes; the in-memory image too.
   save_bitrank(dir.path() / "again.bitrank", back);
   EXPECT_EQ(slurp(dir.path() / "again.bitrank"), slurp(file));
@@ -249,6 +250,39 @@ TEST(BitrankFormat, DenseNeighboursOfABlrMatrixAreKept) {
 }
 
 // ---- the serialisers ---------------------------------------------------------------
+
+// A dense matrix that Q8_0 blocks hold exactly (a GGUF's Q8_0 tensor
+// dequantised) is stored as those blocks, read back bit for bit, counted at
+// 8.5 bits a value; with F16 dense storage it keeps values f16 would round.
+TEST(BitrankFormat, ExactQ8_0MatricesAreStoredAsBlocks) {
+  CompressedModel m = tiny_model({.scales = StoredFloat::f16, .dense = StoredFloat::f16});
+  auto& table = m.dense.at("token_embd.weight").values;
+  table = test::as_ggml_q8_0(table);
+  ASSERT_NE(round_f16(table[1]), table[1]);  // f16 would round this one
+  const auto image = bitrank_image(m);
+  const io::Safetensors st = io::Safetensors::from_memory(image, "q8");
+  EXPECT_FALSE(st.contains("token_embd.weight"));
+  EXPECT_EQ(st.info("token_embd.weight.q8_0").dtype, io::StDType::I8);
+  EXPECT_EQ(st.info("token_embd.weight.q8_0").shape, (std::vector<std::int64_t>{40, 64}));
+  EXPECT_EQ(st.info("token_embd.weight.q8_0_scale").dtype, io::StDType::F16);
+  EXPECT_EQ(st.info("token_embd.weight.q8_0_scale").shape, (std::vector<std::int64_t>{40, 2}));
+  EXPECT_EQ(json::parse(st.metadata().at("bitrank.storage"))["q8_0"], json::array({"token_embd.weight"}));
+  const CompressedModel back = load_bitrank(image, "q8");
+  expect_same_bits(back.dense.at("token_embd.weight").values, table, "token_embd.weight");
+  EXPECT_EQ(as_string(bitrank_image(back)), as_string(image));  // a second save: the same bytes
+  const json acc = bitrank_accounting(back);
+  EXPECT_EQ(acc["dense"]["q8_0_params"].get<std::uint64_t>(), 40u * 64);
+  EXPECT_EQ(acc["dense"]["bits"].get<std::uint64_t>(), 40u * 64 * 8 + 40u * 2 * 16 + (23232u - 40 * 64) * 16);
+  // Nothing else is exact Q8_0 here: every other matrix stays F16.
+  EXPECT_EQ(st.info("blk.0.ffn_gate.weight").dtype, io::StDType::F16);
+  // A version 1 file (no Q8_0) still reads, and a second save writes it again unchanged.
+  CompressedModel v1 = tiny_model({.scales = StoredFloat::f16, .dense = StoredFloat::f16, .q8_0 = false});
+  const auto v1_image = bitrank_image(v1);
+  EXPECT_EQ(io::Safetensors::from_memory(v1_image, "v1").metadata().at("bitrank.version"), "1");
+  const CompressedModel v1_back = load_bitrank(v1_image, "v1");
+  EXPECT_FALSE(v1_back.storage.q8_0);
+  EXPECT_EQ(as_string(bitrank_image(v1_back)), as_string(v1_image));
+}
 
 TEST(BitrankFormat, ConfigJsonReadsBackEqualForEveryFixture) {
   int checked = 0;
@@ -405,7 +439,7 @@ TEST(BitrankFormat, TruncatedFileIsAnError) {
 }
 
 TEST(BitrankFormat, WrongFormatOrVersionIsAnError) {
-  expect_bad_file([](Parts& p) { p.meta["bitrank.version"] = "2"; }, {"bitrank.version", "\"2\"", "version 1"});
+  expect_bad_file([](Parts& p) { p.meta["bitrank.version"] = "3"; }, {"bitrank.version", "\"3\"", "versions 1 and 2"});
   expect_bad_file([](Parts& p) { p.meta.erase("bitrank.version"); }, {"bitrank.version", "missing"});
   expect_bad_file([](Parts& p) { p.meta["bitrank.format"] = "gguf"; }, {"bitrank.format", "gguf"});
   expect_bad_file([](Parts& p) { p.meta.clear(); }, {"bitrank.format", "missing"});
@@ -560,6 +594,49 @@ TEST(BitrankFormat, StrayTensorsAndOtherMetadataLiesAreAnError) {
 }
 
 // ---- bad models are refused by save ------------------------------------------------
+
+TEST(BitrankFormat, BadQ8_0TensorsAreAnError) {
+  CompressedModel m = tiny_model({});
+  m.dense.at("token_embd.weight").values = test::as_ggml_q8_0(m.dense.at("token_embd.weight").values);
+  const auto good = bitrank_image(m);
+  auto expect_bad = [&](const std::function<void(Parts&)>& change, std::initializer_list<std::string> pieces) {
+    Parts parts(good);
+    change(parts);
+    expect_error_with([&] { (void)load_bitrank(parts.image(), "bad.bitrank"); }, pieces);
+  };
+  expect_bad([](Parts& p) { p.tensors.erase("token_embd.weight.q8_0_scale"); },
+             {"bad.bitrank", "token_embd.weight.q8_0_scale", "missing"});
+  expect_bad([](Parts& p) { p.tensors.at("token_embd.weight.q8_0").dtype = io::StDType::U8; },
+             {"token_embd.weight.q8_0", "dtype U8", "I8"});
+  expect_bad(
+      [](Parts& p) {
+        auto& d = p.tensors.at("token_embd.weight.q8_0_scale");
+        d.shape = {40, 1};
+        d.bytes.resize(80);
+      },
+      {"token_embd.weight.q8_0_scale", "[40, 1]", "[40, 2]"});
+  expect_bad(
+      [](Parts& p) {
+        json s = p.meta_json("bitrank.storage");
+        s["q8_0"].push_back("output.weight");
+        p.set_meta_json("bitrank.storage", s);
+      },
+      {"output.weight.q8_0", "missing"});
+  expect_bad(
+      [](Parts& p) {
+        json s = p.meta_json("bitrank.storage");
+        s.erase("q8_0");
+        p.set_meta_json("bitrank.storage", s);
+      },
+      {"bitrank.storage", "q8_0"});
+  expect_bad(  // the blocks left in place but not listed: stray tensors
+      [](Parts& p) {
+        json s = p.meta_json("bitrank.storage");
+        s["q8_0"] = json::array();
+        p.set_meta_json("bitrank.storage", s);
+      },
+      {"token_embd.weight"});
+}
 
 TEST(BitrankFormat, SaveRefusesABadModelAndWritesNothing) {
   const TempDir dir;

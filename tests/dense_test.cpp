@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "bitrank/rng.hpp"
 #include "cpu/dense_f16.hpp"
+#include "cpu/dense_q8.hpp"
 #include "support/backends.hpp"
 #include "support/expect.hpp"
 #include "support/gradcheck.hpp"
@@ -121,19 +123,72 @@ TEST(Dense, SplitLayoutAndRoundTrip) {
   }
 }
 
-// The CPU's f16 forward for few rows of x (cpu::dense_f16_dot: decoding
-// through an f16 head) at every SIMD level this CPU has (scalar and AVX2
-// forced on an AVX-512 machine), against the f64 reference on the same f16
-// values, per output: |got − want| ≤ 1e-5 · (Σ_c |x_c·w_c| + |out before|).
-// f32 sums of 16 lanes of 36 terms at k = 576 (scalar: 8 of 72) err by a
-// few 1e-8 of Σ|x·w| here; a lost, doubled or misplaced term is ~1/k of it
-// (≥ 1e-3: a dropped tail column failed every k = 100 case).
+// A CPU dot kernel (cpu::dense_f16_dot, cpu::dense_q8_dot: decoding through
+// an f16 or Q8_0 head) at every SIMD level this CPU has (scalar and AVX2
+// forced on an AVX-512 machine), against the f64 reference on the same
+// weights, per output: |got − want| ≤ 1e-5 · (Σ_c |x_c·w_c| + |out before|).
+// f32 sums of 16 lanes of 36 terms at k = 576 (f16's scalar level: 8 of 72)
+// err by a few 1e-8 of Σ|x·w| here; a lost, doubled or misplaced term is
+// ~1/k of it (≥ 1e-3: a dropped tail column failed every k = 100 case).
 // Each level is also bitwise repeatable: a second call, and 1 against 2
-// threads; AVX2 and AVX-512 give the same bits (dense.cpp's sum order).
-TEST(Dense, F16DotEveryLevelMatchesTheF64Reference) {
+// threads; the AVX levels give the same bits (and with `scalar_same`, the
+// scalar level too).
+using DotAt = std::function<void(cpu::SimdLevel, ThreadPool&, bool accumulate, float* out)>;
+
+void expect_dot_levels(const std::string& tag, const std::string& shape, const std::vector<double>& want,
+                       const std::vector<double>& mag, const std::vector<float>& start, bool scalar_same,
+                       bool print, const DotAt& dot) {
   using cpu::SimdLevel;
-  const std::vector<cpu::SimdLevel> levels = test::simd_levels_here("dense_f16");
   ThreadPool one(1), two(2);
+  for (const bool accumulate : {false, true}) {
+    const std::string where = shape + (accumulate ? " accumulate" : "");
+    auto run = [&](SimdLevel level, ThreadPool& pool) {
+      std::vector<float> out = start;
+      if (!accumulate) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+      dot(level, pool, accumulate, out.data());
+      return out;
+    };
+    std::vector<float> first;  // the first level's result that the others must equal
+    for (SimdLevel level : test::simd_levels_here(tag.c_str())) {
+      const std::string at = where + " at " + cpu::simd_level_name(level);
+      const auto got = run(level, two);
+      double worst = 0;
+      int bad = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double base = accumulate ? start[i] : 0.0;
+        const double err = std::fabs(got[i] - (base + want[i])) / (mag[i] + std::fabs(base));
+        worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+        bad += !(err <= 1e-5);
+      }
+      EXPECT_EQ(bad, 0) << at << ": worst error " << worst << " of Σ|x·w|";
+      EXPECT_EQ(0, std::memcmp(got.data(), run(level, two).data(), got.size() * sizeof(float)))
+          << at << ": a second call differs";
+      EXPECT_EQ(0, std::memcmp(got.data(), run(level, one).data(), got.size() * sizeof(float)))
+          << at << ": 1 thread differs from 2";
+      if (level != SimdLevel::scalar || scalar_same) {
+        if (first.empty()) first = got;
+        EXPECT_EQ(0, std::memcmp(got.data(), first.data(), got.size() * sizeof(float)))
+            << at << " differs from the first level";
+      }
+      if (print) std::printf("  [%s] %-6s %s: worst %.2e of Σ|x·w|\n", tag.c_str(), cpu::simd_level_name(level),
+                             where.c_str(), worst);
+    }
+  }
+}
+
+// Σ_c |x[t][c]·w[o][c]| of x [m][k] and w [r][k] given as exact f64 values.
+std::vector<double> magnitudes(const std::vector<double>& x, const std::vector<double>& w, index_t m, index_t k,
+                               index_t r) {
+  std::vector<double> mag(static_cast<std::size_t>(m * r));
+  for (index_t t = 0; t < m; ++t)
+    for (index_t o = 0; o < r; ++o)
+      for (index_t c = 0; c < k; ++c)
+        mag[static_cast<std::size_t>(t * r + o)] +=
+            std::fabs(x[static_cast<std::size_t>(t * k + c)] * w[static_cast<std::size_t>(o * k + c)]);
+  return mag;
+}
+
+TEST(Dense, F16DotEveryLevelMatchesTheF64Reference) {
   auto& ref = test::ref_backend().dense();
   std::uint64_t seed = 1200;
   for (const index_t m : {1, 3, 15, 16})  // 15: every group size of rows of x at both blockings
@@ -143,51 +198,44 @@ TEST(Dense, F16DotEveryLevelMatchesTheF64Reference) {
         const auto wf = rnd(static_cast<std::size_t>(r * k), ++seed, 0.1f);
         const auto start = rnd(static_cast<std::size_t>(m * r), ++seed, 1.0f);
         std::vector<f16> w(wf.size());
-        for (std::size_t i = 0; i < wf.size(); ++i) w[i] = to_f16(wf[i]);
-        std::vector<double> x64(xv.begin(), xv.end()), want(static_cast<std::size_t>(m * r)), mag(want.size());
+        std::vector<double> w64(wf.size());
+        for (std::size_t i = 0; i < wf.size(); ++i) w[i] = to_f16(wf[i]), w64[i] = to_f32(w[i]);
+        std::vector<double> x64(xv.begin(), xv.end()), want(static_cast<std::size_t>(m * r));
         ref.dense_forward_f16(CView<double>(x64.data(), Shape{m, k}), CView<f16>(w.data(), Shape{r, k}),
                               View<double>(want.data(), Shape{m, r}), false);
-        for (index_t t = 0; t < m; ++t)
-          for (index_t o = 0; o < r; ++o)
-            for (index_t c = 0; c < k; ++c)
-              mag[static_cast<std::size_t>(t * r + o)] += std::fabs(x64[static_cast<std::size_t>(t * k + c)] *
-                                                                    to_f32(w[static_cast<std::size_t>(o * k + c)]));
-        for (const bool accumulate : {false, true}) {
-          const std::string where = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r) +
-                                    (accumulate ? " accumulate" : "");
-          auto run = [&](SimdLevel level, ThreadPool& pool) {
-            std::vector<float> out = start;
-            if (!accumulate) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-            cpu::dense_f16_dot(xv.data(), w.data(), out.data(), m, k, r, accumulate, level, pool);
-            return out;
-          };
-          std::vector<float> avx;  // the first AVX level's result
-          for (SimdLevel level : levels) {
-            const std::string at = where + " at " + cpu::simd_level_name(level);
-            const auto got = run(level, two);
-            double worst = 0;
-            int bad = 0;
-            for (std::size_t i = 0; i < got.size(); ++i) {
-              const double base = accumulate ? start[i] : 0.0;
-              const double err = std::fabs(got[i] - (base + want[i])) / (mag[i] + std::fabs(base));
-              worst = std::max(worst, std::isnan(err) ? INFINITY : err);
-              bad += !(err <= 1e-5);
-            }
-            EXPECT_EQ(bad, 0) << at << ": worst error " << worst << " of Σ|x·w|";
-            EXPECT_EQ(0, std::memcmp(got.data(), run(level, two).data(), got.size() * sizeof(float)))
-                << at << ": a second call differs";
-            EXPECT_EQ(0, std::memcmp(got.data(), run(level, one).data(), got.size() * sizeof(float)))
-                << at << ": 1 thread differs from 2";
-            if (level != SimdLevel::scalar) {
-              if (avx.empty()) avx = got;
-              EXPECT_EQ(0, std::memcmp(got.data(), avx.data(), got.size() * sizeof(float)))
-                  << at << " differs from avx2";
-            }
-            if (m == 16 && k == 576 && r == 300)
-              std::printf("  [dense_f16] %-6s %s: worst %.2e of Σ|x·w|\n", cpu::simd_level_name(level), where.c_str(),
-                          worst);
-          }
+        const std::string shape = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r);
+        expect_dot_levels("dense_f16", shape, want, magnitudes(x64, w64, m, k, r), start, false,
+                          m == 16 && k == 576 && r == 300, [&](cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
+                            cpu::dense_f16_dot(xv.data(), w.data(), out, m, k, r, acc, level, pool);
+                          });
+      }
+}
+
+TEST(Dense, Q8DotEveryLevelMatchesTheF64ReferenceToTheSameBits) {
+  auto& ref = test::ref_backend().dense();
+  std::uint64_t seed = 1300;
+  for (const index_t m : {1, 3, 16})
+    for (const index_t k : {576, 32})
+      for (const index_t r : {1, 37, 300}) {
+        const index_t kb = k / kQ8Block;
+        XorShift g(++seed);
+        std::vector<q8_0> w(static_cast<std::size_t>(r * kb));
+        for (q8_0& b : w) {
+          b.d = to_f16(static_cast<float>(g.next_u64() % 1000 + 1) * 1e-6f);
+          for (std::int8_t& q : b.q) q = static_cast<std::int8_t>(static_cast<int>(g.next_u64() % 255) - 127);
         }
+        std::vector<float> wf(static_cast<std::size_t>(r * k));
+        dequantize_q8_0(w, wf);
+        const auto xv = rnd(static_cast<std::size_t>(m * k), ++seed, 1.0f);
+        const auto start = rnd(static_cast<std::size_t>(m * r), ++seed, 1.0f);
+        std::vector<double> x64(xv.begin(), xv.end()), w64(wf.begin(), wf.end()), want(static_cast<std::size_t>(m * r));
+        ref.dense_forward_q8(CView<double>(x64.data(), Shape{m, k}), CView<q8_0>(w.data(), Shape{r, kb}),
+                             View<double>(want.data(), Shape{m, r}), false);
+        const std::string shape = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r);
+        expect_dot_levels("dense_q8", shape, want, magnitudes(x64, w64, m, k, r), start, true,
+                          m == 16 && k == 576 && r == 300, [&](cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
+                            cpu::dense_q8_dot(xv.data(), w.data(), out, m, kb, r, acc, level, pool);
+                          });
       }
 }
 
@@ -210,6 +258,11 @@ TEST(Dense, BadInputIsAnError) {
                "split_q_gate: q has shape [4, 16], expected [4, 15]");
   test::expect_error([&] { ops.merge_q_gate(a.view({4, 15}), w.view({4, 15}), 3, out.view({5, 30})); },
                "merge_q_gate: q has shape [4, 15], expected [5, 15]");
+  Buffer<q8_0> wq(host_memory(), 96);
+  test::expect_error([&] { ops.dense_forward_q8(a.view({2, 64}), wq.view({48, 1}), out.view({2, 48}), false); },
+               "dense_forward_q8: w [48, 1] holds 32 inputs a row (blocks of 32), x [2, 64] has 64");
+  test::expect_error([&] { ops.dense_forward_q8(a.view({2, 64}), wq.view({48, 2}), out.view({2, 47}), false); },
+               "dense_forward_q8: out has shape [2, 47], expected [2, 48]");
 }
 
 }  // namespace

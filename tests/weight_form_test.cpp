@@ -3,7 +3,9 @@
 // stores them, on a tiny Llama with a tied head (the embedding read from
 // the head's own buffer) and the tiny hybrid (untied head; the GDN's b and
 // a projections stay dense, in f16), saved as the compressor saves them
-// (scales F16, dense F16):
+// (scales F16, dense F16), and the tiny Llama again with its tied embedding
+// as a GGUF's Q8_0 tensor dequantised (the file stores it as Q8_0 blocks, the
+// model keeps those and reads them with dense_forward_q8):
 // - its resident weights (DecoderModel::weight_bytes, every allocation it
 //   holds) are at most the file's bytes + 5 %, and `bitrank generate` says so;
 // - it computes what the same file's model in T computes (f32 scales and
@@ -24,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bitrank/io/safetensors.hpp"
 #include "bitrank/model/generate.hpp"
 #include "bitrank/model/make.hpp"
 #include "bitrank/store/bitrank_format.hpp"
@@ -31,6 +34,7 @@
 #include "support/backends.hpp"
 #include "support/command.hpp"
 #include "support/expect.hpp"
+#include "support/ggml_q8_0.hpp"
 #include "support/host_values.hpp"
 #include "support/hybrid_fixtures.hpp"
 #include "support/model_files.hpp"
@@ -61,9 +65,14 @@ std::vector<SavedModel> save_models(const std::filesystem::path& dir) {
   const model::BlrProjections hybrid_blr = test::compress_randomly(
       hybrid, {"blk.0.ffn_gate", "blk.0.ffn_up", "blk.0.ffn_down", "blk.3.ffn_up", "blk.3.attn_output"}, 95);
 
+  model::HostWeights llama_q8 = llama;
+  auto& table = llama_q8.tensors.at("token_embd.weight").values;
+  table = test::as_ggml_q8_0(table);
+
   std::vector<SavedModel> out;
   using Entry = std::tuple<const char*, const model::HostWeights*, const model::BlrProjections*>;
-  for (const auto& [name, w, blr] : {Entry{"llama", &llama, &llama_blr}, Entry{"hybrid", &hybrid, &hybrid_blr}}) {
+  for (const auto& [name, w, blr] : {Entry{"llama", &llama, &llama_blr}, Entry{"hybrid", &hybrid, &hybrid_blr},
+                                     Entry{"llama-q8", &llama_q8, &llama_blr}}) {
     store::CompressedModel cm;
     cm.config = w->config;
     cm.tokenizer = test::byte_tokenizer(w->config.vocab_size);
@@ -84,6 +93,8 @@ TEST(WeightForm, ResidentWeightsAreAboutTheFileSize) {
     const store::LoadedWeights lw = store::load_any(s.file);
     EXPECT_TRUE(lw.form.f16_scales);
     EXPECT_TRUE(lw.form.f16_matrices);
+    EXPECT_TRUE(lw.form.q8_0_matrices);
+    EXPECT_EQ(io::Safetensors::open(s.file).contains("token_embd.weight.q8_0"), s.name == "llama-q8");
     const auto packed = model::make_model(test::cpu_backend(), lw.weights, lw.blr, false, lw.form);
     const auto wide = model::make_model(test::cpu_backend(), lw.weights, lw.blr);
     const std::size_t file_bytes = std::filesystem::file_size(s.file);
@@ -141,6 +152,9 @@ TEST(WeightForm, TrainerReadsOfSixteenBitWeightsAreErrors) {
   const store::LoadedWeights lw = store::load_any(save_models(dir.path()).front().file);
   const auto packed = model::make_model(test::cpu_backend(), lw.weights, lw.blr, false, lw.form);
   test::expect_error([&] { (void)packed->head(); }, "head: this model keeps its head in f16");
+  const store::LoadedWeights lq = store::load_any(save_models(dir.path()).back().file);  // llama-q8
+  const auto q8 = model::make_model(test::cpu_backend(), lq.weights, lq.blr, false, lq.form);
+  test::expect_error([&] { (void)q8->head(); }, "head: this model keeps its head in Q8_0 blocks");
 
   // f16 scales reach blr_infer only.
   const index_t m = 4, n = 3, r = 32;

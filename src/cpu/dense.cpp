@@ -24,6 +24,11 @@
 // bits at either level, any thread count and any split of the rows. CPUs
 // without AVX2, FMA and F16C run the older two passes (widen a row, then
 // dot_lanes: 8 lanes, no FMA), a different but equally fixed order.
+//
+// The forward with w in Q8_0 blocks (a loaded model's head when its file
+// holds it so) takes the same two ways: dense_q8_dot (cpu/dense_q8.cpp) up
+// to kDenseF16DotRows rows of x, blocks of rows widened exactly and sgemm
+// above.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -32,6 +37,7 @@
 
 #include "bitrank/error.hpp"
 #include "cpu/dense_f16.hpp"
+#include "cpu/dense_q8.hpp"
 #include "cpu/simd_sum.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/ops.hpp"
@@ -58,21 +64,6 @@ void store_dot(const DotArgs& a, index_t t, index_t o, float v) {
   dst = a.accumulate ? dst + v : v;
 }
 
-// The AVX kernels also need FMA and F16C, which every AVX2 CPU known has;
-// checked all the same, as blr_infer's levels are not.
-bool cpu_has_fma_f16c() {
-  static const bool has = __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
-}
-
-bool dot_level_runs(SimdLevel level) {
-  return level == SimdLevel::scalar || (simd_level_supported(level) && cpu_has_fma_f16c());
-}
-
-SimdLevel best_dot_level() {
-  static const SimdLevel best = dot_level_runs(best_simd_level()) ? best_simd_level() : SimdLevel::scalar;
-  return best;
-}
 
 // Rows [o0, o0 + NR) of w, the last k mod 16 values of each and of x's rows
 // [t0, t0 + NT) copied zero-padded to 16: a padded lane adds 0·0.
@@ -268,6 +259,18 @@ void dot_rows(const DotArgs& a, index_t o0, index_t o1) {
 
 }  // namespace
 
+// The AVX kernels also need FMA and F16C, which every AVX2 CPU known has;
+// checked all the same, as blr_infer's levels are not.
+bool dot_level_runs(SimdLevel level) {
+  static const bool fma_f16c = __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return level == SimdLevel::scalar || (simd_level_supported(level) && fma_f16c);
+}
+
+SimdLevel best_dot_level() {
+  static const SimdLevel best = dot_level_runs(best_simd_level()) ? best_simd_level() : SimdLevel::scalar;
+  return best;
+}
+
 void dense_f16_dot(const float* x, const f16* w, float* out, index_t m, index_t k, index_t r, bool accumulate,
                    SimdLevel level, ThreadPool& pool) {
   BR_ASSERT(dot_level_runs(level), "dense_forward_f16: this CPU lacks {} (with FMA and F16C)", simd_level_name(level));
@@ -299,6 +302,23 @@ class CpuDenseOps final : public DenseOps<float> {
       const f16* src = w.data + o0 * k;
       float* dst = wide_.data();
       pool_.parallel_for(rows * k, [=](index_t i0, index_t i1) { f32_from_f16(src + i0, i1 - i0, dst + i0); }, 16384);
+      sgemm(false, true, m, rows, k, 1.0f, x.data, k, dst, k, accumulate ? 1.0f : 0.0f, out.data + o0, r);
+    }
+  }
+
+  void dense_forward_q8_impl(CView<float> x, CView<q8_0> w, View<float> out, bool accumulate) override {
+    const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0), kb = w.dim(1);
+    if (m <= kDenseF16DotRows)
+      return dense_q8_dot(x.data, w.data, out.data, m, kb, r, accumulate, best_dot_level(), pool_);
+    ensure_size(wide_, host_memory(), std::min(r, kWidenRows) * k);
+    for (index_t o0 = 0; o0 < r; o0 += kWidenRows) {  // blocks of rows widened exactly, then sgemm
+      const index_t rows = std::min(kWidenRows, r - o0);
+      const q8_0* src = w.data + o0 * kb;
+      float* dst = wide_.data();
+      pool_.parallel_for(rows * kb, [=](index_t b0, index_t b1) {
+        dequantize_q8_0({src + b0, static_cast<std::size_t>(b1 - b0)},
+                        {dst + b0 * kQ8Block, static_cast<std::size_t>((b1 - b0) * kQ8Block)});
+      }, 512);
       sgemm(false, true, m, rows, k, 1.0f, x.data, k, dst, k, accumulate ? 1.0f : 0.0f, out.data + o0, r);
     }
   }
@@ -338,7 +358,7 @@ class CpuDenseOps final : public DenseOps<float> {
   }
 
   ThreadPool& pool_;
-  Buffer<float> wide_;  // widened rows of an f16 w [kWidenRows][k]
+  Buffer<float> wide_;  // widened rows of an f16 or Q8_0 w [kWidenRows][k]
 };
 
 }  // namespace

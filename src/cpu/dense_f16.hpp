@@ -12,7 +12,12 @@
 
 namespace bitrank::cpu {
 
-// Rows of x up to which dense_forward_f16 takes this path.
+// Whether the dot kernels (this one and dense_q8_dot) run at `level` on this
+// CPU (the AVX levels need F16C and FMA too), and the best level that does.
+bool dot_level_runs(SimdLevel level);
+SimdLevel best_dot_level();
+
+// Rows of x up to which dense_forward_f16 (and dense_forward_q8) take this path.
 inline constexpr index_t kDenseF16DotRows = 16;
 
 // out[t][o] = Σ_{c<k} x[t][c]·w[o][c] (overwritten, or added to out with

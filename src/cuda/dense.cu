@@ -12,6 +12,9 @@
 //             kept in f16): one warp per output, each lane summing every
 //             32nd product in f32 with w widened as read, the lanes added
 //             in a fixed tree (__shfl_down_sync) — no f32 copy of w.
+//   forward with w in Q8_0 blocks (a loaded model's head when its file holds
+//             it so): one warp per output, lane l summing x·(d·q) of column l
+//             of every block (d·q exact in f32), the lanes in the same tree.
 //   split / merge  one thread per q element: a copy, exact.
 #include <cuda_fp16.h>
 
@@ -64,6 +67,23 @@ __global__ void dense_f16_kernel(const float* __restrict__ x, const __half* __re
   }
 }
 
+// out[t][o] (=, or += with accumulate) = Σ_b Σ_l x[t][32b+l]·d_b·q_b[l], warp t·r + o.
+__global__ void dense_q8_kernel(const float* __restrict__ x, const q8_0* __restrict__ w, index_t m, index_t kb,
+                                index_t r, bool accumulate, float* __restrict__ out) {
+  const index_t warps = static_cast<index_t>(gridDim.x) * (blockDim.x / 32);
+  const unsigned lane = threadIdx.x % 32;
+  for (index_t i = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < m * r; i += warps) {
+    const index_t t = i / r, o = i % r;
+    const float* xt = x + t * kb * kQ8Block;
+    const q8_0* wo = w + o * kb;
+    float sum = 0;
+    for (index_t b = 0; b < kb; ++b)
+      sum += xt[b * kQ8Block + lane] * (__half2float(__ushort_as_half(wo[b].d.bits)) * static_cast<float>(wo[b].q[lane]));
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+    if (lane == 0) out[i] = accumulate ? out[i] + sum : sum;
+  }
+}
+
 unsigned grid_for(index_t threads) {
   return std::min<unsigned>(kMaxBlocks, blocks_for(static_cast<std::size_t>(threads), kThreads));
 }
@@ -81,6 +101,13 @@ class CudaDenseOps final : public DenseOps<float> {
     const index_t m = x.dim(0), k = x.dim(1), r = w.dim(0);
     dense_f16_kernel<<<grid_for(m * r * 32), kThreads, 0, ctx_.stream.get()>>>(
         x.data, reinterpret_cast<const __half*>(w.data), m, k, r, accumulate, out.data);
+    BR_CUDA_LAUNCHED();
+  }
+
+  void dense_forward_q8_impl(CView<float> x, CView<q8_0> w, View<float> out, bool accumulate) override {
+    const index_t m = x.dim(0), r = w.dim(0);
+    dense_q8_kernel<<<grid_for(m * r * 32), kThreads, 0, ctx_.stream.get()>>>(x.data, w.data, m, w.dim(1), r,
+                                                                               accumulate, out.data);
     BR_CUDA_LAUNCHED();
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -62,6 +63,13 @@ void copy_row(const U* src, index_t d, T* dst) {
   }
 }
 
+// dst[i] = d·q of the row's blocks, as T (exact), for i < d.
+template <class T>
+void copy_q8_row(const q8_0* blocks, index_t d, T* dst) {
+  for (index_t i = 0; i < d; ++i)
+    dst[i] = static_cast<T>(to_f32(blocks[i / kQ8Block].d) * blocks[i / kQ8Block].q[i % kQ8Block]);
+}
+
 }  // namespace
 
 template <class T>
@@ -70,13 +78,24 @@ DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle fi
   const HostTensor& table = w.at("token_embd.weight");
   const HostTensor& head = config_.tie_word_embeddings ? table : w.at("output.weight");
   final_norm_ = upload(w.at("output_norm.weight"));
-  if (form.f16_matrices)
+  const index_t d = config_.hidden_size;
+  std::optional<std::vector<q8_0>> head_q8;
+  if (form.q8_0_matrices) head_q8 = exact_q8_0(head.values, d);
+  if (head_q8) {
+    head_q8_ = Buffer<q8_0>(*be_.memory, head_q8->size());
+    head_q8_.upload(std::span<const q8_0>(*head_q8));
+  } else if (form.f16_matrices) {
     head16_ = upload_values<f16>(*be_.memory, head.values);
-  else
+  } else {
     head_ = upload(head);
+  }
   embed_from_head_ = config_.tie_word_embeddings && be_.memory->host_accessible();
   if (embed_from_head_) return;
-  if (form.f16_matrices) {
+  std::optional<std::vector<q8_0>> table_q8;
+  if (form.q8_0_matrices) table_q8 = config_.tie_word_embeddings ? std::move(head_q8) : exact_q8_0(table.values, d);
+  if (table_q8) {
+    embed_host_q8_ = std::move(*table_q8);
+  } else if (form.f16_matrices) {
     embed_host16_.resize(table.values.size());
     for (std::size_t i = 0; i < table.values.size(); ++i) embed_host16_[i] = to_f16(table.values[i]);
   } else {
@@ -86,16 +105,17 @@ DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle fi
 
 template <class T>
 CView<T> DecoderModel<T>::head() const {
-  if (head16_.data())
-    fail("head: this model keeps its head in f16 (a loaded bitrank model's weight form); the trainer reads a head of "
-         "its own type");
+  if (head16_.data() || head_q8_.data())
+    fail("head: this model keeps its head in {} (a loaded bitrank model's weight form); the trainer reads a head of "
+         "its own type", head16_.data() ? "f16" : "Q8_0 blocks");
   return head_.view({config_.vocab_size, config_.hidden_size});
 }
 
 template <class T>
 std::size_t DecoderModel<T>::weight_bytes() const {
   return (final_norm_.size() + head_.size()) * sizeof(T) + head16_.size() * sizeof(f16) +
-         embed_host_.size() * sizeof(float) + embed_host16_.size() * sizeof(f16) + block_weight_bytes();
+         head_q8_.size() * sizeof(q8_0) + embed_host_.size() * sizeof(float) + embed_host16_.size() * sizeof(f16) +
+         embed_host_q8_.size() * sizeof(q8_0) + block_weight_bytes();
 }
 
 template <class T>
@@ -115,8 +135,12 @@ void DecoderModel<T>::embed(std::span<const std::int32_t> tokens, View<T> h) con
       fail("embed: token {} at position {} is outside the vocabulary of {}", id, r, config_.vocab_size);
     const index_t at = static_cast<index_t>(id) * d;
     T* dst = rows.data() + r * d;
-    if (!embed_from_head_)
+    if (!embed_from_head_ && !embed_host_q8_.empty())
+      copy_q8_row(embed_host_q8_.data() + at / kQ8Block, d, dst);
+    else if (!embed_from_head_)
       embed_host16_.empty() ? copy_row(embed_host_.data() + at, d, dst) : copy_row(embed_host16_.data() + at, d, dst);
+    else if (head_q8_.data())
+      copy_q8_row(head_q8_.data() + at / kQ8Block, d, dst);
     else if (head16_.data())
       copy_row(head16_.data() + at, d, dst);
     else
@@ -147,7 +171,11 @@ void DecoderModel<T>::for_each_head_slice(CView<T> rows_h, Fn&& fn) const {
   std::vector<T> host(static_cast<std::size_t>(n * slice));
   for (index_t v0 = 0; v0 < V; v0 += slice) {
     const index_t vs = std::min(slice, V - v0);
-    if (head16_.data())
+    if (head_q8_.data())
+      be_.dense().dense_forward_q8(xn.view({n, d}), CView<q8_0>(head_q8_.data() + v0 * (d / kQ8Block),
+                                                                Shape{vs, d / kQ8Block}),
+                                   out.view({n, vs}), false);
+    else if (head16_.data())
       be_.dense().dense_forward_f16(xn.view({n, d}), CView<f16>(head16_.data() + v0 * d, Shape{vs, d}), out.view({n, vs}),
                                 false);
     else

@@ -1,12 +1,16 @@
 // f64 reference of the small dense layers (contract: include/bitrank/ops/dense.hpp).
+#include <span>
+#include <vector>
+
 #include "ref/ops.hpp"
 
 namespace bitrank::ref {
 namespace {
 
-// The value of a weight element: f16 read exactly.
+// The value of a weight element: f16 (and Q8_0's d·q, widened to f32) read exactly.
 double value(double v) { return v; }
 double value(f16 v) { return to_f32(v); }
+double value(float v) { return v; }
 
 class RefDenseOps final : public DenseOps<double> {
  private:
@@ -28,6 +32,12 @@ class RefDenseOps final : public DenseOps<double> {
 
   void dense_forward_f16_impl(CView<double> x, CView<f16> w, View<double> out, bool accumulate) override {
     forward(x, w, out, accumulate);
+  }
+
+  void dense_forward_q8_impl(CView<double> x, CView<q8_0> w, View<double> out, bool accumulate) override {
+    std::vector<float> v(static_cast<std::size_t>(w.numel() * kQ8Block));  // the exact values d·q
+    dequantize_q8_0(std::span<const q8_0>(w.data, static_cast<std::size_t>(w.numel())), v);
+    forward(x, CView<float>(v.data(), Shape{w.dim(0), w.dim(1) * kQ8Block}), out, accumulate);
   }
 
   void dense_backward_impl(CView<double> dy, CView<double> w, View<double> dx) override {

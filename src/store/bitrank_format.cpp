@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <set>
 
 #include "bitrank/blr/accounting.hpp"
@@ -21,6 +23,7 @@
 #include "bitrank/io/model_file.hpp"
 #include "bitrank/io/safetensors.hpp"
 #include "bitrank/io/safetensors_writer.hpp"
+#include "bitrank/q8_0.hpp"
 #include "io/json_checked.hpp"
 
 namespace bitrank::store {
@@ -49,6 +52,17 @@ std::string path_tensor(const std::string& matrix, std::size_t p, std::string_vi
 }
 
 std::int64_t value_bits(StoredFloat f) { return f == StoredFloat::f16 ? 16 : 32; }
+
+// The tensors of a dense matrix N stored as Q8_0 blocks: q [rows][cols] I8 and d [rows][cols/32] F16.
+std::string q8_q_tensor(const std::string& name) { return name + ".q8_0"; }
+std::string q8_d_tensor(const std::string& name) { return name + ".q8_0_scale"; }
+
+// The Q8_0 blocks of dense tensor t when the file stores it so (storage.q8_0
+// and a matrix whose values Q8_0 blocks hold exactly), else nullopt.
+std::optional<std::vector<q8_0>> q8_0_form(const Storage& storage, const HostTensor& t) {
+  if (!storage.q8_0 || t.shape.size() != 2) return std::nullopt;
+  return exact_q8_0(t.values, t.shape[1]);
+}
 io::StDType st_dtype(StoredFloat f) { return f == StoredFloat::f16 ? io::StDType::F16 : io::StDType::F32; }
 
 std::string shape_text(std::span<const std::int64_t> shape) {
@@ -130,7 +144,23 @@ void check_matrix(const std::string& name, const blr::HostBlrMatrix& w, StoredFl
 struct Contents {
   std::vector<io::StTensorOut> tensors;
   std::map<std::string, std::string> metadata;
+  std::vector<std::vector<std::byte>> owned;  // bytes of the Q8_0 tensors (a moved vector keeps its buffer)
 };
+
+// Dense tensor `name` as Q8_0 blocks: its q and d tensors, their bytes kept in c.owned.
+void add_q8_0(Contents& c, const std::string& name, const HostTensor& t, const std::vector<q8_0>& blocks) {
+  std::vector<std::byte> q(blocks.size() * kQ8Block), d(blocks.size() * sizeof(f16));
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    std::memcpy(q.data() + b * kQ8Block, blocks[b].q, kQ8Block);
+    std::memcpy(d.data() + b * sizeof(f16), &blocks[b].d.bits, sizeof(f16));
+  }
+  const std::int64_t rows = t.shape[0], cols = t.shape[1];
+  c.owned.push_back(std::move(q));
+  c.tensors.push_back(io::StTensorOut::raw(q8_q_tensor(name), io::StDType::I8, {rows, cols}, c.owned.back()));
+  c.owned.push_back(std::move(d));
+  c.tensors.push_back(
+      io::StTensorOut::raw(q8_d_tensor(name), io::StDType::F16, {rows, cols / kQ8Block}, c.owned.back()));
+}
 
 Contents contents_of(const CompressedModel& model, const std::string& where) {
   Contents c;
@@ -148,12 +178,20 @@ Contents contents_of(const CompressedModel& model, const std::string& where) {
     }
     index[name] = {{"m", w.m}, {"n", w.n}, {"rank", w.r}, {"paths", w.paths.size()}};
   }
-  for (const auto& [name, t] : model.dense)
+  json q8_names = json::array();
+  c.owned.reserve(2 * model.dense.size());
+  for (const auto& [name, t] : model.dense) {
+    if (const auto blocks = q8_0_form(model.storage, t)) {
+      add_q8_0(c, name, t, *blocks);
+      q8_names.push_back(name);
+      continue;
+    }
     c.tensors.push_back(
         io::StTensorOut::f32(name, dense_dtype, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), t.values));
+  }
 
   c.metadata[key::format] = kBitrankFormatName;
-  c.metadata[key::version] = std::to_string(kBitrankFormatVersion);
+  c.metadata[key::version] = model.storage.q8_0 ? std::to_string(kBitrankFormatVersion) : "1";  // 1: as read
   c.metadata[key::config] = io::hf_config_to_json(model.config, where + ": config");
   if (model.tokenizer) {
     try {
@@ -162,9 +200,10 @@ Contents contents_of(const CompressedModel& model, const std::string& where) {
       fail("{}: {}", where, e.what());
     }
   }
-  c.metadata[key::storage] = dump_json(json{{"scales", std::string(stored_float_name(model.storage.scales))},
-                                            {"dense", std::string(stored_float_name(model.storage.dense))}},
-                                       where, "storage");
+  json storage{{"scales", std::string(stored_float_name(model.storage.scales))},
+               {"dense", std::string(stored_float_name(model.storage.dense))}};
+  if (model.storage.q8_0) storage["q8_0"] = std::move(q8_names);
+  c.metadata[key::storage] = dump_json(storage, where, "storage");
   c.metadata[key::blr] = dump_json(index, where, "the BLR index");
   c.metadata[key::accounting] = dump_json(bitrank_accounting(model), where, "the accounting");
   c.metadata[key::summary] = dump_json(model.summary, where, "the summary");
@@ -183,9 +222,10 @@ class Loader {
     if (format != kBitrankFormatName)
       fail("{}: metadata '{}' is \"{}\", expected \"{}\"", file_, key::format, format, kBitrankFormatName);
     const std::string& version = need(key::version);
-    if (version != std::to_string(kBitrankFormatVersion))
-      fail("{}: metadata '{}' is \"{}\": this build reads bitrank format version {}", file_, key::version, version,
-           kBitrankFormatVersion);
+    if (version != std::to_string(kBitrankFormatVersion) && version != "1")
+      fail("{}: metadata '{}' is \"{}\": this build reads bitrank format versions 1 and {}", file_, key::version,
+           version, kBitrankFormatVersion);
+    version_ = version == "1" ? 1 : kBitrankFormatVersion;
     return io::parse_hf_config(need(key::config), meta_where(key::config));
   }
 
@@ -230,11 +270,16 @@ class Loader {
   static std::string meta_name(const char* k) { return fmt::format("metadata '{}'", k); }
   std::string meta_where(const char* k) const { return fmt::format("{}: metadata '{}'", file_, k); }
 
-  Storage read_storage() const {
-    const json j = io::parse_json_checked(need(key::storage), file_, meta_name(key::storage), /*max_depth=*/1);
-    if (!j.is_object() || j.size() != 2)
-      fail("{}: metadata '{}' must be {{\"scales\": ..., \"dense\": ...}}, got {}", file_, key::storage,
-           io::json_excerpt(j));
+  // Version 1: {"scales", "dense"}; from 2 also "q8_0", the dense tensors stored as Q8_0 blocks.
+  Storage read_storage() {
+    const json j = io::parse_json_checked(need(key::storage), file_, meta_name(key::storage), /*max_depth=*/2);
+    const bool q8 = version_ > 1;
+    if (!j.is_object() || j.size() > 3)
+      fail("{}: metadata '{}' must be {{\"scales\": ..., \"dense\": ...{}}}, got {}", file_, key::storage,
+           q8 ? ", \"q8_0\": [...]" : "", io::json_excerpt(j));
+    for (const auto& [k, v] : j.items())
+      if (k != "scales" && k != "dense" && (k != "q8_0" || !q8))
+        fail("{}: metadata '{}': unknown key '{}' (version {})", file_, key::storage, k, version_);
     auto one = [&](const char* k) {
       const auto it = j.find(k);
       if (it != j.end() && *it == "F16") return StoredFloat::f16;
@@ -242,7 +287,22 @@ class Loader {
       fail("{}: metadata '{}': '{}' must be \"F16\" or \"F32\", got {}", file_, key::storage, k,
            it == j.end() ? std::string("nothing") : io::json_excerpt(*it));
     };
-    return Storage{.scales = one("scales"), .dense = one("dense")};
+    const StoredFloat scales = one("scales"), dense = one("dense");
+    if (q8 && !j.contains("q8_0"))
+      fail("{}: metadata '{}': 'q8_0' (the tensors stored as Q8_0 blocks) is missing", file_, key::storage);
+    if (q8) {
+      const json& names = j.at("q8_0");
+      if (!names.is_array())
+        fail("{}: metadata '{}': 'q8_0' must be a list of tensor names, got {}", file_, key::storage,
+             io::json_excerpt(names));
+      for (const json& n : names) {
+        if (!n.is_string() || n.get<std::string>().empty())
+          fail("{}: metadata '{}': 'q8_0' holds {}, not a tensor name", file_, key::storage, io::json_excerpt(n));
+        if (!q8_names_.insert(n.get<std::string>()).second)
+          fail("{}: metadata '{}': 'q8_0' names '{}' twice", file_, key::storage, n.get<std::string>());
+      }
+    }
+    return Storage{.scales = scales, .dense = dense, .q8_0 = q8};
   }
 
   // The tensor `name` of BLR matrix `matrix`: present, of `dtype` and `shape`.
@@ -306,6 +366,7 @@ class Loader {
   }
 
   void read_dense(CompressedModel& model) {
+    for (const std::string& name : q8_names_) model.dense.emplace(name, read_q8_0(name));
     const io::StDType dtype = st_dtype(model.storage.dense);
     for (const io::TensorInfo& t : st_.tensors()) {
       if (consumed_.contains(t.name)) continue;
@@ -319,13 +380,44 @@ class Loader {
       HostTensor h;
       h.shape.assign(t.shape.begin(), t.shape.end());
       h.values = st_.read_f32(t.name);
-      model.dense.emplace(t.name, std::move(h));
+      if (!model.dense.emplace(t.name, std::move(h)).second)
+        fail("{}: dense tensor '{}' is stored both as itself and as Q8_0 blocks", file_, t.name);
     }
+  }
+
+  // Dense tensor `name` from its Q8_0 tensors (q [rows][cols] I8, d [rows][cols/32] F16), values d·q.
+  HostTensor read_q8_0(const std::string& name) {
+    const std::string qn = q8_q_tensor(name), dn = q8_d_tensor(name);
+    for (const std::string& part : {qn, dn})
+      if (!st_.contains(part)) fail("{}: tensor '{}' of Q8_0 tensor '{}' is missing", file_, part, name);
+    const io::TensorInfo &q = st_.info(qn), &d = st_.info(dn);
+    if (q.dtype != io::StDType::I8 || q.shape.size() != 2 || q.shape[1] <= 0 || q.shape[1] % kQ8Block != 0)
+      fail("{}: tensor '{}': dtype {}, shape {}; expected I8 [rows][cols] with cols a positive multiple of {}", file_,
+           qn, io::st_dtype_name(q.dtype), shape_text(q.shape), kQ8Block);
+    const std::vector<std::int64_t> d_shape{q.shape[0], q.shape[1] / kQ8Block};
+    if (d.dtype != io::StDType::F16 || d.shape != d_shape)
+      fail("{}: tensor '{}': dtype {}, shape {}; expected F16 {}", file_, dn, io::st_dtype_name(d.dtype),
+           shape_text(d.shape), shape_text(d_shape));
+    const std::span<const std::byte> qb = st_.bytes(qn), db = st_.bytes(dn);
+    std::vector<q8_0> blocks(qb.size() / kQ8Block);
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      std::memcpy(blocks[b].q, qb.data() + b * kQ8Block, kQ8Block);
+      std::memcpy(&blocks[b].d.bits, db.data() + b * sizeof(f16), sizeof(f16));
+    }
+    HostTensor h;
+    h.shape = {q.shape[0], q.shape[1]};
+    h.values.resize(qb.size());
+    dequantize_q8_0(blocks, h.values);
+    consumed_.insert(qn);
+    consumed_.insert(dn);
+    return h;
   }
 
   const io::Safetensors& st_;
   std::string file_;
   std::set<std::string> consumed_;
+  mutable int version_ = kBitrankFormatVersion;  // set by config(), which every read starts with
+  std::set<std::string> q8_names_;  // dense tensors stored as Q8_0 blocks (metadata 'bitrank.storage')
 };
 
 }  // namespace
@@ -355,9 +447,18 @@ json bitrank_accounting(const CompressedModel& model) {
     blr_weights += weights;
     blr_bits += bits;
   }
-  std::uint64_t params = 0;
-  for (const auto& [name, t] : model.dense) params += t.values.size();
-  const std::uint64_t bits = params * dense_bits;
+  std::uint64_t params = 0, bits = 0, q8_params = 0;
+  for (const auto& [name, t] : model.dense) {
+    params += t.values.size();
+    if (q8_0_form(model.storage, t)) {  // 8 bits a value and an f16 scale a block of 32
+      q8_params += t.values.size();
+      bits += t.values.size() * 8 + t.values.size() / kQ8Block * 16;
+    } else {
+      bits += t.values.size() * dense_bits;
+    }
+  }
+  json dense{{"tensors", static_cast<std::uint64_t>(model.dense.size())}, {"params", params}, {"bits", bits}};
+  if (model.storage.q8_0) dense["q8_0_params"] = q8_params;
   return json{
       {"scale_bits", scale_bits},
       {"dense_value_bits", dense_bits},
@@ -367,7 +468,7 @@ json bitrank_accounting(const CompressedModel& model) {
         {"weights", blr_weights},
         {"bits", blr_bits},
         {"bpw", bpw(blr_bits, blr_weights)}}},
-      {"dense", {{"tensors", static_cast<std::uint64_t>(model.dense.size())}, {"params", params}, {"bits", bits}}},
+      {"dense", std::move(dense)},
       {"model",
        {{"params", blr_weights + params},
         {"bits", blr_bits + bits},
@@ -399,7 +500,7 @@ void check_compressed_model(const CompressedModel& model, const std::string& whe
     }
     if (numel != t.values.size())
       fail("{}: dense tensor '{}': {} values for shape {}", where, name, t.values.size(), shape_text(t.shape));
-    check_values(t.values, model.storage.dense, where, name);
+    if (!q8_0_form(model.storage, t)) check_values(t.values, model.storage.dense, where, name);
   }
   if (!model.summary.is_object()) fail("{}: summary must be a JSON object, got {}", where, model.summary.type_name());
 }
@@ -468,11 +569,17 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
   d["file"] = path.string();
   d["file_bytes"] = bytes;
   d["format"] = kBitrankFormatName;
-  d["version"] = kBitrankFormatVersion;
+  d["version"] = model.storage.q8_0 ? kBitrankFormatVersion : 1;
   d["architecture"] = ordered_json::parse(io::hf_config_to_json(model.config, path.string()));
   d["tokenizer"] = model.tokenizer ? tokenizer_description(*model.tokenizer) : ordered_json(nullptr);
   d["storage"] = {{"scales", std::string(stored_float_name(model.storage.scales))},
                   {"dense", std::string(stored_float_name(model.storage.dense))}};
+  if (model.storage.q8_0) {
+    ordered_json q8 = ordered_json::array();
+    for (const auto& [name, t] : model.dense)
+      if (q8_0_form(model.storage, t)) q8.push_back(name);
+    d["storage"]["q8_0"] = std::move(q8);
+  }
   d["accounting"] = ordered_json::parse(bitrank_accounting(model).dump());
   d["summary"] = ordered_json::parse(model.summary.dump());
   return d;
@@ -523,8 +630,11 @@ std::string describe_bitrank_text(const ordered_json& d) {
   line("format        {} v{}", d.at("format").get<std::string>(), d.at("version").get<int>());
   line("architecture  {}", architecture_text(a));
   line("tokenizer     {}", tokenizer_text(d.at("tokenizer")));
-  line("storage       scales {}, dense {}", d.at("storage").at("scales").get<std::string>(),
-       d.at("storage").at("dense").get<std::string>());
+  std::string q8;
+  for (const auto& name : d.at("storage").value("q8_0", ordered_json::array()))
+    q8 += (q8.empty() ? ", Q8_0: " : ", ") + name.get<std::string>();
+  line("storage       scales {}, dense {}{}", d.at("storage").at("scales").get<std::string>(),
+       d.at("storage").at("dense").get<std::string>(), q8);
   line("");
   const ordered_json& mats = acc.at("matrices");
   std::size_t width = 4;
@@ -542,9 +652,11 @@ std::string describe_bitrank_text(const ordered_json& d) {
   line("totals");
   line("  compressed projections  {} weights, {} bits, {} bpw", blr.at("weights").get<std::uint64_t>(),
        blr.at("bits").get<std::uint64_t>(), bpw_text(blr.at("bpw")));
-  line("  dense tensors           {} tensors, {} params, {} bits ({}-bit values)",
+  const std::uint64_t q8_params = dense.value("q8_0_params", std::uint64_t{0});
+  line("  dense tensors           {} tensors, {} params, {} bits ({}-bit values{})",
        dense.at("tensors").get<std::uint64_t>(), dense.at("params").get<std::uint64_t>(),
-       dense.at("bits").get<std::uint64_t>(), acc.at("dense_value_bits").get<std::uint64_t>());
+       dense.at("bits").get<std::uint64_t>(), acc.at("dense_value_bits").get<std::uint64_t>(),
+       q8_params ? fmt::format("; {} params as Q8_0, 8.5 bits", q8_params) : std::string());
   line("  whole model             {} params, {} bits, {} bpw", model.at("params").get<std::uint64_t>(),
        model.at("bits").get<std::uint64_t>(), bpw_text(model.at("bpw")));
   line("  file size               {} bytes", d.at("file_bytes").get<std::uint64_t>());

@@ -27,6 +27,18 @@ void dense_forward_case(ParityRun& p, index_t m, index_t k, index_t r, bool accu
   p.expect_close("out", out, kDenseTol);
 }
 
+// dense_forward_q8 (a loaded model's Q8_0 head): w's exact values d·q, f32
+// sums, the same tolerance; m ≤ 16 takes the CPU's dot products, above it
+// its widened blocks and sgemm.
+void dense_forward_q8_case(ParityRun& p, index_t m, index_t k, index_t r, bool accumulate) {
+  auto x = p.input({m, k}, 1.0f);
+  auto out = accumulate ? p.accumulator({m, r}, 1.0f) : p.output({m, r});
+  auto w = p.input_q8_0({r, k / kQ8Block}, 0.05f);
+  p.ref.dense().dense_forward_q8(x.ref(), w.ref(), out.ref(), accumulate);
+  p.be.dense().dense_forward_q8(x.be(), w.be(), out.be(), accumulate);
+  p.expect_close("out", out, kDenseTol);
+}
+
 void dense_backward_case(ParityRun& p, index_t m, index_t k, index_t r) {
   auto dy = p.input({m, r}, 1.0f);
   auto w = p.input({r, k}, 0.05f);
@@ -67,6 +79,10 @@ BR_PARITY_CASE(dense_forward_f16_16x576_to_1100) { dense_forward_case(p, 16, 576
 BR_PARITY_CASE(dense_forward_f16_70x576_to_1100) { dense_forward_case(p, 70, 576, 1100, false, true); }
 BR_PARITY_CASE(dense_forward_f16_3x37_to_5_odd_accumulate) { dense_forward_case(p, 3, 37, 5, true, true); }
 BR_PARITY_CASE(dense_forward_f16_20x37_to_5_odd_accumulate) { dense_forward_case(p, 20, 37, 5, true, true); }
+BR_PARITY_CASE(dense_forward_q8_1x576_to_1100) { dense_forward_q8_case(p, 1, 576, 1100, false); }
+BR_PARITY_CASE(dense_forward_q8_16x576_to_1100_accumulate) { dense_forward_q8_case(p, 16, 576, 1100, true); }
+BR_PARITY_CASE(dense_forward_q8_70x576_to_1100) { dense_forward_q8_case(p, 70, 576, 1100, false); }
+BR_PARITY_CASE(dense_forward_q8_3x32_to_5_accumulate) { dense_forward_q8_case(p, 3, 32, 5, true); }
 BR_PARITY_CASE(dense_backward_70x48_to_5120) { dense_backward_case(p, 70, 5120, 48); }
 BR_PARITY_CASE(dense_backward_5x3_to_37_odd) { dense_backward_case(p, 5, 37, 3); }
 // Gated attention q_proj: 24 heads of 256 is the 27B shape; 3 heads keeps the ref fast.

@@ -70,6 +70,18 @@ Half ParityRun::output_f16(Shape s) {
   return input_f16(s, h);
 }
 
+Q8 ParityRun::input_q8_0(Shape s, float scale) {
+  XorShift g(next_seed());
+  std::vector<q8_0> blocks(static_cast<std::size_t>(s.numel()));
+  for (q8_0& b : blocks) {
+    b.d = to_f16(scale / 127.0f * static_cast<float>((g.next_u64() % 1000) + 1) / 1000.0f);
+    for (std::int8_t& q : b.q) q = static_cast<std::int8_t>(static_cast<int>(g.next_u64() % 255) - 127);
+  }
+  Q8 o(*be.memory, s);
+  fill_both<q8_0, q8_0>(o, blocks, blocks);
+  return o;
+}
+
 Bits ParityRun::input_bits(Shape s) {
   XorShift g(next_seed());
   std::vector<std::uint32_t> w(static_cast<std::size_t>(s.numel()));

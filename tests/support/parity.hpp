@@ -56,6 +56,7 @@ class Operand {
 using Real = Operand<double, float>;
 using Half = Operand<f16, f16>;
 using Bits = Operand<std::uint32_t, std::uint32_t>;
+using Q8 = Operand<q8_0, q8_0>;
 
 class ParityRun {
  public:
@@ -75,6 +76,9 @@ class ParityRun {
   Half input_f16(Shape s, float scale);
   Half input_f16(Shape s, std::span<const f16> values);
   Half output_f16(Shape s);  // poisoned with a NaN pattern
+  // Q8_0 blocks, shape [rows][blocks]: d of each block uniform in (0, scale/127]
+  // rounded to f16, every q uniform in [−127, 127].
+  Q8 input_q8_0(Shape s, float scale);
   Bits input_bits(Shape s);  // random words
   Bits input_bits(Shape s, std::span<const std::uint32_t> values);
   Bits output_bits(Shape s);  // poisoned with 0xDEADBEEF

@@ -22,8 +22,10 @@
 // loaded bitrank model keeps the 16-bit form its file stores — BLR scales
 // and weight matrices (head, token embedding, projections left dense) in
 // f16, read by blr_infer (f16 scales) and dense_forward_f16 and widened row by
-// row by the embedding lookup — so that its resident weights (weight_bytes)
-// are about its file size. Vectors (norm gains, the GDN's small tensors)
+// row by the embedding lookup — or, where the file holds them as Q8_0 blocks,
+// the head and the token embedding as those blocks, read by dense_forward_q8
+// and the lookup — so that its resident weights (weight_bytes) are about its
+// file size. Vectors (norm gains, the GDN's small tensors)
 // stay T: a few KB a block. On the CPU the signs are kept as the sign
 // blocks its decode kernel reads (the same bits regrouped).
 //
@@ -76,6 +78,10 @@ void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t 
 struct WeightForm {
   bool f16_scales = false;    // BLR scales h, ℓ, g in f16 (BlrPath::scales16)
   bool f16_matrices = false;  // head, token embedding and dense projections in f16
+  // The head and the token embedding as Q8_0 blocks (bitrank/q8_0.hpp) where
+  // those hold them exactly (a file that stores them so), read by
+  // dense_forward_q8 and the embedding lookup; before f16_matrices.
+  bool q8_0_matrices = false;
   // BLR signs as sign blocks (BlrPath::sign_u_blocks, sign_vt_blocks)
   // instead of bitmaps, for a backend whose blr_infer reads them
   // (BlrOps::reads_sign_blocks: the CPU); make_model sets it from the backend.
@@ -176,11 +182,13 @@ class DecoderModel {
   template <class Fn>
   void for_each_head_slice(CView<T> h, Fn&& fn) const;
 
-  Buffer<T> final_norm_, head_;  // head_ empty when head16_ holds the head
+  Buffer<T> final_norm_, head_;  // head_ empty when head16_ or head_q8_ holds the head
   Buffer<f16> head16_;
+  Buffer<q8_0> head_q8_;  // [V][d/32] (WeightForm::q8_0_matrices)
   bool embed_from_head_ = false;     // tied, on host memory: embed() reads the head's buffer
   std::vector<float> embed_host_;    // else the table [V][d] on the host, f32 or
   std::vector<f16> embed_host16_;    // f16 (WeightForm::f16_matrices)
+  std::vector<q8_0> embed_host_q8_;  // or Q8_0 blocks (WeightForm::q8_0_matrices)
   GainStyle final_gain_;
 };
 

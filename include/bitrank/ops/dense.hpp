@@ -8,6 +8,10 @@
 //                   w's f16 values read exactly (a loaded model's 16-bit
 //                   weights: the head, the projections left dense),
 //                   overwrites or adds likewise
+//   dense_forward_q8   dense_forward with w in Q8_0 blocks (bitrank/q8_0.hpp):
+//                   w [r][k/32] blocks of 32 values d·q, read exactly (a
+//                   loaded model's head and token embedding when its file
+//                   holds them as Q8_0), overwrites or adds likewise
 //   dense_backward  dx[m][k] += dy[m][r] · w[r][k]        input gradient of
 //                   dense_forward; ACCUMULATES into dx (the frozen projection's
 //                   contribution is added to the gradient of the shared input)
@@ -26,10 +30,18 @@
 // tree, with AVX2 or AVX-512; 8 interleaved partial sums without; OpenBLAS
 // sgemm on widened blocks of rows above); CUDA in f32 (a warp per output,
 // its lanes added in a fixed tree); tolerance 1e-6 as the f32 form.
+// dense_forward_q8: the reference in f64 on the exact values d·q; the CPU in
+// f32, per output 16 lanes over the blocks in order (lane l of block b:
+// x[32b+l]·q[l], then + x[32b+16+l]·q[16+l] by FMA, then d_b times that FMA'd
+// into the lane's sum; the lanes added l + l+8, +4, +2, +1), the same bits at
+// every SIMD level and thread count, above 16 rows of x blocks of rows widened
+// to f32 and OpenBLAS sgemm; CUDA a warp per output, lane l summing x·(d·q)
+// of column l of every block, the lanes in a fixed tree; tolerance 1e-6.
 #pragma once
 
 #include "bitrank/dtype.hpp"
 #include "bitrank/ops/check.hpp"
+#include "bitrank/q8_0.hpp"
 
 namespace bitrank {
 
@@ -46,6 +58,16 @@ class DenseOps {
   void dense_forward_f16(CView<T> x, CView<f16> w, View<T> out, bool accumulate) {
     check_forward("dense_forward_f16", x, w, out);
     dense_forward_f16_impl(x, w, out, accumulate);
+  }
+
+  // w [r][k/32]: the blocks of r rows of k values.
+  void dense_forward_q8(CView<T> x, CView<q8_0> w, View<T> out, bool accumulate) {
+    constexpr std::string_view op = "dense_forward_q8";
+    check_matrices(op, "x", x, w);
+    check::require(w.dim(1) * kQ8Block == x.dim(1), op, "w {} holds {} inputs a row (blocks of {}), x {} has {}",
+                   w.shape.str(), w.dim(1) * kQ8Block, kQ8Block, x.shape.str(), x.dim(1));
+    check::dense(op, "out", out, Shape{x.dim(0), w.dim(0)});
+    dense_forward_q8_impl(x, w, out, accumulate);
   }
 
   void dense_backward(CView<T> dy, CView<T> w, View<T> dx) {
@@ -75,6 +97,7 @@ class DenseOps {
  protected:
   virtual void dense_forward_impl(CView<T> x, CView<T> w, View<T> out, bool accumulate) = 0;
   virtual void dense_forward_f16_impl(CView<T> x, CView<f16> w, View<T> out, bool accumulate) = 0;
+  virtual void dense_forward_q8_impl(CView<T> x, CView<q8_0> w, View<T> out, bool accumulate) = 0;
   virtual void dense_backward_impl(CView<T> dy, CView<T> w, View<T> dx) = 0;
   virtual void split_q_gate_impl(CView<T> qg, index_t heads, View<T> q, View<T> gate) = 0;
   virtual void merge_q_gate_impl(CView<T> q, CView<T> gate, index_t heads, View<T> qg) = 0;

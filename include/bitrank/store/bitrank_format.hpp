@@ -51,18 +51,30 @@
 //
 // Every other tensor is dense (embeddings, norms, biases, the head, any
 // projection left uncompressed), stored under its own name as F32 or F16
-// with its shape. A dense tensor may not be named N.weight or N.p{k}.{su,
+// with its shape — or, for a matrix N of rows × cols whose values Q8_0
+// blocks hold exactly (bitrank/q8_0.hpp: a GGUF teacher's Q8_0 tensors, such
+// as SmolLM2's tied embedding), as ggml's Q8_0 blocks in two tensors:
+//
+//   N.q8_0        I8   [rows][cols]     q
+//   N.q8_0_scale  F16  [rows][cols/32]  d of each block of 32 along a row
+//
+// whose values are d·q (8.5 bits a value where F16 takes 16 and rounds).
+// Nothing is quantised to get there: a matrix that is not exactly Q8_0
+// stays F32 or F16. A dense tensor may not be named N.weight or N.p{k}.{su,
 // sv,h,l,g} for a BLR matrix N (it would shadow or extend the matrix).
 //
 // Metadata ("__metadata__", all values strings; JSON where said):
 //
 //   bitrank.format      "bitrank"
-//   bitrank.version     "1"
+//   bitrank.version     "2" ("1": no Q8_0 tensors, and no "q8_0" key below;
+//                       this build reads both)
 //   bitrank.config      the architecture as config.json text (hf_config_to_json)
 //   bitrank.tokenizer   TokenizerSpec JSON (tokenizer_spec_to_json); absent
 //                       when the model carries no tokenizer
-//   bitrank.storage     {"scales": "F16"|"F32", "dense": "F32"|"F16"}: the
-//                       dtype of every scale tensor and every dense tensor
+//   bitrank.storage     {"scales": "F16"|"F32", "dense": "F32"|"F16",
+//                       "q8_0": [N, ...]}: the dtype of every scale tensor and
+//                       of every dense tensor not in the list, and the dense
+//                       tensors stored as Q8_0 blocks
 //   bitrank.blr         {"N": {"m": m, "n": n, "rank": r, "paths": P}, ...}
 //   bitrank.accounting  bitrank_accounting(model): the honest bit count
 //                       (DESIGN §1) per matrix and in total; recomputed and
@@ -71,8 +83,8 @@
 //
 // Other metadata keys are ignored; an incompatible change bumps the version.
 //
-// Numerics: scales and dense values are f32 in a CompressedModel; F16
-// storage rounds them to nearest even once (a value that would overflow to
+// Numerics: scales and dense values are f32 in a CompressedModel (a Q8_0
+// tensor's d·q, exact); F16 storage rounds them to nearest even once (a value that would overflow to
 // ±inf is an error), and loading converts back exactly, so a second save is
 // bit-identical to the first. A model made from them for inference keeps
 // F16-stored values in f16 again (model::WeightForm, model/decoder.hpp).
@@ -108,7 +120,7 @@
 namespace bitrank::store {
 
 inline constexpr const char* kBitrankFormatName = "bitrank";
-inline constexpr int kBitrankFormatVersion = 1;
+inline constexpr int kBitrankFormatVersion = 2;
 inline constexpr std::int64_t kBitrankMaxPaths = 8;
 
 enum class StoredFloat : std::uint8_t { f32, f16 };
@@ -117,7 +129,8 @@ std::string_view stored_float_name(StoredFloat f);  // "F32", "F16" (the safeten
 // How save() stores the f32 values of the model; load() sets what the file held.
 struct Storage {
   StoredFloat scales = StoredFloat::f16;  // h, ℓ, g of every path
-  StoredFloat dense = StoredFloat::f32;   // every dense tensor
+  StoredFloat dense = StoredFloat::f32;   // every dense tensor not stored as Q8_0
+  bool q8_0 = true;  // a dense matrix that Q8_0 blocks hold exactly is stored so (false: a version 1 file)
   bool operator==(const Storage&) const = default;
 };
 
@@ -134,12 +147,13 @@ struct CompressedModel {
 };
 
 // The honest bit count of `model` as stored with model.storage:
-//   {"scale_bits": 16|32, "dense_value_bits": 32|16,
+//   {"scale_bits": 16|32, "dense_value_bits": 32|16 (of the tensors not Q8_0),
 //    "matrices": {"N": {"m", "n", "rank", "paths", "bits", "bpw"}, ...},
 //    "blr":   {"matrices", "weights" (Σ m·n), "bits", "bpw"},
-//    "dense": {"tensors", "params", "bits"},
+//    "dense": {"tensors", "params", "bits", "q8_0_params" (version 2)},
 //    "model": {"params" (BLR weights + dense params), "bits", "bpw"}}
-// Matrix bits are blr::honest_bits; dense bits are params · value bits; a
+// Matrix bits are blr::honest_bits; dense bits are params · value bits (a
+// Q8_0 tensor's: 8 a value and 16 a block of 32); a
 // bpw with nothing under it is null.
 nlohmann::json bitrank_accounting(const CompressedModel& model);
 
