@@ -145,6 +145,22 @@ std::vector<BenchCase> cpu_bench_cases(Backend<float>& be) {
                        b->adam().adam_update(w->view({n}), gr->view({n}), m1->view({n}), v1->view({n}), {}, opt);
                      }});
   }
+  {  // the decode head at one token (SmolLM2's tied 49,152 × 576): in f16, and as Q8_0 blocks where the file holds them
+    const index_t V = 49152;
+    auto x = random_buffer<float>(mem, sz(d), 40, 1.0f);
+    auto w16 = random_buffer<f16>(mem, sz(V * d), 41, 0.05f);
+    auto wq = random_buffer<q8_0>(mem, sz(V * d / kQ8Block), 42, 0.05f);
+    auto z = random_buffer<float>(mem, sz(V), 43, 1.0f);
+    const std::string shape = fmt::format("{}x{} T=1", V, d);
+    cases.push_back({"head f16", shape + fmt::format(" ({:.1f} MB)", 2.0 * V * d / 1e6), 2.0 * V * d, 0, "", [=] {
+                       b->dense().dense_forward_f16(x->view({1, d}), w16->view({V, d}), z->view({1, V}), false);
+                     }});
+    cases.push_back({"head q8_0", shape + fmt::format(" ({:.1f} MB)", 34.0 * V * d / kQ8Block / 1e6), 2.0 * V * d, 0,
+                     "head f16", [=] {
+                       b->dense().dense_forward_q8(x->view({1, d}), wq->view({V, d / kQ8Block}), z->view({1, V}),
+                                                   false);
+                     }});
+  }
   for (const InferShape& s : blr_infer_shapes())
     for (index_t T : {1, 8}) {
       const std::string dense = fmt::format("dense f32 {}x{} T={}", s.m, s.n, T);

@@ -1,6 +1,7 @@
 // Pieces shared by the CPU and CUDA benchmark cases.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -25,6 +26,9 @@ std::shared_ptr<Buffer<T>> random_buffer(Memory& mem, std::size_t n, std::uint64
       host[i] = to_f16(v[i]);
     } else if constexpr (std::is_same_v<T, std::uint32_t>) {
       host[i] = static_cast<std::uint32_t>(bits.next_u64() >> 17);
+    } else if constexpr (std::is_same_v<T, q8_0>) {  // d ≈ |scale|/127, q uniform in [−127, 127]
+      host[i].d = to_f16(std::fabs(v[i]) / 127.0f + 1e-6f);
+      for (std::int8_t& q : host[i].q) q = static_cast<std::int8_t>(static_cast<int>(bits.next_u64() % 255) - 127);
     } else {
       host[i] = static_cast<T>(v[i]);
     }
