@@ -135,7 +135,7 @@ TEST(Dense, SplitLayoutAndRoundTrip) {
 // scalar level too).
 using DotAt = std::function<void(cpu::SimdLevel, ThreadPool&, bool accumulate, float* out)>;
 
-void expect_dot_levels(const std::string& tag, const std::string& shape, const std::vector<double>& want,
+void expect_dot_levels(const char* tag, const std::string& shape, const std::vector<double>& want,
                        const std::vector<double>& mag, const std::vector<float>& start, bool scalar_same,
                        bool print, const DotAt& dot) {
   using cpu::SimdLevel;
@@ -149,7 +149,7 @@ void expect_dot_levels(const std::string& tag, const std::string& shape, const s
       return out;
     };
     std::vector<float> first;  // the first level's result that the others must equal
-    for (SimdLevel level : test::simd_levels_here(tag.c_str())) {
+    for (SimdLevel level : test::simd_levels_here(tag)) {
       const std::string at = where + " at " + cpu::simd_level_name(level);
       const auto got = run(level, two);
       double worst = 0;
@@ -170,49 +170,52 @@ void expect_dot_levels(const std::string& tag, const std::string& shape, const s
         EXPECT_EQ(0, std::memcmp(got.data(), first.data(), got.size() * sizeof(float)))
             << at << " differs from the first level";
       }
-      if (print) std::printf("  [%s] %-6s %s: worst %.2e of Σ|x·w|\n", tag.c_str(), cpu::simd_level_name(level),
+      if (print) std::printf("  [%s] %-6s %s: worst %.2e of Σ|x·w|\n", tag, cpu::simd_level_name(level),
                              where.c_str(), worst);
     }
   }
 }
 
-// Σ_c |x[t][c]·w[o][c]| of x [m][k] and w [r][k] given as exact f64 values.
-std::vector<double> magnitudes(const std::vector<double>& x, const std::vector<double>& w, index_t m, index_t k,
-                               index_t r) {
-  std::vector<double> mag(static_cast<std::size_t>(m * r));
+// The dot kernel `dot` on x [m][k] (random) and a w whose exact values are
+// w64 [r][k], against the f64 product, at every level (expect_dot_levels).
+void expect_dot(const char* tag, index_t m, index_t k, index_t r, const std::vector<double>& w64,
+                std::uint64_t seed, bool scalar_same, const std::function<void(const float* x, cpu::SimdLevel,
+                                                                               ThreadPool&, bool, float*)>& dot) {
+  const auto xv = rnd(static_cast<std::size_t>(m * k), seed, 1.0f);
+  const auto start = rnd(static_cast<std::size_t>(m * r), seed + 1, 1.0f);
+  const std::vector<double> x64(xv.begin(), xv.end());
+  std::vector<double> want(static_cast<std::size_t>(m * r)), mag(want.size());
   for (index_t t = 0; t < m; ++t)
     for (index_t o = 0; o < r; ++o)
-      for (index_t c = 0; c < k; ++c)
-        mag[static_cast<std::size_t>(t * r + o)] +=
-            std::fabs(x[static_cast<std::size_t>(t * k + c)] * w[static_cast<std::size_t>(o * k + c)]);
-  return mag;
+      for (index_t c = 0; c < k; ++c) {
+        const double p = x64[static_cast<std::size_t>(t * k + c)] * w64[static_cast<std::size_t>(o * k + c)];
+        want[static_cast<std::size_t>(t * r + o)] += p;
+        mag[static_cast<std::size_t>(t * r + o)] += std::fabs(p);
+      }
+  const std::string shape = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r);
+  expect_dot_levels(tag, shape, want, mag, start, scalar_same, m == 16 && k == 576 && r == 300,
+                    [&](cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
+                      dot(xv.data(), level, pool, acc, out);
+                    });
 }
 
 TEST(Dense, F16DotEveryLevelMatchesTheF64Reference) {
-  auto& ref = test::ref_backend().dense();
   std::uint64_t seed = 1200;
   for (const index_t m : {1, 3, 15, 16})  // 15: every group size of rows of x at both blockings
     for (const index_t k : {576, 100, 64})  // 100: a tail of 4 past the last 16
       for (const index_t r : {1, 37, 300}) {
-        const auto xv = rnd(static_cast<std::size_t>(m * k), ++seed, 1.0f);
         const auto wf = rnd(static_cast<std::size_t>(r * k), ++seed, 0.1f);
-        const auto start = rnd(static_cast<std::size_t>(m * r), ++seed, 1.0f);
         std::vector<f16> w(wf.size());
         std::vector<double> w64(wf.size());
         for (std::size_t i = 0; i < wf.size(); ++i) w[i] = to_f16(wf[i]), w64[i] = to_f32(w[i]);
-        std::vector<double> x64(xv.begin(), xv.end()), want(static_cast<std::size_t>(m * r));
-        ref.dense_forward_f16(CView<double>(x64.data(), Shape{m, k}), CView<f16>(w.data(), Shape{r, k}),
-                              View<double>(want.data(), Shape{m, r}), false);
-        const std::string shape = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r);
-        expect_dot_levels("dense_f16", shape, want, magnitudes(x64, w64, m, k, r), start, false,
-                          m == 16 && k == 576 && r == 300, [&](cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
-                            cpu::dense_f16_dot(xv.data(), w.data(), out, m, k, r, acc, level, pool);
-                          });
+        expect_dot("dense_f16", m, k, r, w64, seed += 2, false,
+                   [&](const float* x, cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
+                     cpu::dense_f16_dot(x, w.data(), out, m, k, r, acc, level, pool);
+                   });
       }
 }
 
 TEST(Dense, Q8DotEveryLevelMatchesTheF64ReferenceToTheSameBits) {
-  auto& ref = test::ref_backend().dense();
   std::uint64_t seed = 1300;
   for (const index_t m : {1, 3, 16})
     for (const index_t k : {576, 32})
@@ -226,16 +229,10 @@ TEST(Dense, Q8DotEveryLevelMatchesTheF64ReferenceToTheSameBits) {
         }
         std::vector<float> wf(static_cast<std::size_t>(r * k));
         dequantize_q8_0(w, wf);
-        const auto xv = rnd(static_cast<std::size_t>(m * k), ++seed, 1.0f);
-        const auto start = rnd(static_cast<std::size_t>(m * r), ++seed, 1.0f);
-        std::vector<double> x64(xv.begin(), xv.end()), w64(wf.begin(), wf.end()), want(static_cast<std::size_t>(m * r));
-        ref.dense_forward_q8(CView<double>(x64.data(), Shape{m, k}), CView<q8_0>(w.data(), Shape{r, kb}),
-                             View<double>(want.data(), Shape{m, r}), false);
-        const std::string shape = "m " + std::to_string(m) + " k " + std::to_string(k) + " r " + std::to_string(r);
-        expect_dot_levels("dense_q8", shape, want, magnitudes(x64, w64, m, k, r), start, true,
-                          m == 16 && k == 576 && r == 300, [&](cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
-                            cpu::dense_q8_dot(xv.data(), w.data(), out, m, kb, r, acc, level, pool);
-                          });
+        expect_dot("dense_q8", m, k, r, std::vector<double>(wf.begin(), wf.end()), seed += 2, true,
+                   [&](const float* x, cpu::SimdLevel level, ThreadPool& pool, bool acc, float* out) {
+                     cpu::dense_q8_dot(x, w.data(), out, m, kb, r, acc, level, pool);
+                   });
       }
 }
 

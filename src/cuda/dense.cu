@@ -51,37 +51,40 @@ __global__ void merge_q_gate_kernel(const float* __restrict__ q, const float* __
   }
 }
 
-// out[t][o] (=, or += with accumulate) = Σ_j x[t][j]·w[o][j], warp t·r + o.
-__global__ void dense_f16_kernel(const float* __restrict__ x, const __half* __restrict__ w, index_t m, index_t k,
-                                 index_t r, bool accumulate, float* __restrict__ out) {
+// Warp t·r + o writes out[t][o] (=, or += with accumulate): lane l sums the
+// terms row(t, o, l) gives it, then the lanes are added in a fixed tree.
+template <class Row>
+__device__ void each_output_by_a_warp(index_t m, index_t r, bool accumulate, float* __restrict__ out, Row row) {
   const index_t warps = static_cast<index_t>(gridDim.x) * (blockDim.x / 32);
   const unsigned lane = threadIdx.x % 32;
   for (index_t i = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < m * r; i += warps) {
-    const index_t t = i / r, o = i % r;
-    const float* xt = x + t * k;
-    const __half* wo = w + o * k;
-    float sum = 0;
-    for (index_t j = lane; j < k; j += 32) sum += xt[j] * __half2float(wo[j]);
+    float sum = row(i / r, i % r, lane);
     for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
     if (lane == 0) out[i] = accumulate ? out[i] + sum : sum;
   }
 }
 
-// out[t][o] (=, or += with accumulate) = Σ_b Σ_l x[t][32b+l]·d_b·q_b[l], warp t·r + o.
+// out[t][o] = Σ_j x[t][j]·w[o][j]: lane l takes j ≡ l (mod 32).
+__global__ void dense_f16_kernel(const float* __restrict__ x, const __half* __restrict__ w, index_t m, index_t k,
+                                 index_t r, bool accumulate, float* __restrict__ out) {
+  each_output_by_a_warp(m, r, accumulate, out, [=](index_t t, index_t o, unsigned lane) {
+    float sum = 0;
+    for (index_t j = lane; j < k; j += 32) sum += x[t * k + j] * __half2float(w[o * k + j]);
+    return sum;
+  });
+}
+
+// out[t][o] = Σ_b Σ_l x[t][32b+l]·d_b·q_b[l]: lane l takes column l of every block (d·q exact in f32).
 __global__ void dense_q8_kernel(const float* __restrict__ x, const q8_0* __restrict__ w, index_t m, index_t kb,
                                 index_t r, bool accumulate, float* __restrict__ out) {
-  const index_t warps = static_cast<index_t>(gridDim.x) * (blockDim.x / 32);
-  const unsigned lane = threadIdx.x % 32;
-  for (index_t i = static_cast<index_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < m * r; i += warps) {
-    const index_t t = i / r, o = i % r;
+  each_output_by_a_warp(m, r, accumulate, out, [=](index_t t, index_t o, unsigned lane) {
     const float* xt = x + t * kb * kQ8Block;
     const q8_0* wo = w + o * kb;
     float sum = 0;
     for (index_t b = 0; b < kb; ++b)
       sum += xt[b * kQ8Block + lane] * (__half2float(__ushort_as_half(wo[b].d.bits)) * static_cast<float>(wo[b].q[lane]));
-    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
-    if (lane == 0) out[i] = accumulate ? out[i] + sum : sum;
-  }
+    return sum;
+  });
 }
 
 unsigned grid_for(index_t threads) {
