@@ -1446,7 +1446,7 @@ TEST(Compress, RecipeDefaults) {
   EXPECT_EQ(cuda.e2e_steps, 600);
   EXPECT_EQ(cuda.calib_windows, 64);
   EXPECT_TRUE(cuda.eval_init);
-  EXPECT_EQ(cuda.init_rotate, 0);
+  EXPECT_EQ(cuda.init_rotate, 12);
   EXPECT_EQ(cuda.allocation, "uniform");
   EXPECT_EQ(cuda.init_refine, 8);
   EXPECT_EQ(cuda.init_method, "act");

@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100));
   auto* init_rotate_opt = compress_cmd->add_option("--init-rotate", compress.job.init_rotate,
                            "rounds of the ITQ rotation of each path's latent SVD factors before their signs are "
-                           "taken (the same low-rank product, a smaller sign-split error; default: cpu 12, cuda 0; "
+                           "taken (the same low-rank product, a smaller sign-split error; default 12 (none with --init); "
                            "0: none, at most 1000)")
       ->check(kNonNegative);
   auto* calib_opt = compress_cmd->add_option("--calib-windows", compress.job.calib_windows,

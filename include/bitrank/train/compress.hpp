@@ -218,8 +218,9 @@ struct GivenOptions {
 //     Dual-SVID, on both devices (the README's main job: none 2,021, 4
 //     sweeps 168.2, 8 146.0, 16 138.4 at 1 more minute; cuda, H100: the
 //     block-wise stage 53.9 → 37.5);
-//   init_rotate: 12 ITQ rounds on cpu (the README's main job at 40 steps and 20
-//     rounds: 85.05 → 66.47, the start 5,505 → 432), none on cuda until measured;
+//   init_rotate: 12 ITQ rounds on both devices (the README's main job at 40
+//     steps and 20 rounds: 85.05 → 66.47, the start 5,505 → 432; cuda, H100:
+//     the block-wise stage 37.46 → 33.20 at 12 rounds);
 //   eval_init: on cuda only (on cpu the start's perplexity is 18 s of the
 //     README's 10-minute main job, and says nothing about the result);
 //   init_method: "gram" on cpu when there are sweeps (under the input Grams:
