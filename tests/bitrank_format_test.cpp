@@ -259,6 +259,10 @@ TEST(BitrankFormat, ExactQ8_0MatricesAreStoredAsBlocks) {
   auto& table = m.dense.at("token_embd.weight").values;
   table = test::as_ggml_q8_0(table);
   ASSERT_NE(round_f16(table[1]), table[1]);  // f16 would round this one
+  EXPECT_TRUE(m.q8_0_blocks.empty());
+  record_exact_q8_0(m);
+  ASSERT_EQ(m.q8_0_blocks.size(), 1u);  // the table only: no other matrix is exact Q8_0 here
+  ASSERT_TRUE(m.q8_0_blocks.contains("token_embd.weight"));
   const auto image = bitrank_image(m);
   const io::Safetensors st = io::Safetensors::from_memory(image, "q8");
   EXPECT_FALSE(st.contains("token_embd.weight"));
@@ -269,6 +273,10 @@ TEST(BitrankFormat, ExactQ8_0MatricesAreStoredAsBlocks) {
   EXPECT_EQ(json::parse(st.metadata().at("bitrank.storage"))["q8_0"], json::array({"token_embd.weight"}));
   const CompressedModel back = load_bitrank(image, "q8");
   expect_same_bits(back.dense.at("token_embd.weight").values, table, "token_embd.weight");
+  EXPECT_EQ(back.q8_0_blocks.size(), 1u);  // the blocks as read, for the model and a second save
+  EXPECT_EQ(std::memcmp(back.q8_0_blocks.at("token_embd.weight").data(), m.q8_0_blocks.at("token_embd.weight").data(),
+                        m.q8_0_blocks.at("token_embd.weight").size() * sizeof(q8_0)),
+            0);
   EXPECT_EQ(as_string(bitrank_image(back)), as_string(image));  // a second save: the same bytes
   const json acc = bitrank_accounting(back);
   EXPECT_EQ(acc["dense"]["q8_0_params"].get<std::uint64_t>(), 40u * 64);
@@ -598,6 +606,7 @@ TEST(BitrankFormat, StrayTensorsAndOtherMetadataLiesAreAnError) {
 TEST(BitrankFormat, BadQ8_0TensorsAreAnError) {
   CompressedModel m = tiny_model({});
   m.dense.at("token_embd.weight").values = test::as_ggml_q8_0(m.dense.at("token_embd.weight").values);
+  record_exact_q8_0(m);
   const auto good = bitrank_image(m);
   auto expect_bad = [&](const std::function<void(Parts&)>& change, std::initializer_list<std::string> pieces) {
     Parts parts(good);
@@ -684,6 +693,30 @@ TEST(BitrankFormat, SaveRefusesABadModelAndWritesNothing) {
                  {"UTF-8"});
   expect_refused([](CompressedModel& m) { m.summary = json::array(); }, {"summary", "object"});
   expect_refused([](CompressedModel& m) { m.summary["bad"] = "\xff"; }, {"summary", "JSON"});
+  // Q8_0 blocks that do not hold their tensor's values, or name no dense matrix.
+  const auto with_q8 = [](CompressedModel& m) {
+    auto& table = m.dense.at("token_embd.weight").values;
+    table = test::as_ggml_q8_0(table);
+    record_exact_q8_0(m);
+  };
+  expect_refused(
+      [&](CompressedModel& m) {
+        with_q8(m);
+        m.q8_0_blocks.at("token_embd.weight")[3].q[5] ^= 1;
+      },
+      {"'token_embd.weight'", "index 101", "is not its Q8_0 blocks'"});
+  expect_refused(
+      [&](CompressedModel& m) {
+        with_q8(m);
+        m.q8_0_blocks.at("token_embd.weight").pop_back();
+      },
+      {"'token_embd.weight'", "do not tile it"});
+  expect_refused(
+      [&](CompressedModel& m) {
+        with_q8(m);
+        m.q8_0_blocks["nothing.weight"] = m.q8_0_blocks.at("token_embd.weight");
+      },
+      {"'nothing.weight'", "no dense tensor"});
 }
 
 TEST(BitrankFormat, FailedSaveLeavesTheOldFileAndNoPartialOne) {

@@ -79,6 +79,7 @@ std::vector<SavedModel> save_models(const std::filesystem::path& dir) {
     cm.dense = w->tensors;
     cm.blr = *blr;
     cm.storage = store::Storage{.scales = store::StoredFloat::f16, .dense = store::StoredFloat::f16};
+    store::record_exact_q8_0(cm);
     const auto file = dir / (std::string(name) + ".bitrank");
     store::save_bitrank(file, cm);
     out.push_back({name, file});

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -18,6 +17,11 @@ const HostTensor& HostWeights::at(const std::string& name) const {
   auto it = tensors.find(name);
   if (it == tensors.end()) fail("model '{}': tensor {} is missing", source, name);
   return it->second;
+}
+
+const std::vector<q8_0>* HostWeights::q8_0_of(const std::string& name) const {
+  const auto it = q8_0_blocks.find(name);
+  return it == q8_0_blocks.end() ? nullptr : &it->second;
 }
 
 std::string shape_str(const std::vector<index_t>& s) {
@@ -78,9 +82,8 @@ DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle fi
   const HostTensor& table = w.at("token_embd.weight");
   const HostTensor& head = config_.tie_word_embeddings ? table : w.at("output.weight");
   final_norm_ = upload(w.at("output_norm.weight"));
-  const index_t d = config_.hidden_size;
-  std::optional<std::vector<q8_0>> head_q8;
-  if (form.q8_0_matrices) head_q8 = exact_q8_0(head.values, d);
+  const std::string head_name = config_.tie_word_embeddings ? "token_embd.weight" : "output.weight";
+  const std::vector<q8_0>* head_q8 = form.q8_0_matrices ? w.q8_0_of(head_name) : nullptr;
   if (head_q8) {
     head_q8_ = Buffer<q8_0>(*be_.memory, head_q8->size());
     head_q8_.upload(std::span<const q8_0>(*head_q8));
@@ -91,10 +94,9 @@ DecoderModel<T>::DecoderModel(Backend<T>& be, const HostWeights& w, GainStyle fi
   }
   embed_from_head_ = config_.tie_word_embeddings && be_.memory->host_accessible();
   if (embed_from_head_) return;
-  std::optional<std::vector<q8_0>> table_q8;
-  if (form.q8_0_matrices) table_q8 = config_.tie_word_embeddings ? std::move(head_q8) : exact_q8_0(table.values, d);
+  const std::vector<q8_0>* table_q8 = form.q8_0_matrices ? w.q8_0_of("token_embd.weight") : nullptr;
   if (table_q8) {
-    embed_host_q8_ = std::move(*table_q8);
+    embed_host_q8_ = *table_q8;
   } else if (form.f16_matrices) {
     embed_host16_.resize(table.values.size());
     for (std::size_t i = 0; i < table.values.size(); ++i) embed_host16_[i] = to_f16(table.values[i]);

@@ -37,7 +37,7 @@ std::size_t model_device_bytes(const HostWeights& w, const BlrProjections& blr, 
     if (name == "token_embd.weight" && !w.config.tie_word_embeddings) continue;  // gathered on the host
     if (name.ends_with(".weight") && blr.contains(name.substr(0, name.size() - 7))) continue;
     const bool head = name == "output.weight" || name == "token_embd.weight";  // the decoder's head
-    if (head && form.q8_0_matrices && t.shape.size() == 2 && exact_q8_0(t.values, t.shape[1])) {
+    if (head && form.q8_0_matrices && w.q8_0_of(name)) {
       bytes += t.values.size() / kQ8Block * sizeof(q8_0);
       continue;
     }

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <set>
 
 #include "bitrank/blr/accounting.hpp"
@@ -57,11 +57,11 @@ std::int64_t value_bits(StoredFloat f) { return f == StoredFloat::f16 ? 16 : 32;
 std::string q8_q_tensor(const std::string& name) { return name + ".q8_0"; }
 std::string q8_d_tensor(const std::string& name) { return name + ".q8_0_scale"; }
 
-// The Q8_0 blocks of dense tensor t when the file stores it so (storage.q8_0
-// and a matrix whose values Q8_0 blocks hold exactly), else nullopt.
-std::optional<std::vector<q8_0>> q8_0_form(const Storage& storage, const HostTensor& t) {
-  if (!storage.q8_0 || t.shape.size() != 2) return std::nullopt;
-  return exact_q8_0(t.values, t.shape[1]);
+// The Q8_0 blocks dense tensor `name` is stored as, or nullptr (stored as F32/F16).
+const std::vector<q8_0>* stored_q8_0(const CompressedModel& model, const std::string& name) {
+  if (!model.storage.q8_0) return nullptr;
+  const auto it = model.q8_0_blocks.find(name);
+  return it == model.q8_0_blocks.end() ? nullptr : &it->second;
 }
 io::StDType st_dtype(StoredFloat f) { return f == StoredFloat::f16 ? io::StDType::F16 : io::StDType::F32; }
 
@@ -93,6 +93,23 @@ const std::string* shadowed_matrix(const std::string& name, const std::map<std::
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return nullptr;
   return matrix(rest.substr(0, pdot));
+}
+
+// A Q8_0 entry names a 2-D dense tensor whose values are its blocks' d·q, bit for bit.
+void check_q8_0(const CompressedModel& model, const std::string& name, const std::vector<q8_0>& blocks,
+                const std::string& where) {
+  const auto it = model.dense.find(name);
+  if (it == model.dense.end()) fail("{}: Q8_0 blocks of '{}', which is no dense tensor", where, name);
+  const HostTensor& t = it->second;
+  if (t.shape.size() != 2 || t.shape[1] % kQ8Block != 0 || blocks.size() * kQ8Block != t.values.size())
+    fail("{}: dense tensor '{}' {}: {} Q8_0 blocks do not tile it (a matrix of rows × a multiple of {})", where,
+         name, shape_text(t.shape), blocks.size(), kQ8Block);
+  std::vector<float> values(t.values.size());
+  dequantize_q8_0(blocks, values);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]) || std::bit_cast<std::uint32_t>(values[i]) != std::bit_cast<std::uint32_t>(t.values[i]))
+      fail("{}: dense tensor '{}': value {} at index {} is not its Q8_0 blocks' {}", where, name, t.values[i], i,
+           values[i]);
 }
 
 void check_values(std::span<const float> v, StoredFloat storage, const std::string& where, const std::string& tensor) {
@@ -181,7 +198,7 @@ Contents contents_of(const CompressedModel& model, const std::string& where) {
   json q8_names = json::array();
   c.owned.reserve(2 * model.dense.size());
   for (const auto& [name, t] : model.dense) {
-    if (const auto blocks = q8_0_form(model.storage, t)) {
+    if (const auto* blocks = stored_q8_0(model, name)) {
       add_q8_0(c, name, t, *blocks);
       q8_names.push_back(name);
       continue;
@@ -366,7 +383,11 @@ class Loader {
   }
 
   void read_dense(CompressedModel& model) {
-    for (const std::string& name : q8_names_) model.dense.emplace(name, read_q8_0(name));
+    for (const std::string& name : q8_names_) {
+      auto [values, blocks] = read_q8_0(name);
+      model.dense.emplace(name, std::move(values));
+      model.q8_0_blocks.emplace(name, std::move(blocks));
+    }
     const io::StDType dtype = st_dtype(model.storage.dense);
     for (const io::TensorInfo& t : st_.tensors()) {
       if (consumed_.contains(t.name)) continue;
@@ -385,8 +406,8 @@ class Loader {
     }
   }
 
-  // Dense tensor `name` from its Q8_0 tensors (q [rows][cols] I8, d [rows][cols/32] F16), values d·q.
-  HostTensor read_q8_0(const std::string& name) {
+  // Dense tensor `name` from its Q8_0 tensors (q [rows][cols] I8, d [rows][cols/32] F16): values d·q, and the blocks.
+  std::pair<HostTensor, std::vector<q8_0>> read_q8_0(const std::string& name) {
     const std::string qn = q8_q_tensor(name), dn = q8_d_tensor(name);
     for (const std::string& part : {qn, dn})
       if (!st_.contains(part)) fail("{}: tensor '{}' of Q8_0 tensor '{}' is missing", file_, part, name);
@@ -410,7 +431,7 @@ class Loader {
     dequantize_q8_0(blocks, h.values);
     consumed_.insert(qn);
     consumed_.insert(dn);
-    return h;
+    return {std::move(h), std::move(blocks)};
   }
 
   const io::Safetensors& st_;
@@ -450,7 +471,7 @@ json bitrank_accounting(const CompressedModel& model) {
   std::uint64_t params = 0, bits = 0, q8_params = 0;
   for (const auto& [name, t] : model.dense) {
     params += t.values.size();
-    if (q8_0_form(model.storage, t)) {  // 8 bits a value and an f16 scale a block of 32
+    if (stored_q8_0(model, name)) {  // 8 bits a value and an f16 scale a block of 32
       q8_params += t.values.size();
       bits += t.values.size() * 8 + t.values.size() / kQ8Block * 16;
     } else {
@@ -473,6 +494,14 @@ json bitrank_accounting(const CompressedModel& model) {
        {{"params", blr_weights + params},
         {"bits", blr_bits + bits},
         {"bpw", bpw(blr_bits + bits, blr_weights + params)}}}};
+}
+
+void record_exact_q8_0(CompressedModel& model) {
+  if (!model.storage.q8_0) return;
+  for (const auto& [name, t] : model.dense) {
+    if (t.shape.size() != 2 || model.q8_0_blocks.contains(name)) continue;
+    if (auto blocks = exact_q8_0(t.values, t.shape[1])) model.q8_0_blocks.emplace(name, std::move(*blocks));
+  }
 }
 
 void check_compressed_model(const CompressedModel& model, const std::string& where) {
@@ -500,8 +529,9 @@ void check_compressed_model(const CompressedModel& model, const std::string& whe
     }
     if (numel != t.values.size())
       fail("{}: dense tensor '{}': {} values for shape {}", where, name, t.values.size(), shape_text(t.shape));
-    if (!q8_0_form(model.storage, t)) check_values(t.values, model.storage.dense, where, name);
+    if (!stored_q8_0(model, name)) check_values(t.values, model.storage.dense, where, name);
   }
+  for (const auto& [name, blocks] : model.q8_0_blocks) check_q8_0(model, name, blocks, where);
   if (!model.summary.is_object()) fail("{}: summary must be a JSON object, got {}", where, model.summary.type_name());
 }
 
@@ -577,7 +607,7 @@ ordered_json describe_bitrank(const std::filesystem::path& path) {
   if (model.storage.q8_0) {
     ordered_json q8 = ordered_json::array();
     for (const auto& [name, t] : model.dense)
-      if (q8_0_form(model.storage, t)) q8.push_back(name);
+      if (stored_q8_0(model, name)) q8.push_back(name);
     d["storage"]["q8_0"] = std::move(q8);
   }
   d["accounting"] = ordered_json::parse(bitrank_accounting(model).dump());

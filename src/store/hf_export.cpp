@@ -150,7 +150,7 @@ void write_staged(const fs::path& dir, const ExportFiles& files, io::StDType dty
 }  // namespace
 
 model::HostWeights expand_compressed(const CompressedModel& model, const std::string& source) {
-  model::HostWeights w{model.config, source, model.dense};
+  model::HostWeights w{model.config, source, model.dense, {}};
   model::check_weights(w, model.blr);
   for (const auto& [name, m] : model.blr) {
     const std::vector<double> wide = blr::reconstruct(m);

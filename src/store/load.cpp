@@ -19,7 +19,9 @@ LoadedWeights load_any(const std::filesystem::path& path) {
     const model::WeightForm form{.f16_scales = cm.storage.scales == StoredFloat::f16,
                                  .f16_matrices = cm.storage.dense == StoredFloat::f16,
                                  .q8_0_matrices = cm.storage.q8_0};
-    return LoadedWeights{model::HostWeights{cm.config, path.string(), std::move(cm.dense)}, std::move(cm.blr), form};
+    return LoadedWeights{
+        model::HostWeights{cm.config, path.string(), std::move(cm.dense), std::move(cm.q8_0_blocks)},
+        std::move(cm.blr), form};
   }
   return LoadedWeights{load_weights(path), {}, {}};
 }

@@ -34,6 +34,7 @@ store::CompressedModel assemble(CompressRun& run) {
       cm.dense.emplace(name, t);
   }
   cm.blr = std::move(run.ckpt.trained);
+  store::record_exact_q8_0(cm);  // the teacher's Q8_0 tensors (a GGUF's), stored as their blocks
   return cm;
 }
 
@@ -104,7 +105,7 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
     // with the same tensors and the finished summary.
     const std::vector<std::byte> image = store::bitrank_image(cm);
     const store::CompressedModel saved = store::load_bitrank(image, o.out.string());
-    model::HostWeights dense{saved.config, o.out.string(), saved.dense};
+    model::HostWeights dense{saved.config, o.out.string(), saved.dense, {}};
     const std::unique_ptr<model::DecoderModel<float>> m =
         model::make_model(run.be, dense, saved.blr, run.streaming.stream);
     student = perplexity(*m, run.eval_ids, o.eval_seq_len, run.eval_windows, "trained student");

@@ -46,6 +46,7 @@
 #include "bitrank/backend.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/model/kv_cache.hpp"
+#include "bitrank/q8_0.hpp"
 
 namespace bitrank::model {
 
@@ -57,8 +58,12 @@ struct HostWeights {
   ModelConfig config;
   std::string source;  // file or directory name, for messages
   std::map<std::string, HostTensor> tensors;
+  // Matrices of `tensors` also held as the Q8_0 blocks they came from (a
+  // .bitrank file's; their values there are exactly d·q), by name.
+  std::map<std::string, std::vector<q8_0>> q8_0_blocks;
 
   const HostTensor& at(const std::string& name) const;  // Error naming the tensor when missing
+  const std::vector<q8_0>* q8_0_of(const std::string& name) const;  // its q8_0_blocks, or nullptr
 };
 
 // (name, shape) of each tensor a model needs, in load order.
@@ -78,9 +83,9 @@ void check_tokens(std::span<const std::int32_t> tokens, index_t window, index_t 
 struct WeightForm {
   bool f16_scales = false;    // BLR scales h, ℓ, g in f16 (BlrPath::scales16)
   bool f16_matrices = false;  // head, token embedding and dense projections in f16
-  // The head and the token embedding as Q8_0 blocks (bitrank/q8_0.hpp) where
-  // those hold them exactly (a file that stores them so), read by
-  // dense_forward_q8 and the embedding lookup; before f16_matrices.
+  // The head and the token embedding as their Q8_0 blocks (bitrank/q8_0.hpp)
+  // where HostWeights::q8_0_blocks holds them (a file that stores them so), read
+  // by dense_forward_q8 and the embedding lookup; before f16_matrices.
   bool q8_0_matrices = false;
   // BLR signs as sign blocks (BlrPath::sign_u_blocks, sign_vt_blocks)
   // instead of bitmaps, for a backend whose blr_infer reads them

@@ -96,8 +96,10 @@
 // larger than the vocabulary; every BLR matrix with 1 <= m, n, 32 <= r,
 // r % 32 == 0, 1 <= P <= 8 and every path tensor present with its dtype,
 // shape and element count, scales finite; dense tensors finite with an
-// element count equal to their shape's, of the storage dtype; no stray or
-// shadowing tensor; summary an object; accounting equal to the recomputed one.
+// element count equal to their shape's, of the storage dtype; every Q8_0
+// entry a 2-D dense tensor whose values are its blocks' d·q, bit for bit; no
+// stray or shadowing tensor; summary an object; accounting equal to the
+// recomputed one.
 // Not checked here: that the tensors are the complete set the architecture
 // needs — the model loader that consumes a CompressedModel does that.
 #pragma once
@@ -115,6 +117,7 @@
 #include "bitrank/blr/blr_matrix.hpp"
 #include "bitrank/io/hf_config.hpp"
 #include "bitrank/io/tokenizer.hpp"
+#include "bitrank/q8_0.hpp"
 #include "bitrank/tensor.hpp"
 
 namespace bitrank::store {
@@ -130,7 +133,7 @@ std::string_view stored_float_name(StoredFloat f);  // "F32", "F16" (the safeten
 struct Storage {
   StoredFloat scales = StoredFloat::f16;  // h, ℓ, g of every path
   StoredFloat dense = StoredFloat::f32;   // every dense tensor not stored as Q8_0
-  bool q8_0 = true;  // a dense matrix that Q8_0 blocks hold exactly is stored so (false: a version 1 file)
+  bool q8_0 = true;  // the matrices of CompressedModel::q8_0_blocks are stored as those blocks (false: a version 1 file)
   bool operator==(const Storage&) const = default;
 };
 
@@ -142,9 +145,19 @@ struct CompressedModel {
   std::optional<io::TokenizerSpec> tokenizer;
   std::map<std::string, HostTensor> dense;  // by tensor name (e.g. token_embd.weight)
   std::map<std::string, blr::HostBlrMatrix> blr;   // by matrix name (e.g. blk.3.attn_q)
+  // The dense matrices held as Q8_0 blocks, by tensor name: their values in
+  // `dense` are exactly the blocks' d·q. load() fills it from the file;
+  // record_exact_q8_0 from the values. Stored as blocks when storage.q8_0.
+  std::map<std::string, std::vector<q8_0>> q8_0_blocks;
   Storage storage;
   nlohmann::json summary = nlohmann::json::object();  // training summary, stored as given
 };
+
+// Records in model.q8_0_blocks every 2-D dense tensor whose values Q8_0 blocks hold
+// exactly (exact_q8_0: a GGUF's Q8_0 tensor dequantised), once, so that the
+// accounting, the checks, the writer and the model read the blocks instead
+// of finding them again. Nothing when !model.storage.q8_0.
+void record_exact_q8_0(CompressedModel& model);
 
 // The honest bit count of `model` as stored with model.storage:
 //   {"scale_bits": 16|32, "dense_value_bits": 32|16 (of the tensors not Q8_0),
