@@ -67,11 +67,18 @@ void copy_row(const U* src, index_t d, T* dst) {
   }
 }
 
-// dst[i] = d·q of the row's blocks, as T (exact), for i < d.
+// dst[i] = d·q of the row's blocks, as T (exact), for i < d: dequantize_q8_0,
+// through an f32 row where T is wider.
 template <class T>
 void copy_q8_row(const q8_0* blocks, index_t d, T* dst) {
-  for (index_t i = 0; i < d; ++i)
-    dst[i] = static_cast<T>(to_f32(blocks[i / kQ8Block].d) * blocks[i / kQ8Block].q[i % kQ8Block]);
+  const std::span<const q8_0> row(blocks, static_cast<std::size_t>(d / kQ8Block));
+  if constexpr (std::is_same_v<T, float>) {
+    dequantize_q8_0(row, std::span<float>(dst, static_cast<std::size_t>(d)));
+  } else {
+    std::vector<float> values(static_cast<std::size_t>(d));
+    dequantize_q8_0(row, values);
+    copy_row(values.data(), d, dst);
+  }
 }
 
 }  // namespace
