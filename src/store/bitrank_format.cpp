@@ -106,10 +106,12 @@ void check_q8_0(const CompressedModel& model, const std::string& name, const std
          name, shape_text(t.shape), blocks.size(), kQ8Block);
   std::vector<float> values(t.values.size());
   dequantize_q8_0(blocks, values);
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]) || std::bit_cast<std::uint32_t>(values[i]) != std::bit_cast<std::uint32_t>(t.values[i]))
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const bool same = std::bit_cast<std::uint32_t>(values[i]) == std::bit_cast<std::uint32_t>(t.values[i]);
+    if (!std::isfinite(values[i]) || !same)
       fail("{}: dense tensor '{}': value {} at index {} is not its Q8_0 blocks' {}", where, name, t.values[i], i,
            values[i]);
+  }
 }
 
 void check_values(std::span<const float> v, StoredFloat storage, const std::string& where, const std::string& tensor) {

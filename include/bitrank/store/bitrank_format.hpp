@@ -133,7 +133,7 @@ std::string_view stored_float_name(StoredFloat f);  // "F32", "F16" (the safeten
 struct Storage {
   StoredFloat scales = StoredFloat::f16;  // h, ℓ, g of every path
   StoredFloat dense = StoredFloat::f32;   // every dense tensor not stored as Q8_0
-  bool q8_0 = true;  // the matrices of CompressedModel::q8_0_blocks are stored as those blocks (false: a version 1 file)
+  bool q8_0 = true;  // CompressedModel::q8_0_blocks stored as those blocks (false: a version 1 file)
   bool operator==(const Storage&) const = default;
 };
 
