@@ -10,10 +10,13 @@
 # the order given.
 # Environment: BITRANK_MODEL (default: the SmolLM2 GGUF found at configure
 # time), EVAL_WINDOWS (64), BUDGET_S (540: no recipe starts after it),
-# NO_BUILD=1 (skip tools/gpu/gpu_build.sh). Output in $OUT (else /tmp):
+# NO_BUILD=1 (skip tools/gpu/gpu_build.sh), RESUME=1 (continue each recipe
+# from the checkpoint an interrupted call left in /tmp/quality, with
+# --resume; its summary's seconds are then the resumed part's only). Output
+# in $OUT (else /tmp):
 # NAME.json (summary), NAME.log (stderr); NAME.bitrank stays in /tmp/quality.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH
 out=${OUT:-/tmp}
 models=/tmp/quality
@@ -35,7 +38,11 @@ for recipe in "$@"; do
   done
   args=(--device cuda --eval-windows "${EVAL_WINDOWS:-64}" -o "$models/$name.bitrank")
   [ -n "${BITRANK_MODEL:-}" ] && args+=(--model "$BITRANK_MODEL")
-  rm -f "$models/$name.bitrank.ckpt"
+  if [ -n "${RESUME:-}" ]; then
+    args+=(--resume)
+  else
+    rm -f "$models/$name.bitrank.ckpt" "$models/$name.bitrank.blockwise.bitrank.ckpt"
+  fi
   # shellcheck disable=SC2086
   build-gpu/bitrank compress "${args[@]}" $opts > "$out/$name.json" 2> "$out/$name.log"
   rc=$?
