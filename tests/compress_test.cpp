@@ -136,6 +136,7 @@ TEST(Compress, TinyLlamaEndToEnd) {
   }
   EXPECT_GT(summary.at("training").at("sign_flips").get<long long>(), 0);
   EXPECT_TRUE(std::filesystem::exists(summary.at("plot").get<std::string>()));
+  EXPECT_FALSE(summary.at("hardware").get<std::string>().empty());  // which CPU or GPU made the figure
   std::printf("  [compress] tiny: ppl teacher %.2f, init %.2f, student %.2f; %.0f block-tokens/s\n",
               ppl.at("teacher").at("ppl").get<double>(), ppl.at("init").at("ppl").get<double>(),
               ppl.at("student").at("ppl").get<double>(), summary.at("training").at("tokens_per_s").get<double>());

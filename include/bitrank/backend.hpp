@@ -36,6 +36,10 @@ struct Backend {
   // destroyed after the families that use it.
   std::shared_ptr<void> resources;
   std::string name;
+  // What it runs on, for the summaries a figure is quoted from (a CPU
+  // backend's figures depend on the CPU as much as on the seed): the GPU's
+  // name, or the CPU's model and the pool's threads.
+  std::string hardware;
   Memory* memory = nullptr;
 
   std::unique_ptr<GemmOps<T>> gemm_ops;

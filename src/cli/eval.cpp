@@ -140,6 +140,7 @@ int run_eval(const EvalOptions& o) {
   j["family"] = std::string(io::model_family_name(net.config().family));
   j["text"] = text_name;
   j["device"] = o.device;
+  j["hardware"] = be->hardware;
   j["seq_len"] = T;
   j["tokens"] = windows * T;
   j["windows"] = windows;

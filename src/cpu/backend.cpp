@@ -1,6 +1,25 @@
+#include <fmt/format.h>
+
+#include <fstream>
+#include <string>
+
 #include "cpu/ops.hpp"
 
 namespace bitrank {
+namespace {
+
+// The "model name" line of /proc/cpuinfo (Linux x86 and most others), else "unknown CPU".
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  }
+  return "unknown CPU";
+}
+
+}  // namespace
 
 std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool) {
   auto b = std::make_unique<Backend<float>>();
@@ -8,6 +27,7 @@ std::unique_ptr<Backend<float>> make_cpu_backend(ThreadPool& pool) {
   std::shared_ptr<Memory> mem = make_counted_host_memory();
   b->resources = mem;
   b->name = "cpu";
+  b->hardware = fmt::format("{}, {} threads", cpu_model_name(), pool.size());
   b->memory = mem.get();
   b->gemm_ops = cpu::make_gemm_ops(pool);
   b->bitmap_ops = cpu::make_bitmap_ops(pool);

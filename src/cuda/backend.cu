@@ -13,6 +13,7 @@ std::unique_ptr<Backend<float>> make_cuda_backend(int device, const CudaOptions&
   auto b = std::make_unique<Backend<float>>();
   b->resources = ctx;
   b->name = "cuda";
+  b->hardware = cuda::device_description(device);
   b->memory = &ctx->memory;
   b->gemm_ops = cuda::make_gemm_ops(*ctx);
   b->bitmap_ops = cuda::make_bitmap_ops(*ctx);

@@ -5,6 +5,7 @@ namespace bitrank {
 std::unique_ptr<Backend<double>> make_ref_backend() {
   auto b = std::make_unique<Backend<double>>();
   b->name = "ref";
+  b->hardware = "f64 reference on the host";
   b->memory = &host_memory();
   b->gemm_ops = ref::make_gemm_ops();
   b->bitmap_ops = ref::make_bitmap_ops();

@@ -46,6 +46,7 @@ nlohmann::ordered_json run_summary(const CompressRun& run, nlohmann::ordered_jso
   s["model"] = run.weights.source;
   s["family"] = std::string(io::model_family_name(run.cfg().family));
   s["device"] = o.device;
+  s["hardware"] = run.be.hardware;
   s["objective"] = o.objective;
   s["init_method"] = run.from ? std::string("file") : o.init_method;  // "file": the ranks are --init's, no bpw target
   s["training_text"] = run.train_text.name;
