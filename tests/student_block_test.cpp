@@ -395,60 +395,6 @@ TEST(StudentBlock, NonFiniteGradientSkipsTheStep) {
   EXPECT_FALSE(block.download_state() == state_before);
 }
 
-// An f16 overflow of the staged gradients (finite loss) does not skip the
-// window: train_step halves the scale and runs it again until it fits, and
-// the step it applies is the one a run starting at that scale applies, bit
-// for bit. Gradients that stay non-finite at every scale (here poisoned
-// after each backward) are retried kOverflowRetries times, then skipped.
-TEST(StudentBlock, AnOverflowedWindowRunsAgainAtAHalvedScale) {
-  auto& be = test::cpu_backend();
-  const auto dims = test::tiny_block_dims();
-  const index_t window = 5, n = 2 * window, d = dims.hidden;
-  auto x = upload(be, block_input(n, d, 32));
-  std::vector<float> far = block_input(n, d, 33);
-  for (float& v : far) v *= 3e5f;  // errors of 1e5: dy·scale far past f16's 65504 at the cap
-  auto target = upload(be, far);
-  LayerwiseOptions opt;
-  opt.signs.lr = 0.05f;
-  const train::GradScalerOptions cap = train::layerwise_scaler_options(n * d);
-
-  StudentLlamaBlock<float> block(be, dims, test::random_student(dims, 32, 2, 31));
-  LayerwiseState state(cap);
-  LayerwiseBuffers<float> buf;
-  const auto rep = train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt);
-  ASSERT_FALSE(rep.skipped);
-  ASSERT_GT(rep.retries, 0);
-  EXPECT_EQ(state.scaler.log2_scale(), cap.init_log2 - rep.retries);
-  EXPECT_EQ(rep.grad_scale, state.scaler.scale());
-  EXPECT_EQ(state.applied_steps, 1);
-  EXPECT_EQ(state.scaler.state().skipped_total, 0);
-
-  // The same block started at the scale the retries reached: the same step.
-  StudentLlamaBlock<float> direct(be, dims, test::random_student(dims, 32, 2, 31));
-  LayerwiseState at(cap);
-  at.scaler = train::GradScaler(cap, train::GradScalerState{.log2_scale = state.scaler.log2_scale()});
-  LayerwiseBuffers<float> buf2;
-  const auto once = train::train_step(direct, x.view({n, d}), target.view({n, d}), window, buf2, at, opt);
-  EXPECT_EQ(once.retries, 0);
-  EXPECT_EQ(once.loss, rep.loss);
-  EXPECT_TRUE(direct.download_state() == block.download_state());
-
-  // Non-finite at every scale: kOverflowRetries runs again, then a skip.
-  const auto before = block.download_state();
-  const int log2_before = state.scaler.log2_scale();
-  int backwards = 0;
-  const auto poisoned = train::train_step(block, x.view({n, d}), target.view({n, d}), window, buf, state, opt, [&] {
-    ++backwards;
-    block.proj(LlamaProj::up).scale_grads()[17] = std::numeric_limits<float>::quiet_NaN();
-  });
-  EXPECT_TRUE(poisoned.skipped);
-  EXPECT_EQ(poisoned.retries, train::kOverflowRetries);
-  EXPECT_EQ(backwards, train::kOverflowRetries + 1);
-  EXPECT_EQ(state.scaler.log2_scale(), log2_before - train::kOverflowRetries - 1);
-  EXPECT_EQ(state.scaler.state().skipped_total, 1);
-  EXPECT_TRUE(block.download_state() == before);
-}
-
 // The layer-wise scale starts at, and never grows past, the largest power
 // of two ≤ N/2; the backward runs at the scaler's current scale, which
 // grows back after growth_interval clean steps.

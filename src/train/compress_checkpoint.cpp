@@ -194,7 +194,7 @@ void write_compress_checkpoint(const fs::path& path, const CompressCheckpoint& c
   for (const CompressBlockLog& b : c.blocks) {
     json losses = json::array();
     for (double v : b.losses) losses.push_back(loss_json(v));
-    j["blocks"].push_back({{"losses", losses}, {"flips", b.flips}, {"skipped", b.skipped}, {"retries", b.retries}});
+    j["blocks"].push_back({{"losses", losses}, {"flips", b.flips}, {"skipped", b.skipped}});
   }
   ordered_json matrices = ordered_json::object();
   for (const auto& [name, m] : c.matrices)
@@ -251,7 +251,6 @@ CompressCheckpoint read_compress_checkpoint(const fs::path& path) {
       for (const json& v : b.at("losses")) log.losses.push_back(loss_value(v));
       log.flips = b.at("flips").get<std::int64_t>();
       log.skipped = b.at("skipped").get<std::int64_t>();
-      log.retries = b.value("retries", std::int64_t{0});  // absent in checkpoints written before retries
       c.blocks.push_back(std::move(log));
     }
     for (const auto& [name, m] : j.at("matrices").items())

@@ -63,12 +63,8 @@ nlohmann::ordered_json run_summary(const CompressRun& run, nlohmann::ordered_jso
   return s;
 }
 
-struct StepTotals {
-  std::int64_t flips = 0, skipped = 0, retries = 0;
-};
-
-StepTotals write_loss_plot(const CompressRun& run, const Objective& objective, nlohmann::ordered_json& blocks) {
-  StepTotals t;
+void write_loss_plot(const CompressRun& run, const Objective& objective, nlohmann::ordered_json& blocks,
+                     std::int64_t& flips, std::int64_t& skipped) {
   std::vector<PlotSeries> curves;
   blocks = nlohmann::ordered_json::array();
   for (std::size_t b = 0; b < run.ckpt.blocks.size(); ++b) {
@@ -81,13 +77,11 @@ StepTotals write_loss_plot(const CompressRun& run, const Objective& objective, n
     curves.push_back(std::move(curve));
     blocks.push_back(
         {{"block", b}, {"first_loss", bl.losses.front()}, {"last_loss", bl.losses.back()}, {"flips", bl.flips}});
-    t.flips += bl.flips;
-    t.skipped += bl.skipped;
-    t.retries += bl.retries;
+    flips += bl.flips;
+    skipped += bl.skipped;
   }
   write_plot_svg(run.plot_path, curves,
                  {.title = objective.plot_title(), .x_label = "step", .y_label = objective.loss_label(), .log_y = true});
-  return t;
 }
 
 }  // namespace
@@ -95,7 +89,8 @@ StepTotals write_loss_plot(const CompressRun& run, const Objective& objective, n
 nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) {
   const CompressOptions& o = run.o;
   nlohmann::ordered_json blocks;
-  const StepTotals totals = write_loss_plot(run, objective, blocks);
+  std::int64_t flips = 0, skipped = 0;
+  write_loss_plot(run, objective, blocks, flips, skipped);
   store::CompressedModel cm = assemble(run);
   cm.summary = run_summary(run, std::move(blocks));
 
@@ -124,9 +119,8 @@ nlohmann::ordered_json finish_run(CompressRun& run, const Objective& objective) 
                             {"block_tokens", block_tokens},
                             {"tokens_per_s", static_cast<double>(block_tokens) / run.train_seconds},
                             {"model_tokens_per_s", static_cast<double>(N) / run.train_seconds},
-                            {"sign_flips", totals.flips},
-                            {"skipped_steps", totals.skipped},
-                            {"overflow_retries", totals.retries}};
+                            {"sign_flips", flips},
+                            {"skipped_steps", skipped}};
   cm.summary["init_seconds"] = run.ckpt.init_seconds;
   cm.summary["init_svd"] = run.svd_where;  // where this run's SVDs ran
   const std::size_t peak = run.be.memory->peak_bytes();

@@ -237,7 +237,7 @@ E2eLoss E2eTrainerOf<Student>::forward_backward(std::span<const std::int32_t> to
 }
 
 template <class Student>
-StudentGradSquares E2eTrainerOf<Student>::grad_squares() {
+E2eReport E2eTrainerOf<Student>::finish_step(const E2eLoss& loss) {
   StudentGradSquares sq;
   for (index_t b = 0; b < blocks(); ++b) {  // in block order, streamed or not: the same sums
     std::optional<StudentGradSquares>* kept = slots_ ? &block_squares_[static_cast<std::size_t>(b)] : nullptr;
@@ -246,16 +246,6 @@ StudentGradSquares E2eTrainerOf<Student>::grad_squares() {
     sq.signs += s.signs;
   }
   sq.adam += be_->reduce().sum_squares(final_norm_grad());
-  return sq;
-}
-
-template <class Student>
-E2eReport E2eTrainerOf<Student>::finish_step(const E2eLoss& loss) {
-  return finish_step(loss, grad_squares());
-}
-
-template <class Student>
-E2eReport E2eTrainerOf<Student>::finish_step(const E2eLoss& loss, const StudentGradSquares& sq) {
   E2eReport rep{loss, decide_step(loss.total, sq, state_, options_.optim.clip_norm, "e2e step")};
   if (rep.step.skipped) return rep;
   const LayerwiseOptions& o = options_.optim;

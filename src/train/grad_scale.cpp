@@ -41,13 +41,6 @@ GradScaler::GradScaler(const GradScalerOptions& options, const GradScalerState& 
          s_.consecutive_skips, s_.skipped_total, o_.max_consecutive_skips);
 }
 
-bool GradScaler::back_off() {
-  if (s_.log2_scale <= o_.min_log2) return false;
-  --s_.log2_scale;
-  s_.clean_steps = 0;
-  return true;
-}
-
 double GradScaler::scale() const { return std::ldexp(1.0, s_.log2_scale); }
 
 bool GradScaler::update(double scaled_sum_squares) {

@@ -56,23 +56,12 @@ AdamOptions step_adam(const AdamOptions& base, const LayerwiseState& state, cons
   return o;
 }
 
-bool overflowed(double loss, const StudentGradSquares& sq, const LayerwiseState& state) {
-  const double scale = state.scaler.scale();
-  return std::isfinite(loss) && !std::isfinite((sq.adam + sq.signs) * scale * scale);
-}
-
 template <LayerwiseStudent Block>
-StepReport finish_step(Block& block, double loss, const StudentGradSquares& sq, LayerwiseState& state,
-                       const LayerwiseOptions& opt) {
-  StepReport rep = decide_step(loss, sq, state, opt.clip_norm, "layer-wise step");
+StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
+  StepReport rep = decide_step(loss, block.grad_squares(), state, opt.clip_norm, "layer-wise step");
   if (!rep.skipped)
     rep.flips = block.step(step_adam(opt.scales, state, rep), step_adam(opt.gains, state, rep), opt.signs);
   return rep;
-}
-
-template <LayerwiseStudent Block>
-StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt) {
-  return finish_step(block, loss, block.grad_squares(), state, opt);
 }
 
 template <LayerwiseStudent Block>
@@ -95,15 +84,14 @@ double forward_backward(Block& block, CView<typename Block::Real> x, CView<typen
 template <LayerwiseStudent Block>
 StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
                       LayerwiseBuffersOf<Block>& buf, LayerwiseState& state, const LayerwiseOptions& opt) {
-  return train_step(block, x, target, window, buf, state, opt, [] {});
+  const double loss = forward_backward(block, x, target, window, buf, state);
+  return finish_step(block, loss, state, opt);
 }
 
 template double layerwise_loss<float>(Backend<float>&, CView<float>, CView<float>, View<float>);
 template double layerwise_loss<double>(Backend<double>&, CView<double>, CView<double>, View<double>);
 #define BITRANK_LAYERWISE_STEPS(Block)                                                                    \
   template StepReport finish_step<Block>(Block&, double, LayerwiseState&, const LayerwiseOptions&);       \
-  template StepReport finish_step<Block>(Block&, double, const StudentGradSquares&, LayerwiseState&,      \
-                                         const LayerwiseOptions&);                                        \
   template double forward_backward<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,        \
                                           LayerwiseBuffersOf<Block>&, const LayerwiseState&);             \
   template StepReport train_step<Block>(Block&, CView<Block::Real>, CView<Block::Real>, index_t,          \

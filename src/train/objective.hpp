@@ -48,7 +48,6 @@ struct StepOutcome {
   double grad_scale = 0;
   std::int64_t flips = 0;
   bool skipped = false;
-  std::int64_t retries = 0;  // runs of the step's window again at a halved scale (layerwise.hpp)
   std::vector<double> block_loss{};
 };
 
@@ -74,14 +73,12 @@ void run_steps(CompressRun& run, std::int64_t step_base, std::int64_t s0, Step&&
     unit_log.losses.push_back(r.loss);
     unit_log.flips += r.flips;
     unit_log.skipped += r.skipped ? 1 : 0;
-    unit_log.retries += r.retries;
     run.rec = StepRecord{.step = global,
                          .loss = r.loss,
                          .lr = opt.scales.lr,
                          .scale = r.grad_scale,
                          .flips = r.flips,
                          .skipped = r.skipped,
-                         .retries = r.retries,
                          .tokens = run.rec.tokens + run.rows(),
                          .seconds = run.train_seconds,
                          .block_loss = r.block_loss};

@@ -66,21 +66,14 @@ class E2eObjective final : public Objective {
     }
     const auto step = [&](std::int64_t s, const LayerwiseOptions& opt) {
       trainer.options().optim = opt;
-      E2eLoss loss;
-      StudentGradSquares sq;
-      const std::int64_t retries = retry_overflows(trainer.state(), [&] {
-        loss = trainer.forward_backward(run.ids_of_step(s), o.seq_len);
-        if constexpr (dense)
-          if (o.hooks.e2e_after_backward) o.hooks.e2e_after_backward(trainer, s);
-        sq = trainer.grad_squares();
-        return std::pair{loss.total, sq};
-      });
-      const E2eReport r = trainer.finish_step(loss, sq);
+      const E2eLoss loss = trainer.forward_backward(run.ids_of_step(s), o.seq_len);
+      if constexpr (dense)
+        if (o.hooks.e2e_after_backward) o.hooks.e2e_after_backward(trainer, s);
+      const E2eReport r = trainer.finish_step(loss);
       return StepOutcome{.loss = r.loss.total,
                          .grad_scale = r.step.grad_scale,
                          .flips = r.step.flips,
                          .skipped = r.step.skipped,
-                         .retries = retries,
                          .block_loss = {r.loss.kl, r.loss.mse}};
     };
     const auto done = [&] {  // trained: into the model, and the checkpoint of a finished run

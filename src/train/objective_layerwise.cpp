@@ -195,12 +195,11 @@ class LayerwiseObjective final : public Objective {
     const std::int64_t base = b * o.steps;
     const auto step = [&](std::int64_t s, const LayerwiseOptions& opt) {
       const View<float> x = input.load(s), y = target.load(s);
-      const StepReport r = train_step(student, x, y, o.seq_len, buffers, state, opt, [&] {
-        if constexpr (dense)
-          if (o.hooks.after_backward) o.hooks.after_backward(student, base + s);
-      });
-      return StepOutcome{
-          .loss = r.loss, .grad_scale = r.grad_scale, .flips = r.flips, .skipped = r.skipped, .retries = r.retries};
+      const double loss = forward_backward(student, x, y, o.seq_len, buffers, state);
+      if constexpr (dense)
+        if (o.hooks.after_backward) o.hooks.after_backward(student, base + s);
+      const StepReport r = finish_step(student, loss, state, opt);
+      return StepOutcome{.loss = r.loss, .grad_scale = r.grad_scale, .flips = r.flips, .skipped = r.skipped};
     };
     const auto done = [&] {  // the block is trained: into the model, and a checkpoint at the next block's start
       keep_block(run, b, student.download());

@@ -59,7 +59,6 @@ std::string step_record_json(const StepRecord& r) {
   j["scale"] = r.scale;
   j["flips"] = r.flips;
   j["skipped"] = r.skipped;
-  if (r.retries > 0) j["retries"] = r.retries;
   j["tokens"] = r.tokens;
   j["seconds"] = r.seconds;
   if (!r.block_loss.empty()) j["block_loss"] = r.block_loss;
@@ -78,7 +77,6 @@ StepRecord parse_step_record(std::string_view line, std::string_view source) {
   const json& skipped = key(j, "skipped", source);
   if (!skipped.is_boolean()) fail("{}: step record \"skipped\" is {}, expected true or false", source, io::json_excerpt(skipped));
   r.skipped = skipped.get<bool>();
-  if (j.contains("retries")) r.retries = get_int(j, "retries", source);
   r.tokens = get_int(j, "tokens", source);
   r.seconds = get_real(j, "seconds", source);
   if (const auto it = j.find("block_loss"); it != j.end()) {

@@ -76,7 +76,6 @@ struct CompressBlockLog {
   std::vector<double> losses;                                // one per step done (NaN when not finite)
   std::int64_t flips = 0;                                    // sign flips
   std::int64_t skipped = 0;                                  // steps skipped by the grad scaler
-  std::int64_t retries = 0;                                  // windows run again after an f16 overflow
   bool operator==(const CompressBlockLog&) const = default;  // (NaN ≠ NaN: tests compare bits)
 };
 

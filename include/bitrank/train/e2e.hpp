@@ -52,10 +52,7 @@
 //   update    after the whole backward. decide_step (layerwise.hpp) takes the
 //             loss and the sums of squares of EVERY gradient of the model —
 //             each block's and the final gain's: a non-finite one anywhere
-//             with a finite loss runs the step again at half the scale
-//             (retry_overflows, layerwise.hpp); still non-finite after
-//             kOverflowRetries, or a non-finite loss, skips the whole step
-//             (nothing changes but the scaler), and the
+//             skips the whole step (nothing changes but the scaler), and the
 //             clip multiplier comes from the global norm. Then each block's
 //             step and Adam on the final gain, at one t.
 // Why the update waits for the whole backward rather than following each
@@ -214,11 +211,6 @@ class E2eTrainerOf {
   E2eLoss forward_backward(std::span<const std::int32_t> tokens, index_t window);
   // The update half, for the gradients of the last forward_backward and its loss.
   E2eReport finish_step(const E2eLoss& loss);
-  // The same with grad_squares() already taken.
-  E2eReport finish_step(const E2eLoss& loss, const StudentGradSquares& sq);
-  // The sums of squares of every gradient of the last forward_backward
-  // (each block's, in block order, and the final gain's).
-  StudentGradSquares grad_squares();
   // The loss alone (forward and both head passes; no gradient is touched).
   E2eLoss evaluate(std::span<const std::int32_t> tokens, index_t window);
 

@@ -65,10 +65,6 @@ class GradScaler {
   // it is skipped; updates the scale as described above. Error after
   // max_consecutive_skips skips in a row.
   bool update(double scaled_sum_squares);
-  // For a caller that runs an overflowed step again instead of skipping it
-  // (layerwise.hpp): k ← k − 1 and the clean-step count restarts, no step is
-  // counted. False, with nothing changed, when k is already min_log2.
-  bool back_off();
   const GradScalerState& state() const { return s_; }
   const GradScalerOptions& options() const { return o_; }
 

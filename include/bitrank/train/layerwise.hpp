@@ -6,14 +6,7 @@
 //   dy   = 2·(y − y_teacher) / N        (squared_error, on the backend)
 //
 // train_step: forward_backward (zero_grad → forward → loss and dy →
-// backward with the scaler's grad_scale) → finish_step. An overflow of the
-// f16-staged gradients (a finite loss, a non-finite sum of squares) does
-// not cost the window: the scale halves (GradScaler::back_off) and the same
-// window runs again, up to kOverflowRetries times, before the step counts
-// as skipped. (The scale starts at its cap, the overflow edge of a block
-// whose outputs are small; at SmolLM2's block 11, where the residual stream
-// takes values of 23,000, skipping spent 7 of the CPU recipe's 30 steps.)
-// finish_step, the update half:
+// backward with the scaler's grad_scale) → finish_step. finish_step, the update half:
 //   1. sums of squares of the Adam-trained gradients (BLR scales, gains)
 //      and of the sign gradients; GradScaler::update (grad_scale.hpp) gets
 //      their total — NaN when the loss is not finite — and decides: a
@@ -44,7 +37,6 @@
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
-#include <utility>
 
 #include "bitrank/backend.hpp"
 #include "bitrank/train/grad_scale.hpp"
@@ -87,7 +79,6 @@ struct StepReport {
   double sign_grad_norm = 0;  // ‖sign gradients‖₂
   double clip = 1;            // multiplier the Adam steps applied (0 when skipped)
   double grad_scale = 0;      // the scale the backward used
-  std::int64_t retries = 0;   // runs of the window again at a halved scale after an f16 overflow
 };
 
 // What a step needs of a student block: its real type and tape, and the
@@ -138,13 +129,6 @@ double forward_backward(Block& block, CView<typename Block::Real> x, CView<typen
 // grad_scale = state.scaler.scale() (and `loss`, the forward's).
 template <LayerwiseStudent Block>
 StepReport finish_step(Block& block, double loss, LayerwiseState& state, const LayerwiseOptions& opt);
-// The same with the block's grad_squares() already taken.
-template <LayerwiseStudent Block>
-StepReport finish_step(Block& block, double loss, const StudentGradSquares& sq, LayerwiseState& state,
-                       const LayerwiseOptions& opt);
-// True when the loss is finite and the gradients at state.scaler.scale() are
-// not: an f16 overflow of the staged operands, which a smaller scale avoids.
-bool overflowed(double loss, const StudentGradSquares& sq, const LayerwiseState& state);
 
 // finish_step's decision, for any set of trained tensors (one block here,
 // a whole model in e2e.hpp): from the loss and the true sums of squares of
@@ -157,39 +141,5 @@ StepReport decide_step(double loss, const StudentGradSquares& sq, LayerwiseState
                        std::string_view what);
 // `base` at t = state.applied_steps with the clip multiplier of `rep`.
 AdamOptions step_adam(const AdamOptions& base, const LayerwiseState& state, const StepReport& rep);
-
-// The retries of an overflowed window (see the top of this file), for any
-// step (a block here, the whole model in e2e.hpp): calls attempt() — one
-// forward and backward at state.scaler.scale(), returning the loss and the
-// gradients' sums of squares as a pair — again after each overflow, the
-// scale halved first, up to kOverflowRetries times. Returns the retries;
-// the caller then decides on the last attempt's gradients.
-inline constexpr std::int64_t kOverflowRetries = 16;
-template <class Attempt>
-std::int64_t retry_overflows(LayerwiseState& state, Attempt&& attempt) {
-  for (std::int64_t retries = 0;; ++retries) {
-    const auto [loss, sq] = attempt();
-    if (retries == kOverflowRetries || !overflowed(loss, sq, state) || !state.scaler.back_off()) return retries;
-  }
-}
-
-// train_step, calling after_backward() after each backward (a caller that
-// inspects or edits the gradients before the update).
-template <LayerwiseStudent Block, class AfterBackward>
-StepReport train_step(Block& block, CView<typename Block::Real> x, CView<typename Block::Real> target, index_t window,
-                      LayerwiseBuffersOf<Block>& buffers, LayerwiseState& state, const LayerwiseOptions& opt,
-                      AfterBackward&& after_backward) {
-  double loss = 0;
-  StudentGradSquares sq;
-  const std::int64_t retries = retry_overflows(state, [&] {
-    loss = forward_backward(block, x, target, window, buffers, state);
-    after_backward();
-    sq = block.grad_squares();
-    return std::pair{loss, sq};
-  });
-  StepReport rep = finish_step(block, loss, sq, state, opt);
-  rep.retries = retries;
-  return rep;
-}
 
 }  // namespace bitrank::train

@@ -40,7 +40,6 @@ struct StepRecord {
   double scale = 0;            // the gradient scale used
   std::int64_t flips = 0;      // sign flips in this step
   bool skipped = false;        // non-finite gradient: nothing updated
-  std::int64_t retries = 0;    // the step's window run again at a halved scale (f16 overflow); in the JSON when > 0
   std::int64_t tokens = 0;     // cumulative tokens after this step
   double seconds = 0;          // cumulative training seconds after this step
   std::vector<double> block_loss{};  // optional per-block losses
