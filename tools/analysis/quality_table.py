@@ -5,7 +5,12 @@ with an end-to-end stage, the summary of that stage, which carries the
 block-wise stage under "stages"), bench/anchors/nanoquant.py and
 bench/anchors/littlebit.py (their --out JSON).
 
-    python3 tools/analysis/quality_table.py SUMMARY.json ... [--svg quality.svg] [--title T]
+    python3 tools/analysis/quality_table.py [LABEL=]SUMMARY.json[+SUMMARY.json ...] ... [--svg F] [--title T]
+
+A run that went on from another's output (`--init`, the e2e stage of an
+older build) is one row: its summaries joined by "+", first to last; its
+tokens and seconds are the sum, its perplexity and bpw the last one's.
+LABEL names the row (default: the method).
 
 Each row: the method, bpw of the projections and of the whole model, the
 distinct text tokens the run trained or calibrated on, the training tokens
@@ -56,9 +61,12 @@ def littlebit_row(s, path):
                 device=s["device"], file=path)
 
 
-def row_of(path):
-    with open(path) as fh:
-        s = json.load(fh)
+def one_row(path):
+    try:
+        with open(path) as fh:
+            s = json.load(fh)
+    except (OSError, ValueError) as e:
+        sys.exit(f"quality_table: cannot read {path}: {e}")
     kind = s.get("anchor")
     if kind == "NanoQuant":
         return nanoquant_row(s, path)
@@ -67,6 +75,18 @@ def row_of(path):
     if "accounting" in s and "perplexity" in s:
         return bitrank_row(s, path)
     sys.exit(f"quality_table: {path} is neither a bitrank compress summary nor an anchor's")
+
+
+def row_of(arg):
+    label, _, paths = arg.rpartition("=")
+    parts = [one_row(p) for p in paths.split("+")]
+    row = dict(parts[-1])
+    row["tokens"] = sum(p["tokens"] for p in parts)
+    row["seconds"] = sum(p["seconds"] for p in parts)
+    row["distinct"] = max((p["distinct"] for p in parts if p["distinct"]), default=None)
+    if label:
+        row["method"] = label
+    return row
 
 
 def fmt_tokens(n):
