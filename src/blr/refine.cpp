@@ -409,11 +409,13 @@ void sign_pass(Factors& f, std::vector<float>& res, bool side_u) {
 // taken only when that is negative (the error never rises), and γ follows
 // each flip (n values). Passes over the column until none flips. Blocked
 // as sign_pass: C·Rᵀ·A_J is one GEMM a block, and the earlier components'
-// changes d_u enter through C·d_u.
+// changes d_u enter through C·d_u. C·d_u is kept component-major ([u][n])
+// so that a flip's two updates (γ and C·d_t, each one row of C) run over
+// contiguous memory.
 void sign_pass_v_weighted(Factors& f, std::vector<float>& res) {
   const index_t m = f.m, n = f.n, k = f.k;
   std::vector<float> q(size_t(n * kBlock)), cq(size_t(n * kBlock)), gram(size_t(kBlock * kBlock)), d(size_t(n * kBlock));
-  std::vector<double> cd(size_t(n * kBlock)), grad(static_cast<size_t>(n));
+  std::vector<double> cd(size_t(kBlock * n)), grad(static_cast<size_t>(n));
   for (index_t c0 = 0; c0 < k; c0 += kBlock) {
     const index_t nb = std::min(kBlock, k - c0);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(nb), bi(m), 1.0f, res.data(), bi(n), f.a.data() + c0, bi(k), 0.0f,
@@ -428,12 +430,15 @@ void sign_pass_v_weighted(Factors& f, std::vector<float>& res) {
       const index_t c = c0 + t;
       const double lc = f.l[size_t(c)], alpha = lc * lc * double(gram[at(t, kBlock, t)]);
       if (lc == 0 || alpha == 0) continue;
-      // γ = −2ℓ·C·(Rᵀa) with R as the earlier components of the block left it.
-      for (index_t j = 0; j < n; ++j) {
-        double v = cq[at(j, kBlock, t)];
-        for (index_t u = 0; u < t; ++u) v -= cd[at(j, kBlock, u)] * double(gram[at(u, kBlock, t)]);
-        grad[size_t(j)] = -2.0 * lc * v;
+      // γ = −2ℓ·C·(Rᵀa) with R as the earlier components of the block left it
+      // (for each j the earlier components subtracted in order u = 0, 1, …).
+      for (index_t j = 0; j < n; ++j) grad[size_t(j)] = cq[at(j, kBlock, t)];
+      for (index_t u = 0; u < t; ++u) {
+        const double gu = gram[at(u, kBlock, t)];
+        const double* cdu = cd.data() + u * n;
+        for (index_t j = 0; j < n; ++j) grad[size_t(j)] -= cdu[j] * gu;
       }
+      for (index_t j = 0; j < n; ++j) grad[size_t(j)] = -2.0 * lc * grad[size_t(j)];
       for (int pass = 0; pass < kMaxFlipPasses; ++pass) {
         bool flipped = false;
         for (index_t i = 0; i < n; ++i) {
@@ -445,10 +450,10 @@ void sign_pass_v_weighted(Factors& f, std::vector<float>& res) {
           f.b[at(i, k, c)] = float(-bi_old);
           d[at(i, kBlock, t)] = float(double(d[at(i, kBlock, t)]) + lc * delta);
           const float* ci = f.c.data() + i * n;  // C's row i = column i
-          for (index_t j = 0; j < n; ++j) {
-            grad[size_t(j)] += 2.0 * alpha * delta * double(ci[j]);
-            cd[at(j, kBlock, t)] += lc * delta * double(ci[j]);
-          }
+          const double to_grad = 2.0 * alpha * delta, to_cd = lc * delta;
+          double* cdt = cd.data() + t * n;
+          for (index_t j = 0; j < n; ++j) grad[size_t(j)] += to_grad * double(ci[j]);
+          for (index_t j = 0; j < n; ++j) cdt[j] += to_cd * double(ci[j]);
         }
         if (!flipped) break;
       }
