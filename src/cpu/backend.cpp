@@ -8,15 +8,20 @@
 namespace bitrank {
 namespace {
 
-// The "model name" line of /proc/cpuinfo (Linux x86 and most others), else "unknown CPU".
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const auto colon = line.find(':');
-    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
-  }
-  return "unknown CPU";
+// The "model name" line of /proc/cpuinfo (Linux x86 and most others), else
+// "unknown CPU"; read once (backends are made per matrix in places, and the
+// file lists every core).
+const std::string& cpu_model_name() {
+  static const std::string name = [] {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("model name", 0) != 0) continue;
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+    return std::string("unknown CPU");
+  }();
+  return name;
 }
 
 }  // namespace
